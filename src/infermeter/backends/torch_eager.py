@@ -1,0 +1,87 @@
+"""PyTorch eager execution under `torch.inference_mode`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from infermeter.backends.base import Backend, Session, package_version
+from infermeter.case import Case
+from infermeter.errors import BackendError
+from infermeter.models.inputs import Feeds
+from infermeter.models.spec import ModelSpec, load_torch_module
+
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class TorchEagerSession(Session):
+    """Runs the module eagerly; floating-point inputs are cast to the module's dtype in `prepare`."""
+
+    def __init__(self, module: Any, input_names: list[str], dtype: Any) -> None:
+        super().__init__()
+        import torch
+
+        self._torch = torch
+        self._module = module
+        self._input_names = input_names
+        self._dtype = dtype
+
+    def prepare(self, feeds: Feeds) -> Any:
+        tensors = []
+        for name in self._input_names:
+            tensor = self._torch.from_numpy(np.ascontiguousarray(feeds[name]))
+            tensors.append(tensor.to(self._dtype) if tensor.is_floating_point() else tensor)
+        return tuple(tensors)
+
+    def run(self, prepared: Any) -> Any:
+        with self._torch.inference_mode():
+            return self._module(*prepared)
+
+    def outputs_to_numpy(self, outputs: Any) -> list[np.ndarray]:
+        items = outputs if isinstance(outputs, tuple | list) else [outputs]
+        return [o.float().numpy() if o.is_floating_point() else o.numpy() for o in items]
+
+    def effective_precision(self) -> str:
+        # Read back from the parameters: what the module computes in, not what was asked for.
+        param = next(self._module.parameters(), None)
+        dtype = param.dtype if param is not None else self._dtype
+        return {v: k for k, v in TORCH_DTYPES.items()}.get(str(dtype).removeprefix("torch."), str(dtype))
+
+
+class TorchEagerBackend(Backend):
+    """PyTorch eager mode (`torch`): the baseline every other backend is compared with."""
+
+    name = "torch"
+    distribution = "torch"
+    precisions = ("fp32", "bf16")
+    description = "PyTorch eager, torch.inference_mode"
+
+    @classmethod
+    def available(cls) -> str | None:
+        if package_version("torch") is None:
+            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
+        return None
+
+    @classmethod
+    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        if not model.has_torch_form:
+            return f"{model.ref} is an ONNX file; the torch backend needs a PyTorch model (zoo name or Python source)"
+        return super().unsupported_reason(model, case)
+
+    def load(self, model: ModelSpec, case: Case) -> Session:
+        start = time.perf_counter()
+        import torch
+
+        torch.set_num_threads(case.threads)
+        imported = time.perf_counter()
+        try:
+            module = load_torch_module(model)
+            dtype = getattr(torch, TORCH_DTYPES[case.precision])
+            module = module.to(dtype)
+        except Exception as exc:
+            raise BackendError(f"torch could not build {model.ref}: {exc}") from exc
+        session = TorchEagerSession(module, [i.name for i in model.inputs], dtype)
+        session.load_phases_s = {"import_s": imported - start, "build_s": time.perf_counter() - imported}
+        return session

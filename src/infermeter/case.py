@@ -1,0 +1,65 @@
+"""The controlled variables of one benchmark case, shared by every layer (plain data, no framework imports)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+SHAPE_MODES = ("static", "dynamic")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How long and how often to measure. Not part of a case's identity: changing them re-measures the same case."""
+
+    warmup_iterations: int = 10
+    min_iterations: int = 100
+    min_time_s: float = 1.0
+    max_time_s: float = 60.0
+    input_sets: int = 4
+    case_timeout_s: float = 600.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of the benchmark matrix: model × backend × precision × batch × shape mode × threads (+ options).
+
+    `input_shapes` holds user overrides from `--input NAME:AxBxC` as (name, dims) pairs; `options` holds
+    backend options from `--option key=value` as sorted (key, value) pairs, so the case stays hashable.
+    """
+
+    model: str
+    backend: str
+    precision: str = "fp32"
+    batch: int = 1
+    shape_mode: str = "static"
+    threads: int = 1
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+    settings: MeasureSettings = field(default_factory=MeasureSettings, compare=False)
+
+    @property
+    def id(self) -> str:
+        """A stable identifier of the controlled variables, used by `--resume` and by `compare` to pair cases."""
+        identity = {
+            "model": self.model,
+            "backend": self.backend,
+            "precision": self.precision,
+            "batch": self.batch,
+            "shape_mode": self.shape_mode,
+            "threads": self.threads,
+            "input_shapes": [[name, list(dims)] for name, dims in self.input_shapes],
+            "options": [list(kv) for kv in self.options],
+        }
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        """The value of backend option `key` (as given with `--option key=value`), or `default`."""
+        for name, value in self.options:
+            if name == key:
+                return value
+        return default

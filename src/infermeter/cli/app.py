@@ -1,0 +1,59 @@
+"""The `infermeter` command: one click group, one module per command; errors become one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from infermeter import __version__
+from infermeter.cli import bench as bench_cmd
+from infermeter.cli import info
+from infermeter.errors import InfermeterError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="infermeter")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+def app(debug: bool) -> None:
+    """Measure, compare and optimize ML inference across frameworks on your own hardware."""
+
+
+app.add_command(bench_cmd.bench)
+app.add_command(info.backends)
+app.add_command(info.env)
+app.add_command(info.models)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: runs the app; InfermeterError and usage errors become `error: ...` on stderr, exit 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        code = app.main(args=args, prog_name="infermeter", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "infermeter"
+        print(f"error: {exc.format_message()} (see `{where} --help`)", file=sys.stderr)
+        code = 2
+    except click.exceptions.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        code = exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except InfermeterError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except Exception as exc:
+        if debug:
+            raise
+        print(
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback; please report it)",
+            file=sys.stderr,
+        )
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,141 @@
+"""ModelSpec: what a model is, independent of any framework, and how a user's MODEL argument resolves to one."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infermeter.errors import ModelError
+from infermeter.models.inputs import Dim, InputSpec
+from infermeter.models.zoo import ZOO
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model: its identity (`content_hash`), inputs and outputs, and where it comes from.
+
+    `kind` is `zoo` (built-in, defined in code), `onnx` (a user .onnx file); other sources add kinds.
+    Picklable, so that it can be handed to an isolated worker process.
+    """
+
+    ref: str
+    name: str
+    kind: str
+    inputs: tuple[InputSpec, ...]
+    output_names: tuple[str, ...]
+    content_hash: str
+    task: str = "generic"
+    path: str | None = None
+
+    @property
+    def has_torch_form(self) -> bool:
+        """True when the model exists as a torch module (zoo or Python source), not only as a graph file."""
+        return self.kind != "onnx"
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks (model files can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+_ONNX_DTYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    12: "uint32",
+    13: "uint64",
+    16: "bfloat16",
+}
+
+
+def _onnx_spec(ref: str, path: Path) -> ModelSpec:
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ModelError("reading .onnx files needs the onnx package: pip install onnx") from exc
+    if not path.is_file():
+        raise ModelError(f"model file {str(path)!r} does not exist")
+    try:
+        # Weights can live in external data files; the graph alone says what the inputs are.
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:
+        raise ModelError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+    if len(model.graph.node) == 0:
+        raise ModelError(f"{path} holds no graph nodes: it is not a usable ONNX model (truncated or corrupt?)")
+    initializer_names = {init.name for init in model.graph.initializer}
+    inputs: list[InputSpec] = []
+    for value in model.graph.input:
+        if value.name in initializer_names:  # old exporters list weights as inputs too
+            continue
+        tensor_type = value.type.tensor_type
+        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
+        if dtype is None:
+            raise ModelError(f"{path}: input {value.name!r} has ONNX element type {tensor_type.elem_type}, unsupported")
+        dims: list[Dim] = []
+        for axis, dim in enumerate(tensor_type.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                dims.append(int(dim.dim_value))
+            else:
+                dims.append(dim.dim_param or f"{value.name}_dim{axis}")
+        inputs.append(InputSpec(value.name, dtype, tuple(dims), batch_axis=0 if dims else None))
+    outputs = tuple(out.name for out in model.graph.output)
+    return ModelSpec(
+        ref=ref,
+        name=path.stem,
+        kind="onnx",
+        inputs=tuple(inputs),
+        output_names=outputs,
+        content_hash=file_sha256(path)[:16],
+        path=str(path.resolve()),
+    )
+
+
+def resolve_model(ref: str) -> ModelSpec:
+    """Turn a MODEL argument (a zoo name or a path to an .onnx file) into a ModelSpec, or raise ModelError."""
+    if ref in ZOO:
+        entry = ZOO[ref]
+        return ModelSpec(
+            ref=ref,
+            name=entry.name,
+            kind="zoo",
+            inputs=entry.inputs,
+            output_names=entry.output_names,
+            content_hash=entry.content_hash,
+            task=entry.task,
+        )
+    path = Path(ref)
+    if path.suffix.lower() == ".onnx":
+        return _onnx_spec(ref, path)
+    raise ModelError(
+        f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`) "
+        "or a path to an .onnx file"
+    )
+
+
+def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
+    """The model as a torch module in eval mode (zoo models are built from code with their seeded weights)."""
+    if spec.kind == "zoo":
+        from infermeter.models import zoo_torch
+
+        return zoo_torch.build(spec.name, ZOO[spec.name].seed)
+    raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; use an ONNX-based backend")
+
+
+def describe_inputs(spec: ModelSpec) -> str:
+    """`input float32[batch, 3, 224, 224]; ...` for listings and error messages."""
+    return "; ".join(i.describe() for i in spec.inputs)

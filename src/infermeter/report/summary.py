@@ -1,0 +1,180 @@
+"""The summary table of a sweep, as plain rows: shared by the console, markdown and HTML renderers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from infermeter.results.schema import CaseResult, CaseWarning
+from infermeter.stats import WARNING_CODES
+
+COLUMNS = (
+    "model",
+    "backend",
+    "precision",
+    "batch",
+    "shape",
+    "P50 ms",
+    "P99 ms",
+    "throughput/s",
+    "peak MB",
+    "load s",
+    "speedup",
+)
+
+
+@dataclass(frozen=True)
+class SummaryTable:
+    """Rows of formatted cells under COLUMNS, the warnings (case label, warning) and footnotes."""
+
+    columns: tuple[str, ...]
+    rows: list[list[str]]
+    warnings: list[tuple[str, CaseWarning]] = field(default_factory=list)
+    footnotes: list[str] = field(default_factory=list)
+
+    def compact(self) -> tuple[list[str], list[list[str]], str]:
+        """(columns, rows, caption) with every column whose cells are all equal moved into the caption
+        (`model tiny_cnn · shape static`), so the table keeps only what varies."""
+        keep = [
+            i for i, column in enumerate(self.columns) if len({row[i] for row in self.rows}) > 1 or column in _ALWAYS
+        ]
+        caption = " · ".join(
+            f"{self.columns[i]} {self.rows[0][i]}" for i in range(len(self.columns)) if i not in keep and self.rows
+        )
+        return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows], caption
+
+
+_ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+
+
+@dataclass(frozen=True)
+class WarningGroup:
+    """Every case that carries one warning code: `cases` holds (case label, short detail) pairs."""
+
+    code: str
+    title: str
+    remedy: str
+    cases: list[tuple[str, str]]
+
+
+def group_warnings(warnings: Sequence[tuple[str, CaseWarning]]) -> list[WarningGroup]:
+    """Warnings grouped by code in first-seen order, for a display that states each remedy once."""
+    groups: dict[str, WarningGroup] = {}
+    for label, warning in warnings:
+        title, remedy = WARNING_CODES.get(warning.code, (warning.code, ""))
+        group = groups.setdefault(warning.code, WarningGroup(warning.code, title, remedy or warning.message, []))
+        group.cases.append((label, warning.detail))
+    return list(groups.values())
+
+
+def case_label(case: CaseResult) -> str:
+    """`model backend precision b16 static` — how a case is named in warnings and footnotes."""
+    return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode}"
+
+
+def _group_key(case: CaseResult) -> tuple[object, ...]:
+    shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
+    return (case.model, case.batch, case.shape_mode, shapes, case.threads)
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def format_ms(value: float | None) -> str:
+    """Milliseconds with three significant digits at least (0.0123, 1.23, 123)."""
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value:.4f}"
+    if value < 100:
+        return f"{value:.2f}"
+    return f"{value:,.0f}"
+
+
+def precision_cell(case: CaseResult) -> str:
+    """`fp32`, or `fp32→bf16` when the engine runs another precision than requested."""
+    effective = case.precision_effective
+    if effective is None or effective == case.precision:
+        return case.precision
+    return f"{case.precision}→{effective}"
+
+
+def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> dict[str, tuple[float | None, str]]:
+    """Speedup of each ok case over the first ok case of its group (same model, batch, shapes, threads), as
+    (ratio of P50s, mark). Across different effective precisions the ratio is refused (None, "precision")
+    unless `allow_mixed_precision`, and then marked ("mixed")."""
+    baselines: dict[tuple[object, ...], CaseResult] = {}
+    out: dict[str, tuple[float | None, str]] = {}
+    for case in cases:
+        if not case.ok:
+            continue
+        key = _group_key(case)
+        base = baselines.setdefault(key, case)
+        assert base.latency_ms is not None and case.latency_ms is not None
+        ratio = base.latency_ms.p50 / case.latency_ms.p50
+        if base.precision_effective == case.precision_effective:
+            out[case.id] = (ratio, "")
+        elif allow_mixed_precision:
+            out[case.id] = (ratio, "mixed")
+        else:
+            out[case.id] = (None, "precision")
+    return out
+
+
+def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> SummaryTable:
+    """The headline table: one row per case, speedup against the first backend of each group."""
+    ratios = speedups(cases, allow_mixed_precision)
+    rows: list[list[str]] = []
+    warnings: list[tuple[str, CaseWarning]] = []
+    footnotes: list[str] = []
+    refused = False
+    for case in cases:
+        label = case_label(case)
+        if not case.ok:
+            rows.append([case.model, case.backend, case.precision, str(case.batch), case.shape_mode]
+                        + [case.status.upper()] + ["—"] * 5)  # fmt: skip
+            footnotes.append(f"{label}: {case.status}: {case.error}")
+            continue
+        stats = case.latency_ms
+        assert stats is not None
+        ratio, mark = ratios.get(case.id, (None, ""))
+        if mark == "precision":
+            speed = "n/a†"
+            refused = True
+        else:
+            speed = f"{ratio:.2f}x" + ("*" if mark == "mixed" else "") if ratio is not None else "—"
+        rows.append(
+            [
+                case.model,
+                case.backend,
+                precision_cell(case),
+                str(case.batch),
+                case.shape_mode,
+                format_ms(stats.p50),
+                format_ms(stats.p99),
+                _fmt(case.throughput, 1),
+                _fmt(case.peak_rss_mb, 0),
+                _fmt(case.load_s, 2),
+                speed,
+            ]
+        )
+        warnings.extend((label, w) for w in case.warnings)
+    if refused:
+        footnotes.append(
+            "† speedup refused: this case runs a different effective precision than the first backend of its group; "
+            "pass --allow-mixed-precision to show it anyway (marked *)"
+        )
+    if any(mark == "mixed" for _, mark in ratios.values()):
+        footnotes.append("* speedup across different effective precisions (--allow-mixed-precision)")
+        warnings.append(
+            (
+                "table",
+                CaseWarning(
+                    "precision_mismatch",
+                    "speedups marked * compare different effective precisions: they are not like-for-like",
+                    "speedups marked *",
+                ),
+            )
+        )
+    return SummaryTable(COLUMNS, rows, warnings, footnotes)

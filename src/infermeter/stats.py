@@ -1,0 +1,225 @@
+"""Pure statistics over latency samples, and the closed set of warnings a measurement can carry.
+
+Definitions (all over the steady-state samples; the first inference and warm-up are never included):
+- pXX: the XX-th percentile by linear interpolation between order statistics (Hyndman & Fan 1996, type 7;
+  numpy's default), so p50 is the median.
+- std: sample standard deviation (ddof=1); cv = std / mean.
+- p50_ci95 / p99_ci95: 95% percentile-bootstrap confidence intervals (Efron & Tibshirani 1993, ch. 13) with
+  1000 resamples and a fixed seed. Above 20,000 samples the distribution-free order-statistic interval
+  (Conover 1999, §3.2: ranks from the Binomial(n, q) 2.5% and 97.5% quantiles) is used instead: the two agree
+  at such sizes, and the bootstrap would cost seconds.
+- outliers: samples outside Tukey's fences, [Q1 - 1.5 IQR, Q3 + 1.5 IQR] (Tukey 1977).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from infermeter.results.schema import CaseWarning, LatencyStats
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_MAX_SAMPLES = 20_000
+
+# Thresholds of the warnings below; each is a judgement call, stated here once.
+HIGH_CV = 0.10  # a coefficient of variation above 10% makes single-digit speedups meaningless
+MIN_TAIL_SAMPLES = 5  # a percentile q needs at least this many samples above it: n * (1 - q) >= 5
+SLOW_FIRST_RUN_RATIO = 10.0
+SLOW_FIRST_RUN_EXTRA_MS = 5.0  # below this the cold cost is not worth a warning, whatever the ratio
+DRIFT_RATIO = 0.05
+DRIFT_P_VALUE = 0.01
+
+# code -> (what it means, what to do). The per-case message repeats the remedy with that case's figures.
+WARNING_CODES: dict[str, tuple[str, str]] = {
+    "high_cv": (
+        "latency varies a lot between iterations",
+        "close other programs, keep --threads at or below the physical cores, or raise --min-time",
+    ),
+    "too_few_samples": ("too few samples for a reported percentile", "raise --iterations or --min-time"),
+    "slow_first_run": (
+        "first inference much slower than steady state",
+        "a cold process pays this once: warm services up before they take traffic; see --cold-start",
+    ),
+    "drift": (
+        "latency drifted during the run",
+        "thermal throttling, frequency scaling or background load: raise --warmup, rerun on an idle machine",
+    ),
+    "precision_mismatch": (
+        "compared cases run in different effective precisions",
+        "compare like with like: set --precision so that every engine runs the same one",
+    ),
+    "precision_not_requested": (
+        "the engine runs a different precision than requested",
+        "its speed is not a figure for the requested precision; compare it with cases of its own precision",
+    ),
+    "max_time_reached": ("the run stopped at --max-time before --iterations", "raise --max-time"),
+    "not_isolated": (
+        "case ran without process isolation",
+        "rerun without --no-isolation for per-case memory",
+    ),
+}
+
+
+def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation (type 7)."""
+    return float(np.percentile(np.asarray(samples, dtype=np.float64), q))
+
+
+def _order_statistic_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    from scipy.stats import binom
+
+    n = len(sorted_values)
+    alpha = 1.0 - confidence
+    low = int(binom.ppf(alpha / 2, n, q / 100))
+    high = int(binom.ppf(1 - alpha / 2, n, q / 100))
+    return float(sorted_values[max(low - 1, 0)]), float(sorted_values[min(high, n - 1)])
+
+
+def quantile_ci95(samples: Sequence[float] | np.ndarray, q: float, seed: int = 0) -> tuple[float, float]:
+    """95% confidence interval of the q-th percentile (see module docstring for the method)."""
+    values = np.sort(np.asarray(samples, dtype=np.float64))
+    n = len(values)
+    if n < 2:
+        only = float(values[0]) if n else math.nan
+        return only, only
+    if n > BOOTSTRAP_MAX_SAMPLES:
+        return _order_statistic_ci(values, q)
+    rng = np.random.default_rng(seed)
+    estimates = np.empty(BOOTSTRAP_RESAMPLES)
+    # Chunks bound memory at about 16 MB whatever n is.
+    chunk = max(1, 2_000_000 // n)
+    for start in range(0, BOOTSTRAP_RESAMPLES, chunk):
+        count = min(chunk, BOOTSTRAP_RESAMPLES - start)
+        resamples = values[rng.integers(0, n, size=(count, n))]
+        estimates[start : start + count] = np.percentile(resamples, q, axis=1)
+    low, high = np.percentile(estimates, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def count_outliers(samples: Sequence[float] | np.ndarray) -> int:
+    """Samples outside Tukey's fences."""
+    values = np.asarray(samples, dtype=np.float64)
+    if len(values) < 4:
+        return 0
+    q1, q3 = np.percentile(values, [25, 75])
+    fence = 1.5 * (q3 - q1)
+    return int(np.count_nonzero((values < q1 - fence) | (values > q3 + fence)))
+
+
+def latency_stats(samples_ms: Sequence[float] | np.ndarray, seed: int = 0) -> LatencyStats:
+    """All latency statistics of a run (milliseconds in, milliseconds out)."""
+    values = np.asarray(samples_ms, dtype=np.float64)
+    if len(values) == 0:
+        raise ValueError("latency_stats needs at least one sample")
+    p50, p90, p95, p99, p999 = (float(v) for v in np.percentile(values, [50, 90, 95, 99, 99.9]))
+    mean = float(values.mean())
+    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    return LatencyStats(
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        p999=p999,
+        mean=mean,
+        std=std,
+        min=float(values.min()),
+        max=float(values.max()),
+        cv=std / mean if mean > 0 else 0.0,
+        p50_ci95=quantile_ci95(values, 50, seed),
+        p99_ci95=quantile_ci95(values, 99, seed),
+        outliers=count_outliers(values),
+        count=len(values),
+    )
+
+
+def min_samples_for(q: float) -> int:
+    """How many samples percentile q (0..100) needs before it is reported without a warning."""
+    return math.ceil(MIN_TAIL_SAMPLES / (1 - q / 100) - 1e-9)
+
+
+def assess_run(
+    samples_ms: Sequence[float] | np.ndarray,
+    stats: LatencyStats,
+    first_inference_ms: float | None,
+    reported_percentiles: Sequence[float] = (99,),
+) -> list[CaseWarning]:
+    """Warnings about the trustworthiness of one run, each with its remedy."""
+    warnings: list[CaseWarning] = []
+    n = len(samples_ms)
+    if stats.cv > HIGH_CV:
+        warnings.append(
+            CaseWarning(
+                "high_cv",
+                f"latency varies a lot (CV {stats.cv:.0%}): close other programs, keep --threads at or below the "
+                "physical cores, or raise --min-time; small speedups are not meaningful at this noise level",
+                f"CV {stats.cv:.0%}",
+            )
+        )
+    for q in reported_percentiles:
+        needed = min_samples_for(q)
+        if n < needed:
+            warnings.append(
+                CaseWarning(
+                    "too_few_samples",
+                    f"P{q:g} from {n} samples rests on fewer than {MIN_TAIL_SAMPLES} samples beyond it; "
+                    f"run at least {needed} iterations (--iterations {needed}) for a stable P{q:g}",
+                    f"P{q:g} from {n} samples",
+                )
+            )
+    if (
+        first_inference_ms is not None
+        and first_inference_ms > SLOW_FIRST_RUN_RATIO * stats.p50
+        and first_inference_ms - stats.p50 > SLOW_FIRST_RUN_EXTRA_MS
+    ):
+        warnings.append(
+            CaseWarning(
+                "slow_first_run",
+                f"the first inference took {first_inference_ms:.1f} ms, {first_inference_ms / stats.p50:.0f}x the "
+                "median: every new process pays this once; warm services up before they take traffic",
+                f"first {first_inference_ms:.1f} ms vs P50 {stats.p50:.2f} ms",
+            )
+        )
+    drift = detect_drift(samples_ms)
+    if drift is not None:
+        first, second = drift
+        warnings.append(
+            CaseWarning(
+                "drift",
+                f"median latency moved from {first:.3f} ms (first half) to {second:.3f} ms (second half): "
+                "thermal throttling, frequency scaling or background load; raise --warmup, rerun on an idle machine",
+                f"{first:.3f} → {second:.3f} ms",
+            )
+        )
+    return warnings
+
+
+def detect_drift(samples_ms: Sequence[float] | np.ndarray) -> tuple[float, float] | None:
+    """(first-half median, second-half median) when they differ by more than DRIFT_RATIO and a Mann–Whitney U
+    test says the difference is significant at DRIFT_P_VALUE; else None."""
+    values = np.asarray(samples_ms, dtype=np.float64)
+    if len(values) < 20:
+        return None
+    half = len(values) // 2
+    first, second = values[:half], values[half:]
+    m1, m2 = float(np.median(first)), float(np.median(second))
+    if abs(m2 - m1) <= DRIFT_RATIO * min(m1, m2):
+        return None
+    from scipy.stats import mannwhitneyu
+
+    if mannwhitneyu(first, second, alternative="two-sided").pvalue >= DRIFT_P_VALUE:
+        return None
+    return m1, m2
+
+
+def precision_warning(requested: str, effective: str | None) -> CaseWarning | None:
+    """A warning when the engine computes in another precision than the one requested."""
+    if effective is None or effective == requested:
+        return None
+    return CaseWarning(
+        "precision_not_requested",
+        f"requested {requested} but the engine runs {effective}: its speed is not a {requested} figure; "
+        "compare it only with other cases that run " + effective,
+        f"{requested} → {effective}",
+    )
