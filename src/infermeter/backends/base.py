@@ -25,12 +25,17 @@ class Session(ABC):
     """A loaded model ready to run. The measurement core owns the clock; sessions never time themselves.
 
     `load_phases_s` names the slow steps `load` took (export, compile, session creation…) in seconds;
-    `notes` records facts a reader of the results needs (cache hits, fallbacks, settings read back).
+    `notes` records facts a reader of the results needs (fallbacks, settings read back); `cache_hit` says
+    whether `load` reused a compiled artifact from the cache (None: the backend has no such cache).
+    By convention `load_phases_s` uses `import_s` for importing the framework, `convert_s` for format conversion,
+    `compile_s` for compilation / engine build, `session_create_s` for creating the runtime session.
+    Backends honour the case option `cache=off` by neither reading nor writing their artifact cache.
     """
 
     def __init__(self) -> None:
         self.load_phases_s: dict[str, float] = {}
         self.notes: list[str] = []
+        self.cache_hit: bool | None = None
 
     def prepare(self, feeds: Feeds) -> Any:
         """Convert numpy feeds to the backend's native inputs. Called outside the timed region."""

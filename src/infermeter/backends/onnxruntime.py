@@ -116,6 +116,7 @@ class OnnxRuntimeBackend(Backend):
             "convert_s": converted - imported,
             "session_create_s": created - converted,
         }
+        result.cache_hit = artifact.cache_hit
         result.notes.append(f"onnx: {'cache hit' if artifact.cache_hit else 'built'}; {artifact.note}".rstrip("; "))
         result.notes.append(f"graph optimization level: {level_name}")
         return result

@@ -92,6 +92,7 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         result.load_s = time.perf_counter() - load_start
         result.load_phases_s = dict(session.load_phases_s)
         result.notes = list(session.notes)
+        result.cache_hit = session.cache_hit
         prepared = [session.prepare(feeds) for feeds in feed_sets]
         phase("first inference")
         samples = run_loop(session, prepared, settings, on_phase=phase)
