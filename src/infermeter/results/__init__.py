@@ -1,0 +1,1 @@
+"""Results: the versioned file schema, environment metadata, atomic file I/O and run history."""

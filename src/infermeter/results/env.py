@@ -1,0 +1,130 @@
+"""Machine metadata recorded with every results file: what must match before two results are compared."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+FRAMEWORK_DISTRIBUTIONS = (
+    "infermeter",
+    "numpy",
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "openvino",
+    "nncf",
+    "tensorrt",
+    "ai-edge-litert",
+    "transformers",
+    "llama-cpp-python",
+)
+ISA_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni")
+ISA_FLAGS += ("amx_tile", "amx_int8", "amx_bf16", "avx512_fp16", "asimd", "sve")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "KMP_AFFINITY", "OMP_PROC_BIND")
+# Fields that make two results incomparable without a caveat.
+COMPARABLE_KEYS = ("cpu_model", "logical_cores", "physical_cores", "frameworks", "gpu")
+
+
+def _cpu_model_and_flags() -> tuple[str, list[str]]:
+    model = platform.processor() or platform.machine()
+    flags: set[str] = set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name":
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    return model, [f for f in ISA_FLAGS if f in flags]
+
+
+def cpu_isa() -> list[str]:
+    """The ISA flags of `ISA_FLAGS` this CPU has (from /proc/cpuinfo), e.g. to decide bf16/fp16 support."""
+    return _cpu_model_and_flags()[1]
+
+
+def _gpus() -> list[dict[str, str]]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
+    return gpus
+
+
+def framework_versions() -> dict[str, str]:
+    """Installed versions of every framework infermeter knows, read from package metadata (no imports)."""
+    versions = {}
+    for dist in FRAMEWORK_DISTRIBUTIONS:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def collect_environment() -> dict[str, Any]:
+    """CPU model and ISA flags, cores, memory, OS, Python, framework versions, thread settings and GPUs."""
+    cpu_model, isa = _cpu_model_and_flags()
+    governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu_model,
+        "isa": isa,
+        "architecture": platform.machine(),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_governor": governor.read_text().strip() if governor.is_file() else None,
+        "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 2),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": sys.version.split()[0],
+        "frameworks": framework_versions(),
+        "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "gpu": _gpus(),
+    }
+
+
+def default_threads() -> int:
+    """One intra-op thread per physical core available to this process (hyper-threads add noise, not speed)."""
+    physical = psutil.cpu_count(logical=False) or 1
+    if hasattr(os, "sched_getaffinity"):
+        physical = min(physical, len(os.sched_getaffinity(0)))
+    return max(1, physical)
+
+
+def environment_differences(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two environments in the fields that matter for comparison."""
+    diffs = []
+    for key in COMPARABLE_KEYS:
+        a, b = first.get(key), second.get(key)
+        if key == "frameworks" and isinstance(a, dict) and isinstance(b, dict):
+            for name in sorted(set(a) | set(b)):
+                if name != "infermeter" and a.get(name) != b.get(name):
+                    diffs.append(f"{name} {a.get(name, 'absent')} vs {b.get(name, 'absent')}")
+        elif a != b:
+            diffs.append(f"{key}: {a} vs {b}")
+    return diffs
