@@ -22,7 +22,7 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.errors import UsageError
-from infermeter.models.inputs import parse_input_override
+from infermeter.models.inputs import parse_input_override, resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
 from infermeter.report.summary import SummaryTable, group_warnings, summary_table
@@ -47,11 +47,16 @@ def build_plan(
 ) -> list[tuple[ModelSpec, Case]]:
     """The matrix in the order it runs: model, batch, shape mode, precision, then backend (so that the
     first backend of each group is the baseline of its speedups)."""
+    all_names = {i.name for spec in models for i in spec.inputs}
+    if len(models) == 1 or any(name not in all_names for name, _ in input_shapes):
+        # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
+        resolve_shapes(models[0].inputs, batches[0], input_shapes)
     plan = []
     for spec in models:
         names = {i.name for i in spec.inputs}
         model_shapes = tuple((n, d) for n, d in input_shapes if n in names)
         for batch in batches:
+            resolve_shapes(spec.inputs, batch, model_shapes)  # bad shapes are a usage error, before any case runs
             for shape_mode in shape_modes:
                 for precision in precisions:
                     for backend in backends:

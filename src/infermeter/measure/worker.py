@@ -196,25 +196,17 @@ def run_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         process.join()
         raise
     if message is None:
+        # The pipe closes a moment before the process is reaped: give a dead worker time to be seen as dead.
+        process.join(timeout=max(0.0, min(5.0, deadline - time.perf_counter())))
         if process.is_alive():
             process.kill()
             process.join()
-            return _finish(
-                blank_result(
-                    spec,
-                    case,
-                    "timeout",
-                    f"no result within --case-timeout {case.settings.case_timeout_s:g} s; the worker was killed",
-                ),
-                started,
-            )
-        process.join()
+            error = f"no result within --case-timeout {case.settings.case_timeout_s:g} s; the worker was killed"
+            return _finish(blank_result(spec, case, "timeout", error), started)
         code = process.exitcode or 0
-        how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-        return _finish(
-            blank_result(spec, case, "crashed", f"the worker process {how} before reporting a result"),
-            started,
-        )
+        how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+        error = f"the worker process {how} before reporting a result"
+        return _finish(blank_result(spec, case, "crashed", error), started)
     process.join(timeout=10)
     if process.is_alive():
         process.kill()
