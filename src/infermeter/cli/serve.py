@@ -1,0 +1,120 @@
+"""`infermeter serve`: an Open Inference Protocol (KServe v2) server with dynamic batching, for any backend."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+from rich.markup import escape
+
+from infermeter.case import PRECISIONS
+from infermeter.cli.common import parse_options, require_positive, split_values, stderr
+from infermeter.errors import UsageError
+from infermeter.models.inputs import parse_input_override
+
+
+def serve_options(function: click.decorators.FC) -> click.decorators.FC:
+    """The model and batching flags shared by `serve` and `tune-batching`."""
+    decorators = [
+        click.option("--backend", "-b", required=True, help="Backend to serve with (see `infermeter backends`)."),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
+        click.option("--threads", type=int, default=0, help="Intra-op threads in total, split across workers."),
+        click.option("--input", "inputs", multiple=True, help="A dynamic input's shape for warm-up: NAME:1x128."),
+        click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (e.g. null.latency_ms=5)."),
+        click.option(
+            "--buckets",
+            multiple=True,
+            help="Shape buckets: pad a dynamic axis up to these sizes (16,32,64 or NAME:AXIS=16,32,64).",
+        ),
+        click.option("--max-queue", type=int, default=256, show_default=True, help="Waiting requests before 503."),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+@click.command("serve")
+@click.argument("model")
+@serve_options
+@click.option("--max-batch", type=int, default=8, show_default=True, help="Most rows in one batch.")
+@click.option(
+    "--max-delay-ms",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Longest a request waits for its batch to fill.",
+)
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker threads (one session each).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port (0: a free one, printed).")
+@click.option("--name", help="The model's protocol name (default: zoo name or file stem).")
+@click.option("--api-key", help="Require this key on every endpoint but health (default: $INFERMETER_API_KEY).")
+@click.option("--max-body-mb", type=float, default=64.0, show_default=True, help="Largest request body accepted.")
+@click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(
+    model: str,
+    backend: str,
+    precision: str,
+    threads: int,
+    inputs: tuple[str, ...],
+    option: tuple[str, ...],
+    buckets: tuple[str, ...],
+    max_queue: int,
+    max_batch: int,
+    max_delay_ms: float,
+    workers: int,
+    host: str,
+    port: int,
+    name: str | None,
+    api_key: str | None,
+    max_body_mb: float,
+    log_level: str,
+) -> None:
+    """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
+
+    Endpoints: /v2/health/live, /v2/health/ready, /v2/models/NAME, /v2/models/NAME/ready,
+    POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus).
+    Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
+    """
+    from infermeter.serve.model import ServeConfig
+    from infermeter.serve.server import API_KEY_VARIABLE, LISTENING_PREFIX, serve_foreground
+
+    require_positive(max_batch, "--max-batch")
+    require_positive(max_delay_ms, "--max-delay-ms", allow_zero=True)
+    require_positive(workers, "--workers")
+    require_positive(max_queue, "--max-queue")
+    require_positive(max_body_mb, "--max-body-mb")
+    require_positive(threads, "--threads", allow_zero=True)
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} must be between 0 and 65535")
+    config = ServeConfig(
+        model=model,
+        backend=backend,
+        precision=precision,
+        max_batch=max_batch,
+        max_delay_ms=max_delay_ms,
+        buckets=tuple(buckets),
+        workers=workers,
+        max_queue=max_queue,
+        threads=threads,
+        options=parse_options(option),
+        input_shapes=tuple(parse_input_override(text) for text in split_values(inputs)),
+        name=name,
+        api_key=api_key or os.environ.get(API_KEY_VARIABLE) or None,
+        max_body_mb=max_body_mb,
+    )
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+
+    def listening(url: str) -> None:
+        # Plain print, flushed: tools that spawn the server read this line to learn the port.
+        print(f"{LISTENING_PREFIX}{url}", flush=True)
+        stderr.print(
+            f"serving {escape(model)} with {escape(backend)} at {escape(url)} "
+            f"(max-batch {max_batch}, max-delay {max_delay_ms:g} ms, workers {workers}); "
+            "ready when /v2/health/ready says so; Ctrl-C to stop"
+        )
+
+    serve_foreground(config, host, port, listening, log_level)
+    sys.stdout.flush()

@@ -1,0 +1,304 @@
+"""The served model: sessions loaded through the backend contract (one per worker), warm-up, request
+validation against the model's inputs, and shape buckets (pad along a dynamic axis, slice the outputs back)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infermeter.backends.base import Session
+from infermeter.backends.registry import get_backend
+from infermeter.case import Case
+from infermeter.errors import BackendUnavailable, InputSpecError, UsageError
+from infermeter.models.inputs import InputSpec, generate_feeds, resolve_shapes
+from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.serve.protocol import ProtocolError, datatype_of
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    """Pad input `input_name` along `axis` up to the smallest of `sizes` that fits."""
+
+    input_name: str
+    axis: int
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything `infermeter serve` is told: the model, the backend case and the batching policy."""
+
+    model: str
+    backend: str
+    precision: str = "fp32"
+    max_batch: int = 8
+    max_delay_ms: float = 2.0
+    buckets: tuple[str, ...] = ()
+    workers: int = 1
+    max_queue: int = 256
+    threads: int = 0
+    options: tuple[tuple[str, str], ...] = ()
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    name: str | None = None
+    api_key: str | None = None
+    max_body_mb: float = 64.0
+    warmup_iterations: int = 3
+
+
+def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
+    """`16,32,64` (every input's first dynamic non-batch axis) or `NAME:AXIS=16,32,64`, into BucketSpecs."""
+    specs: list[BucketSpec] = []
+    by_name = {spec.name: spec for spec in inputs}
+    for text in texts:
+        target, sep, sizes_text = text.rpartition("=")
+        try:
+            sizes = tuple(sorted({int(s) for s in sizes_text.split(",") if s.strip()}))
+        except ValueError:
+            raise UsageError(f"--buckets {text!r}: sizes must be integers, e.g. --buckets 16,32,64") from None
+        if not sizes or sizes[0] <= 0:
+            raise UsageError(f"--buckets {text!r}: give positive sizes, e.g. --buckets 16,32,64")
+        if sep:
+            name, _, axis_text = target.partition(":")
+            if name not in by_name or not axis_text.isdigit():
+                raise UsageError(
+                    f"--buckets {text!r}: write NAME:AXIS=SIZES with NAME one of {', '.join(by_name)}, "
+                    "e.g. --buckets input_ids:1=16,32,64"
+                )
+            specs.append(BucketSpec(name, int(axis_text), sizes))
+            continue
+        for spec in inputs:
+            axes = [a for a, d in enumerate(spec.shape) if isinstance(d, str) and a != spec.batch_axis]
+            if axes:
+                specs.append(BucketSpec(spec.name, axes[0], sizes))
+        if not any(b.sizes == sizes for b in specs):
+            raise UsageError(
+                f"--buckets {text!r}: the model has no input with a dynamic non-batch dimension to bucket "
+                f"(inputs: {'; '.join(s.describe() for s in inputs)})"
+            )
+    return tuple(specs)
+
+
+@dataclass
+class PreparedRequest:
+    """A validated request: feeds padded to their buckets, its batch rows, signature, and how to slice back."""
+
+    feeds: dict[str, np.ndarray]
+    rows: int
+    signature: Hashable
+    # (axis, original length, padded length): outputs with that axis at the padded length are sliced back.
+    unpad: tuple[int, int, int] | None = None
+
+
+@dataclass
+class ServedModel:
+    """A model loaded for serving. `load()` does the slow work; `ready` turns true after warm-up."""
+
+    config: ServeConfig
+    spec: ModelSpec = field(init=False)
+    name: str = field(init=False)
+    buckets: tuple[BucketSpec, ...] = field(init=False)
+    sessions: list[Session] = field(default_factory=list)
+    output_meta: list[dict[str, Any]] = field(default_factory=list)
+    precision_effective: str | None = None
+    load_s: float | None = None
+    ready: bool = False
+
+    def __post_init__(self) -> None:
+        self.spec = resolve_model(self.config.model)
+        self.name = self.config.name or (Path(self.spec.ref).stem if self.spec.kind != "zoo" else self.spec.name)
+        self.buckets = parse_buckets(self.config.buckets, self.spec.inputs)
+        backend = get_backend(self.config.backend)
+        reason = backend.available()
+        if reason:
+            raise BackendUnavailable(f"backend {self.config.backend} is not available here: {reason}")
+
+    def case(self, threads: int) -> Case:
+        """The backend case of one worker's session: dynamic shapes, batch up to max_batch."""
+        return Case(
+            self.spec.ref,
+            self.config.backend,
+            self.config.precision,
+            self.config.max_batch,
+            "dynamic",
+            threads,
+            self.config.input_shapes,
+            self.config.options,
+        )
+
+    def load(self, threads: int) -> None:
+        """Load one session per worker, then warm each up (every bucket size once); sets `ready`."""
+        backend = get_backend(self.config.backend)
+        case = self.case(threads)
+        reason = backend.unsupported_reason(self.spec, case)
+        if reason:
+            raise BackendUnavailable(reason)
+        started = time.perf_counter()
+        for _ in range(self.config.workers):
+            self.sessions.append(backend().load(self.spec, case))
+        self.load_s = time.perf_counter() - started
+        self.precision_effective = self.sessions[0].effective_precision()
+        for feeds in self._warmup_feeds():
+            for session in self.sessions:
+                for _ in range(self.config.warmup_iterations):
+                    outputs = self.run(session, feeds)
+                self.output_meta = [
+                    {"name": name, "datatype": datatype_of(out.dtype), "shape": [-1, *out.shape[1:]]}
+                    for name, out in zip(self.output_names(len(outputs)), outputs, strict=True)
+                ]
+        self.ready = True
+
+    def _warmup_feeds(self) -> list[dict[str, np.ndarray]]:
+        lengths: list[int | None] = [*sorted({size for bucket in self.buckets for size in bucket.sizes})] or [None]
+        feed_sets = []
+        for length in lengths:
+            overrides = dict(self.config.input_shapes)
+            for bucket in self.buckets:
+                spec = next(s for s in self.spec.inputs if s.name == bucket.input_name)
+                dims = [d if isinstance(d, int) else 1 for d in spec.shape]
+                dims[bucket.axis] = length or 1
+                overrides.setdefault(spec.name, tuple(dims))
+            try:
+                shapes = resolve_shapes(self.spec.inputs, 1, tuple(overrides.items()))
+            except InputSpecError:
+                continue  # a dynamic dim we cannot guess: the first request warms it instead
+            feed_sets.extend(generate_feeds(self.spec.inputs, shapes, 1, seed=0))
+        return feed_sets
+
+    def output_names(self, count: int) -> list[str]:
+        """The model's output names, or output_0.. when the backend returned a different number."""
+        names = list(self.spec.output_names)
+        return names if len(names) == count else [f"output_{i}" for i in range(count)]
+
+    @staticmethod
+    def run(session: Session, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """One inference through the backend contract: prepare, run, sync, outputs as numpy."""
+        outputs = session.run(session.prepare(feeds))
+        session.sync()
+        return session.outputs_to_numpy(outputs)
+
+    def close(self) -> None:
+        """Close every session."""
+        for session in self.sessions:
+            session.close()
+        self.sessions.clear()
+
+    def metadata(self) -> dict[str, Any]:
+        """Model metadata (Open Inference Protocol) plus infermeter's backend and effective precision."""
+        inputs = [
+            {
+                "name": s.name,
+                "datatype": datatype_of(s.dtype),
+                "shape": [d if isinstance(d, int) else -1 for d in s.shape],
+            }
+            for s in self.spec.inputs
+        ]
+        outputs = self.output_meta or [{"name": n, "datatype": "", "shape": []} for n in self.spec.output_names]
+        return {
+            "name": self.name,
+            "versions": ["1"],
+            "platform": f"infermeter_{self.config.backend}",
+            "inputs": inputs,
+            "outputs": outputs,
+            "parameters": {
+                "backend": self.config.backend,
+                "precision": self.config.precision,
+                "precision_effective": self.precision_effective,
+                "max_batch": self.config.max_batch,
+                "max_delay_ms": self.config.max_delay_ms,
+                "workers": self.config.workers,
+                "buckets": [{"input": b.input_name, "axis": b.axis, "sizes": list(b.sizes)} for b in self.buckets],
+            },
+        }
+
+    def validate(self, inputs: dict[str, np.ndarray]) -> PreparedRequest:
+        """Check a request's tensors against the model (names, dtypes, ranks, fixed dims, batch), pad them to
+        their buckets; ProtocolError(400) says what does not fit."""
+        expected = {s.name: s for s in self.spec.inputs}
+        missing = sorted(set(expected) - set(inputs))
+        unknown = sorted(set(inputs) - set(expected))
+        if unknown or missing:
+            parts = []
+            if unknown:
+                parts.append(f"unknown input(s) {', '.join(unknown)}")
+            if missing:
+                parts.append(f"missing input(s) {', '.join(missing)}")
+            raise ProtocolError(400, f"{'; '.join(parts)}; the model's inputs are {', '.join(expected)}")
+        rows: int | None = None
+        feeds: dict[str, np.ndarray] = {}
+        unpad: tuple[int, int, int] | None = None
+        for name, spec in expected.items():
+            array = inputs[name]
+            if array.dtype != np.dtype(spec.dtype):
+                raise ProtocolError(
+                    400,
+                    f"input {name!r} has datatype {datatype_of(array.dtype)}, the model expects "
+                    f"{datatype_of(spec.dtype)}",
+                )
+            if array.ndim != len(spec.shape):
+                raise ProtocolError(
+                    400, f"input {name!r} has shape {list(array.shape)}, the model expects {spec.describe()}"
+                )
+            for axis, dim in enumerate(spec.shape):
+                if isinstance(dim, int) and array.shape[axis] != dim and axis != spec.batch_axis:
+                    raise ProtocolError(
+                        400,
+                        f"input {name!r} has shape {list(array.shape)}, dim {axis} must be {dim} "
+                        f"(the model expects {spec.describe()})",
+                    )
+            if spec.batch_axis is not None:
+                count = array.shape[spec.batch_axis]
+                if rows is not None and count != rows:
+                    raise ProtocolError(400, f"inputs disagree on the batch size ({rows} vs {count} in {name!r})")
+                rows = count
+            for bucket in self.buckets:
+                if bucket.input_name == name:
+                    array, padding = _pad_to_bucket(array, bucket)
+                    unpad = unpad or padding
+            feeds[name] = array
+        rows = rows or 1
+        if rows < 1 or rows > self.config.max_batch:
+            raise ProtocolError(400, f"a request may carry 1 to {self.config.max_batch} rows (--max-batch); got {rows}")
+        signature = tuple((n, a.dtype.str, a.shape[1:]) for n, a in feeds.items())
+        return PreparedRequest(feeds, rows, signature, unpad)
+
+    def unpad(self, outputs: list[np.ndarray], request: PreparedRequest) -> list[np.ndarray]:
+        """Slice outputs that carry the padded axis back to the request's own length."""
+        if request.unpad is None:
+            return outputs
+        axis, original, padded = request.unpad
+        sliced = []
+        for output in outputs:
+            if output.ndim > axis and output.shape[axis] == padded and original != padded:
+                index = [slice(None)] * output.ndim
+                index[axis] = slice(0, original)
+                output = output[tuple(index)]
+            sliced.append(output)
+        return sliced
+
+
+def _pad_to_bucket(array: np.ndarray, bucket: BucketSpec) -> tuple[np.ndarray, tuple[int, int, int]]:
+    length = array.shape[bucket.axis]
+    target = next((size for size in bucket.sizes if size >= length), None)
+    if target is None:
+        raise ProtocolError(
+            400,
+            f"input {bucket.input_name!r} has length {length} along axis {bucket.axis}, longer than the largest "
+            f"bucket ({bucket.sizes[-1]})",
+        )
+    if target == length:
+        return array, (bucket.axis, length, target)
+    widths = [(0, 0)] * array.ndim
+    widths[bucket.axis] = (0, target - length)
+    # Zero padding: masks read 0 (ignored) and token ids 0 ([PAD] in BERT-style vocabularies).
+    return np.pad(array, widths), (bucket.axis, length, target)
+
+
+def worker_threads(total_threads: int, workers: int) -> int:
+    """Intra-op threads per worker session so that all workers together use `total_threads` cores."""
+    return max(1, math.floor(total_threads / workers))
