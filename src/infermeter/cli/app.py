@@ -9,6 +9,7 @@ import click
 from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
+from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
 from infermeter.errors import InfermeterError
 
@@ -24,6 +25,7 @@ app.add_command(bench_cmd.bench)
 app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
+app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(serve_cmd.serve)
 
 

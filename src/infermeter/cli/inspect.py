@@ -1,0 +1,110 @@
+"""`infermeter inspect MODEL`: where the work, the memory and the fusion opportunities are in a model's graph."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.cli.common import stdout
+from infermeter.errors import UsageError
+from infermeter.models.inputs import parse_input_override
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1e6:,.2f}"
+
+
+def _count(value: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {suffix}"
+    return f"{value:,.0f}"
+
+
+def _print_report(report: dict[str, Any], top: int) -> None:
+    shapes = "; ".join(f"{k} {'x'.join(map(str, v))}" for k, v in report["input_shapes"].items())
+    stdout.print(f"[bold]{escape(report['model'])}[/]  inputs {escape(shapes)}  ·  {report['node_count']} nodes")
+    totals, params = report["totals"], report["parameters"]
+    stdout.print(
+        f"parameters {_count(params['count'])} ({_mb(params['bytes'])} MB)  ·  MACs {_count(totals['macs'])}  ·  "
+        f"FLOPs {_count(totals['flops'])}  ·  bytes moved {_mb(totals['bytes_moved'])} MB  ·  "
+        f"arithmetic intensity {totals['arithmetic_intensity']:.1f} FLOP/byte"
+    )
+    ops = Table(title="operators", header_style="bold", title_justify="left")
+    for column in ("op", "count", "MACs", "FLOPs", "share", "MB moved", "FLOP/byte"):
+        ops.add_column(column, justify="left" if column == "op" else "right")
+    for op, row in report["by_op"].items():
+        share = row["flops"] / totals["flops"] if totals["flops"] else 0.0
+        intensity = row["flops"] / row["bytes_moved"] if row["bytes_moved"] else 0.0
+        ops.add_row(
+            escape(op),
+            str(row["count"]),
+            _count(row["macs"]),
+            _count(row["flops"]),
+            f"{share:.1%}",
+            _mb(row["bytes_moved"]),
+            f"{intensity:.1f}",
+        )
+    stdout.print(ops)
+    heaviest = sorted(report["nodes"], key=lambda n: -n["flops"])[:top]
+    nodes = Table(title=f"heaviest {len(heaviest)} nodes", header_style="bold", title_justify="left")
+    for column in ("node", "op", "FLOPs", "MB moved", "FLOP/byte"):
+        nodes.add_column(column, justify="left" if column in ("node", "op") else "right")
+    for node in heaviest:
+        nodes.add_row(
+            escape(node["name"]),
+            escape(node["op"]),
+            _count(node["flops"]),
+            _mb(node["bytes_moved"]),
+            f"{node['arithmetic_intensity']:.1f}",
+        )
+    stdout.print(nodes)
+    memory = report["memory"]
+    peak = memory["peak_node"] or {"name": "—", "op": "—"}
+    live = ", ".join(f"{t['name']} {_mb(t['bytes'])} MB" for t in memory["live_at_peak"][:4])
+    stdout.print(
+        f"[bold]activation memory[/]: naive {_mb(memory['naive_bytes'])} MB (every tensor kept)  ·  planned "
+        f"{_mb(memory['planned_bytes'])} MB (liveness + greedy offsets, {memory['saving']:.0%} less)  ·  "
+        f"lower bound {_mb(memory['live_peak_bytes'])} MB"
+    )
+    stdout.print(f"  peak at {escape(peak['name'])} ({escape(peak['op'])}); alive there: {escape(live)}")
+    fusion = report["fusion"]
+    stdout.print(f"[bold]fusion opportunities[/]: {fusion['nodes_saved']} nodes could be fused away")
+    for row in fusion["patterns"].values():
+        chains = ", ".join(f"{chain} ×{n}" for chain, n in row["chains"].items())
+        stdout.print(f"  {escape(row['title'])}: {row['count']} ({escape(chains)})")
+    ort = report.get("onnxruntime_optimizer")
+    if ort:
+        levels = ", ".join(f"{lv['level']} {lv['node_count']}" for lv in ort["levels"])
+        stdout.print(f"[bold]ONNX Runtime optimizer[/]: {ort['nodes_before']} nodes before; after: {levels}")
+        for level in ort["levels"]:
+            if level["new_ops"]:
+                stdout.print(f"  {level['level']} adds ORT-specific ops: {escape(', '.join(level['new_ops']))}")
+    for note in report["notes"]:
+        stdout.print(f"[dim]note: {escape(note)}[/]")
+
+
+@click.command("inspect")
+@click.argument("model")
+@click.option("--batch", type=int, default=1, show_default=True, help="Batch size the shapes are fixed to.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DIMS", help="Shape of an input, e.g. input:1x3x64x64.")
+@click.option("--top", type=int, default=10, show_default=True, help="How many of the heaviest nodes to list.")
+@click.option("--no-ort", is_flag=True, help="Skip ONNX Runtime's optimizer node counts.")
+@click.option("--json", "as_json", is_flag=True, help="The whole report as JSON (every node).")
+def inspect_cmd(model: str, batch: int, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
+    """Operators, FLOPs and bytes moved, activation memory (naive vs planned) and fusion opportunities of
+    MODEL (a built-in model name or an .onnx file) at one batch size / input shape."""
+    from infermeter.graph.analysis import inspect_model
+
+    if batch <= 0:
+        raise UsageError(f"--batch {batch} must be positive")
+    overrides = [parse_input_override(text) for text in inputs]
+    report = inspect_model(model, batch, overrides, ort_levels=not no_ort)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    _print_report(report, max(top, 0))
