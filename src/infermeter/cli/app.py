@@ -11,6 +11,7 @@ from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
 from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
+from infermeter.cli import load as load_cmd
 from infermeter.errors import InfermeterError
 
 
@@ -27,6 +28,8 @@ app.add_command(info.env)
 app.add_command(info.models)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(serve_cmd.serve)
+app.add_command(load_cmd.load)
+app.add_command(load_cmd.tune_batching)
 
 
 def main(argv: list[str] | None = None) -> None:
