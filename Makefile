@@ -6,7 +6,7 @@ TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.test-installed-stamp
 
-.PHONY: install install-test run test lint typecheck unit clean benchmarks
+.PHONY: install install-test run test lint typecheck unit clean benchmarks browser
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,10 +35,18 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-unit: $(TEST_STAMP)
+unit: $(TEST_STAMP) browser
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# Debian's chromium for the HTML report test (the browser test skips, saying why, where it cannot be installed).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; fi; \
+	fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

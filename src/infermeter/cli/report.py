@@ -1,0 +1,85 @@
+"""`infermeter report`: render one or more results files as a console table, markdown, HTML or CSV."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from infermeter.cli.common import stderr, stdout
+from infermeter.errors import UsageError
+from infermeter.report.merged import MergedReport, SourceFile, merge_results, report_table
+
+FORMATS = ("table", "md", "html", "csv")
+_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
+
+
+def load_report(paths: tuple[Path, ...]) -> MergedReport:
+    """Read and merge the results files (ResultsError on an unreadable one)."""
+    from infermeter.results.io import read_results
+
+    return merge_results([SourceFile(str(path), read_results(path)) for path in paths])
+
+
+def render(report: MergedReport, fmt: str, allow_mixed_precision: bool = False) -> str:
+    """The report in a file format (md, html, csv)."""
+    if fmt == "md":
+        from infermeter.report.markdown import render_markdown
+
+        return render_markdown(report, allow_mixed_precision)
+    if fmt == "html":
+        from infermeter.report.html import render_html
+
+        return render_html(report, allow_mixed_precision)
+    from infermeter.report.csv import render_csv
+
+    return render_csv(report)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@click.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="table (console), md, html or csv. Default: from the -o suffix, else table.",
+)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the report to this file.")
+@click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
+def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allow_mixed_precision: bool) -> None:
+    """Render results files (several are merged, their differences shown) as a table, markdown, HTML or CSV."""
+    if fmt is None:
+        fmt = _SUFFIXES.get(output.suffix.lower(), "") if output is not None else "table"
+        if not fmt:
+            raise UsageError(f"cannot tell the format from {output}; add --format md, html or csv")
+    if fmt == "table" and output is not None:
+        raise UsageError("--format table prints to the console; for a file use --format md, html or csv")
+    merged = load_report(results)
+    if fmt == "table":
+        from infermeter.cli.bench import print_summary
+
+        print_summary(report_table(merged, allow_mixed_precision))
+        for name, diffs in merged.env_differences:
+            stdout.print(f"[yellow]warning[/] environment of {escape(name)} differs: {escape('; '.join(diffs))}")
+        return
+    text = render(merged, fmt, allow_mixed_precision)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    _write_atomic(output, text)
+    stderr.print(f"{fmt} report: {escape(str(output))} ({len(merged.cases)} cases)")

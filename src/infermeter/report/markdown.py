@@ -1,0 +1,111 @@
+"""Markdown report: the summary table (the same rows as the console), fastest case per group, warnings and the
+environment. Pure: results in, text out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
+from infermeter.report.summary import case_label, format_ms, group_warnings, speedups
+from infermeter.results.schema import CaseResult
+
+_NUMERIC = {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+
+
+def _cell(text: str) -> str:
+    # A pipe would end the cell; a newline would end the row.
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured markdown table, numeric columns right-aligned."""
+    header = "| " + " | ".join(_cell(c) for c in columns) + " |"
+    rule = "|" + "|".join("---:" if c in _NUMERIC else "---" for c in columns) + "|"
+    body = ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join([header, rule, *body])
+
+
+def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> list[str]:
+    """One line per group of comparable cases (same model, batch, shapes, threads) with more than one ok case:
+    the fastest by P50 and its speedup over the group's baseline (the first case)."""
+    ratios = speedups(cases, allow_mixed_precision)
+    groups: dict[tuple[object, ...], list[CaseResult]] = {}
+    for case in cases:
+        if case.ok and ratios.get(case.id, (None, ""))[0] is not None:
+            groups.setdefault((case.model, case.batch, case.shape_mode, case.threads), []).append(case)
+    lines = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        base = members[0]
+        # A speedup is believed only when the outputs were not found wrong.
+        trusted = [c for c in members if parity_cell(c) != "FAIL"]
+        if not trusted:
+            continue
+        best = min(trusted, key=_p50)
+        ratio, mark = ratios[best.id]
+        assert best.latency_ms is not None and base.latency_ms is not None and ratio is not None
+        if best is base:
+            line = f"{case_label(best)}: the baseline {best.backend} is the fastest (P50 {format_ms(_p50(best))} ms)"
+        else:
+            line = (
+                f"{case_label(best)}: {best.backend} is {ratio:.2f}x{'*' if mark else ''} faster than {base.backend} "
+                f"(P50 {format_ms(_p50(best))} ms vs {format_ms(_p50(base))} ms)"
+            )
+        failed = [c.backend for c in members if parity_cell(c) == "FAIL" and _p50(c) < _p50(best)]
+        if failed:
+            line += f"; {', '.join(failed)} measured faster but failed the parity check, so it does not count"
+        lines.append(line)
+    return lines
+
+
+def _p50(case: CaseResult) -> float:
+    return case.latency_ms.p50 if case.latency_ms is not None else float("inf")
+
+
+def render_markdown(report: MergedReport, allow_mixed_precision: bool = False) -> str:
+    """The whole markdown report."""
+    out = ["# infermeter report", ""]
+    if report.multi:
+        out += ["Merged from:", ""]
+        out += [f"- `{s.name}` ({s.results.created}, {len(s.results.cases)} cases)" for s in report.files]
+        out.append("")
+    elif report.files:
+        source = report.files[0]
+        out += [f"`{source.name}`, created {source.results.created}", ""]
+    table = report_table(report, allow_mixed_precision)
+    columns, rows, caption = table.compact()
+    out += ["## Results", ""]
+    if caption:
+        out += [f"*{_cell(caption)}*", ""]
+    if rows:
+        out += [markdown_table(columns, rows), ""]
+    else:
+        out += ["No cases.", ""]
+    out += [f"- {_cell(note)}" for note in table.footnotes]
+    if table.footnotes:
+        out.append("")
+    fastest = fastest_lines(report.cases, allow_mixed_precision)
+    if fastest:
+        out += [
+            "## Speedups",
+            "",
+            "Speedup = baseline P50 / case P50; the baseline is the first case of each group.",
+            "",
+        ]
+        out += [f"- {_cell(line)}" for line in fastest]
+        out.append("")
+    groups = group_warnings(table.warnings)
+    if groups:
+        out += ["## Warnings", ""]
+        for group in groups:
+            where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
+            out.append(f"- **{group.code}**: {_cell(group.title)}: {_cell(where)}")
+            out.append(f"  - remedy: {_cell(group.remedy)}")
+        out.append("")
+    out += ["## Environment", ""]
+    out += [markdown_table(["", "value"], [[k, v] for k, v in environment_summary(report.environment)]), ""]
+    for name, diffs in report.env_differences:
+        out += [f"**Environment of `{name}` differs** from the first file: {_cell('; '.join(diffs))}.", ""]
+        out += ["Figures across these files are not like-for-like.", ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,138 @@
+"""Crafted, deterministic results files for the report, compare, history and advise tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile
+from infermeter.stats import latency_stats
+
+ENVIRONMENT: dict[str, Any] = {
+    "hostname": "bench-host",
+    "cpu_model": "Test CPU 3000",
+    "isa": ["avx2", "fma"],
+    "architecture": "x86_64",
+    "logical_cores": 8,
+    "physical_cores": 4,
+    "memory_total_gb": 16.0,
+    "os": "Linux 6.1",
+    "python": "3.11.7",
+    "frameworks": {"infermeter": "0.1.0", "numpy": "2.0.0", "onnxruntime": "1.20.0", "torch": "2.13.0"},
+    "thread_env": {},
+    "gpu": [],
+}
+
+
+def draw_samples(p50_ms: float, n: int = 400, sigma: float = 0.05, seed: int = 0) -> list[float]:
+    """Lognormal latencies around p50_ms (the median of a lognormal is its scale)."""
+    rng = np.random.default_rng(seed)
+    return [round(float(v), 6) for v in p50_ms * rng.lognormal(0.0, sigma, n)]
+
+
+def make_case(
+    backend: str,
+    batch: int = 1,
+    p50_ms: float = 1.0,
+    *,
+    model: str = "tiny_cnn",
+    precision: str = "fp32",
+    effective: str | None = None,
+    samples: list[float] | None = None,
+    sigma: float = 0.05,
+    n: int = 400,
+    seed: int = 0,
+    peak_mb: float | None = 100.0,
+    load_s: float | None = 0.5,
+    status: str = "ok",
+    error: str | None = None,
+    threads: int = 4,
+    warnings: list[CaseWarning] | None = None,
+    extra: dict[str, Any] | None = None,
+    case_id: str | None = None,
+) -> CaseResult:
+    """One case; ok cases get samples, statistics and throughput consistent with each other."""
+    ident = case_id or f"{backend}-{precision}-b{batch}-static-t{threads}-{model}"
+    case = CaseResult(
+        id=ident,
+        model=model,
+        backend=backend,
+        backend_version="1.0",
+        device="cpu",
+        batch=batch,
+        shape_mode="static",
+        precision=precision,
+        precision_effective=effective or precision,
+        threads=threads,
+        status=status,
+        error=error,
+        input_shapes={"input": [batch, 3, 32, 32]},
+        warnings=list(warnings or []),
+        extra=dict(extra or {}),
+    )
+    if status != "ok":
+        case.precision_effective = None
+        return case
+    values = samples if samples is not None else draw_samples(p50_ms, n, sigma, seed)
+    case.samples_ms = values
+    case.latency_ms = latency_stats(values)
+    case.iterations = len(values)
+    case.warmup_iterations = 10
+    case.throughput = batch * 1000.0 / float(np.mean(values))
+    case.peak_rss_mb = peak_mb
+    case.rss_before_load_mb = 40.0 if peak_mb is not None else None
+    case.load_s = load_s
+    case.first_inference_ms = p50_ms * 3
+    case.started = "2026-01-01T00:00:00+00:00"
+    case.duration_s = 1.5
+    return case
+
+
+def make_results(
+    cases: list[CaseResult],
+    environment: dict[str, Any] | None = None,
+    created: str = "2026-01-01T00:00:00+00:00",
+    extra: dict[str, Any] | None = None,
+) -> ResultsFile:
+    """A results file around `cases` with the fixed test environment (or `environment`)."""
+    return ResultsFile(
+        created=created,
+        environment=dict(environment or ENVIRONMENT),
+        cases=cases,
+        command=["infermeter", "bench", "tiny_cnn"],
+        extra=dict(extra or {}),
+    )
+
+
+def sample_results() -> ResultsFile:
+    """Three backends at two batches, a failed case, a parity failure, warnings and roofline fields."""
+    noisy = CaseWarning("high_cv", "latency varies a lot (CV 21%): close other programs", "CV 21%")
+    roof = {"flops": 2.0e7, "achieved_gflops": 12.0, "arithmetic_intensity": 8.0}
+    cases = [
+        make_case("torch", 1, 2.0, seed=1, peak_mb=320, load_s=1.9, extra={**roof, "parity": {"passed": True}}),
+        make_case("onnxruntime", 1, 0.5, seed=2, peak_mb=150, load_s=0.4, extra={"parity": {"passed": True}}),
+        make_case(
+            "openvino",
+            1,
+            0.4,
+            seed=3,
+            peak_mb=210,
+            load_s=3.5,
+            warnings=[noisy],
+            extra={"parity": {"passed": False, "max_abs_diff": 0.3}},
+        ),
+        make_case("torch", 8, 9.0, seed=4, peak_mb=340, load_s=1.9),
+        make_case(
+            "onnxruntime",
+            8,
+            2.5,
+            seed=5,
+            peak_mb=180,
+            load_s=0.4,
+            extra={"flops": 1.6e8, "achieved_gflops": 64.0, "arithmetic_intensity": 20.0},
+        ),
+        make_case("openvino", 8, 0.0, status="failed", error="openvino: model not supported"),
+    ]
+    peak = {"fp32_gflops": 500.0, "bf16_gflops": 1000.0, "bandwidth_gbs": 40.0}
+    return make_results(cases, extra={"peak": peak})
