@@ -9,6 +9,7 @@ import click
 from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
+from infermeter.cli import quantize as quantize_cmd
 from infermeter.cli import report as report_cmd
 from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
@@ -24,6 +25,7 @@ def app(debug: bool) -> None:
 
 
 app.add_command(bench_cmd.bench)
+app.add_command(quantize_cmd.quantize)
 app.add_command(report_cmd.report)
 app.add_command(info.backends)
 app.add_command(info.env)

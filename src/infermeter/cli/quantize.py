@@ -1,0 +1,154 @@
+"""`infermeter quantize`: INT8 with calibration, accuracy against FP32, per-layer sensitivity, mixed precision
+under an accuracy budget, QAT; prints one table of accuracy next to latency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.cli.common import require_positive, stderr, stdout
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+@click.command("quantize")
+@click.argument("model")
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Quantized model (.onnx / .xml).")
+@click.option("--engine", default="onnxruntime", show_default=True, help="onnxruntime (QDQ) or openvino (NNCF, IR).")
+@click.option("--mode", default="static", show_default=True, help="static (calibrated) or dynamic.")
+@click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
+@click.option("--calib-size", type=int, default=300, show_default=True, help="Calibration samples used at most.")
+@click.option("--method", default="minmax", show_default=True, help="Calibration: minmax, entropy, percentile.")
+@click.option("--per-channel", is_flag=True, help="Per-output-channel weight scales.")
+@click.option("--exclude", multiple=True, help="Node names to keep in float (repeat or comma-separate).")
+@click.option("--eval", "eval_data", help="Evaluation data (with `labels`: task metric; without: FP32 agreement).")
+@click.option("--sensitivity", is_flag=True, help="Rank layers by how much accuracy keeping each in float recovers.")
+@click.option("--max-drop", type=float, help="Accuracy budget in points: keep sensitive layers in float until met.")
+@click.option("--finetune", help="Labelled training data for quantization-aware fine-tuning (PyTorch models).")
+@click.option("--finetune-epochs", type=int, default=3, show_default=True, help="QAT epochs.")
+@click.option("--no-latency", is_flag=True, help="Skip timing the variants.")
+@click.option("--results", type=click.Path(path_type=Path), help="Also write the variants as a results file.")
+@click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated data.")
+def quantize(
+    model: str,
+    output: Path,
+    engine: str,
+    mode: str,
+    calib: str | None,
+    calib_size: int,
+    method: str,
+    per_channel: bool,
+    exclude: tuple[str, ...],
+    eval_data: str | None,
+    sensitivity: bool,
+    max_drop: float | None,
+    finetune: str | None,
+    finetune_epochs: int,
+    no_latency: bool,
+    results: Path | None,
+    threads: int,
+    seed: int,
+) -> None:
+    """Quantize MODEL to INT8 and show accuracy against FP32 next to latency."""
+    from infermeter.cli.common import split_values
+    from infermeter.quantize.ort_quant import QuantConfig
+    from infermeter.quantize.pipeline import QuantizeRequest, check_request, outcome_results, quantize_model
+    from infermeter.results.env import collect_environment, default_threads
+
+    require_positive(threads, "--threads", allow_zero=True)
+    require_positive(finetune_epochs, "--finetune-epochs")
+    request = QuantizeRequest(
+        model=model,
+        output=output,
+        engine=engine,
+        config=QuantConfig(mode, method, per_channel, tuple(split_values(exclude))),
+        calib=calib,
+        calib_size=calib_size,
+        eval=eval_data,
+        sensitivity=sensitivity,
+        max_drop_pct=max_drop,
+        finetune=finetune,
+        finetune_epochs=finetune_epochs,
+        latency=not no_latency,
+        threads=threads or default_threads(),
+        seed=seed,
+    )
+    check_request(request)
+    with stderr.status("quantizing") as status:
+        outcome = quantize_model(request, lambda msg: status.update(escape(msg)))
+    for warning in outcome.warnings:
+        stderr.print(f"[yellow]warning[/] {escape(f'{warning.code}: {warning.message}')}", soft_wrap=True)
+    table = Table(header_style="bold", title="accuracy vs FP32 and latency (batch 1)")
+    for column in ("variant", "precision", "metric", "value", "drop (points)", "cosine", "SQNR dB", "P50 ms", "file"):
+        table.add_column(column, justify="left" if column in ("variant", "metric", "file", "precision") else "right")
+    for row in outcome.rows:
+        acc, timing = row.accuracy, row.timing
+        p50 = timing.latency_ms.p50 if timing is not None and timing.latency_ms is not None else None
+        table.add_row(
+            escape(row.label),
+            row.precision,
+            acc.metric if acc else "—",
+            _fmt(acc.value, 4) if acc else "—",
+            _fmt(acc.drop_pct) if acc else "—",
+            _fmt(acc.details.get("cosine_mean"), 5) if acc else "—",
+            _fmt(acc.details.get("sqnr_db"), 1) if acc else "—",
+            _fmt(p50, 3),
+            escape(str(row.path)),
+        )
+    stdout.print(table)
+    if outcome.sensitivity:
+        sens = Table(header_style="bold", title="per-layer sensitivity (most sensitive first)")
+        for column in ("layer", "op", "drop if kept float", "recovered", "output SQNR gain dB", "activation SQNR dB"):
+            sens.add_column(column, justify="left" if column in ("layer", "op") else "right")
+        for item in outcome.sensitivity:
+            sens.add_row(
+                escape(item.node),
+                item.op_type,
+                _fmt(item.drop_pct_kept_float),
+                _fmt(item.recovered_pct),
+                _fmt(item.output_sqnr_gain_db, 1),
+                _fmt(item.activation_sqnr_db, 1),
+            )
+        stdout.print(sens)
+    if outcome.frontier:
+        front = Table(header_style="bold", title=f"mixed-precision frontier (budget {max_drop:g} points)")
+        for column in ("layers in float", "metric", "drop (points)", "P50 ms", "float layers"):
+            front.add_column(column, justify="left" if column == "float layers" else "right")
+        for point in outcome.frontier:
+            front.add_row(
+                str(len(point.float_nodes)),
+                _fmt(point.accuracy.value, 4),
+                _fmt(point.accuracy.drop_pct),
+                _fmt(point.latency_p50_ms, 3),
+                escape(", ".join(point.float_nodes) or "(all int8)"),
+            )
+        stdout.print(front)
+        verdict = "met" if outcome.budget_met else "NOT met"
+        stdout.print(f"budget {max_drop:g} points: {verdict}")
+    for note in outcome.notes:
+        stdout.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+    if results is not None:
+        from infermeter.results.io import write_results
+        from infermeter.results.schema import ResultsFile
+
+        cases = outcome_results(outcome, model)
+        for case in cases:
+            case.warnings = [*case.warnings, *outcome.warnings]
+        file = ResultsFile(
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            environment=collect_environment(),
+            cases=cases,
+            command=["infermeter", *sys.argv[1:]],
+        )
+        write_results(results, file)
+        stdout.print(f"results: {escape(str(results))}")
+    stdout.print(f"quantized model: {escape(str(outcome.output))}")

@@ -1,0 +1,144 @@
+"""Running a model file over samples (ONNX Runtime for .onnx, OpenVINO for .xml) and scoring a quantized
+model against its FP32 original: task metric with labels, agreement with FP32 without."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infermeter.errors import BackendError, UsageError
+from infermeter.quantize import metrics
+from infermeter.quantize.data import SampleSet
+
+EMBEDDING_TASKS = ("embedding", "sentence-embedding", "feature-extraction")
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """A quantized model's score next to FP32's. `value`/`fp32_value` are on a 0..1 scale; `drop_pct` is
+    `(fp32_value - value) * 100` percentage points. `details` holds secondary metrics (cosine, SQNR...)."""
+
+    metric: str
+    value: float
+    fp32_value: float
+    drop_pct: float
+    eval_samples: int
+    details: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `CaseResult.extra["accuracy"]` form (JSON-safe: an infinite SQNR is left out)."""
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "fp32_value": self.fp32_value,
+            "drop_pct": self.drop_pct,
+            "eval_samples": self.eval_samples,
+            **{k: v for k, v in self.details.items() if math.isfinite(v)},
+        }
+
+
+class ModelRunner:
+    """One loaded model file (ONNX Runtime for .onnx, OpenVINO for .xml) that maps samples to its first output."""
+
+    def __init__(self, path: Path, threads: int = 1) -> None:
+        self.path = path
+        self._kind = "openvino" if path.suffix.lower() == ".xml" else "onnx"
+        try:
+            if self._kind == "onnx":
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                options.log_severity_level = 3
+                self._ort: Any = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+                fixed = [i.shape[0] for i in self._ort.get_inputs() if i.shape and isinstance(i.shape[0], int)]
+                self.output_names = [o.name for o in self._ort.get_outputs()]
+            else:
+                import openvino as ov
+
+                core = ov.Core()
+                model = core.read_model(str(path))
+                fixed = [
+                    p.get_partial_shape()[0].get_length()
+                    for p in model.inputs
+                    if p.get_partial_shape().rank.get_length() > 0 and p.get_partial_shape()[0].is_static
+                ]
+                self._compiled: Any = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads})
+                self.output_names = [o.get_any_name() for o in model.outputs]
+        except ImportError as exc:
+            raise UsageError(f"running {path.name} needs {exc.name}: pip install {exc.name}") from exc
+        except Exception as exc:
+            raise BackendError(f"could not load {path}: {type(exc).__name__}: {exc}") from exc
+        self.fixed_batch: int | None = fixed[0] if fixed else None
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """The first output for one batch of feeds."""
+        if self._kind == "onnx":
+            return np.asarray(self._ort.run(self.output_names[:1], feeds)[0])
+        result = self._compiled(feeds)
+        return np.asarray(result[self._compiled.outputs[0]])
+
+    def predict(self, samples: SampleSet, batch_size: int = 64) -> np.ndarray:
+        """The first output for every sample, concatenated; token states are mean-pooled into embeddings."""
+        size = self.fixed_batch or batch_size
+        outputs = []
+        for feeds in samples.batches(size):
+            count = next(iter(feeds.values())).shape[0]
+            if count < size and self.fixed_batch:  # a fixed-batch model: pad the last batch, drop the padding
+                feeds = {k: np.concatenate([v, np.repeat(v[-1:], size - count, axis=0)]) for k, v in feeds.items()}
+            out = self.run(feeds)[:count]
+            if out.ndim == 3:
+                mask = next((v[:count] for k, v in feeds.items() if "mask" in k.lower()), None)
+                out = metrics.mean_pool(out, mask)
+            outputs.append(out)
+        return np.concatenate(outputs)
+
+
+def task_kind(task: str, output: np.ndarray, has_labels: bool) -> str:
+    """`classification`, `embedding` or `generic`: which metric fits the model's first output."""
+    if task in EMBEDDING_TASKS:
+        return "embedding"
+    if output.ndim == 2 and (task == "classification" or has_labels):
+        return "classification"
+    return "generic"
+
+
+def score(kind: str, fp32: np.ndarray, quantized: np.ndarray, labels: np.ndarray | None) -> Accuracy:
+    """The quantized outputs scored against FP32's: top-1 with labels for classifiers, else agreement."""
+    cosines = metrics.cosine_similarities(quantized, fp32)
+    details = {
+        "cosine_mean": float(cosines.mean()),
+        "cosine_min": float(cosines.min()),
+        "sqnr_db": metrics.sqnr_db(quantized, fp32),
+    }
+    count = fp32.shape[0]
+    if kind == "classification":
+        details["top1_agreement"] = metrics.top1_agreement(quantized, fp32)
+        if labels is not None:
+            value, reference, name = (
+                metrics.top1_accuracy(quantized, labels),
+                metrics.top1_accuracy(fp32, labels),
+                "top1",
+            )
+        else:
+            value, reference, name = details["top1_agreement"], 1.0, "top1_agreement"
+    else:
+        if kind == "embedding":
+            details["retrieval_agreement"] = metrics.retrieval_agreement(quantized, fp32)
+        value, reference, name = details["cosine_mean"], 1.0, "cosine"
+    return Accuracy(name, value, reference, (reference - value) * 100.0, count, details)
+
+
+def evaluate_pair(
+    fp32_path: Path, quant_path: Path, samples: SampleSet, task: str, threads: int = 1
+) -> tuple[Accuracy, np.ndarray]:
+    """Score `quant_path` against `fp32_path` on `samples`; also returns FP32's outputs for reuse."""
+    fp32 = ModelRunner(fp32_path, threads).predict(samples)
+    quantized = ModelRunner(quant_path, threads).predict(samples)
+    kind = task_kind(task, fp32, samples.labels is not None)
+    return score(kind, fp32, quantized, samples.labels), fp32

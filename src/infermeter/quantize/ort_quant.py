@@ -1,0 +1,177 @@
+"""INT8 quantization of ONNX models with `onnxruntime.quantization`: static QDQ with calibration, or dynamic.
+
+Static: `quant_pre_process` (shape inference + graph optimisation) first, then `quantize_static` with our
+samples behind a `CalibrationDataReader`, QDQ format. Dynamic: `quantize_dynamic` (weights int8, activations
+quantized at run time: the usual choice for transformer encoders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import shutil
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infermeter.errors import ModelError, UsageError
+from infermeter.quantize.data import SampleSet
+
+MODES = ("static", "dynamic")
+METHODS = ("minmax", "entropy", "percentile")
+# The operators whose quantization changes accuracy and speed: the layers the sensitivity search ranks.
+WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantize: `static` (calibrated) or `dynamic`; calibration method; per-channel weights; node
+    names left in float."""
+
+    mode: str = "static"
+    method: str = "minmax"
+    per_channel: bool = False
+    exclude: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        """UsageError for a mode or method this module does not know."""
+        if self.mode not in MODES:
+            raise UsageError(f"--mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.method not in METHODS:
+            raise UsageError(f"--method {self.method!r} is not one of {', '.join(METHODS)}")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The quantization tools log and print per node; keep the CLI's output readable."""
+    logger = logging.getLogger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def preprocess(source: Path, target: Path) -> str:
+    """`quant_pre_process` (symbolic shape inference and ORT's basic graph optimisations, e.g. folding
+    BatchNorm into Conv) from `source` to `target`; on failure the model is copied as is. Returns a note."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    try:
+        with _quiet():
+            quant_pre_process(str(source), str(target), skip_symbolic_shape=False)
+        return "pre-processed with onnxruntime quant_pre_process"
+    except Exception as first:
+        try:
+            with _quiet():
+                quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
+            return "pre-processed with onnxruntime quant_pre_process (without symbolic shape inference)"
+        except Exception:
+            shutil.copyfile(source, target)
+            return f"quant_pre_process failed ({type(first).__name__}: {first}); quantized the model as given"
+
+
+def weighted_nodes(path: Path) -> list[str]:
+    """Names of the Conv/Gemm/MatMul nodes of a float ONNX graph, in graph order (unnamed nodes skipped)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [node.name for node in graph.node if node.op_type in WEIGHTED_OPS and node.name]
+
+
+def _fixed_batch(path: Path) -> bool:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    init = {i.name for i in graph.initializer}
+    for value in graph.input:
+        if value.name in init:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value"):
+            return True
+    return False
+
+
+def _reader(samples: SampleSet, batch_size: int) -> Any:
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class _SampleReader(CalibrationDataReader):  # type: ignore[misc]
+        """Hands our samples to the calibrator one batch at a time."""
+
+        def __init__(self) -> None:
+            self._batches = samples.batches(batch_size)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self._batches, None)
+
+        def rewind(self) -> None:
+            self._batches = samples.batches(batch_size)
+
+    return _SampleReader()
+
+
+def quantize_onnx(
+    source: Path,
+    target: Path,
+    config: QuantConfig,
+    calib: SampleSet | None,
+    calibration_cache: Path | None = None,
+) -> None:
+    """Quantize the pre-processed float model `source` into `target` following `config`.
+
+    Static mode needs `calib`; nodes named in `config.exclude` stay in float. With `calibration_cache`, the
+    tensor ranges are computed once, saved there, and reused by later calls (same model, same method).
+    """
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    config.check()
+    known = set(weighted_nodes(source))
+    import onnx
+
+    all_nodes = {n.name for n in onnx.load(str(source), load_external_data=False).graph.node}
+    missing = [name for name in config.exclude if name not in all_nodes]
+    if missing:
+        hint = ", ".join(sorted(known)[:8]) + (" ..." if len(known) > 8 else "")
+        raise UsageError(f"--exclude names node(s) not in the graph: {', '.join(missing)}; weighted nodes: {hint}")
+    try:
+        with _quiet():
+            if config.mode == "dynamic":
+                quantize_dynamic(
+                    str(source),
+                    str(target),
+                    per_channel=config.per_channel,
+                    weight_type=QuantType.QInt8,
+                    nodes_to_exclude=list(config.exclude),
+                )
+                return
+            if calib is None:
+                raise UsageError("static quantization needs calibration samples")
+            method = {
+                "minmax": CalibrationMethod.MinMax,
+                "entropy": CalibrationMethod.Entropy,
+                "percentile": CalibrationMethod.Percentile,
+            }[config.method]
+            quantize_static(
+                str(source),
+                str(target),
+                _reader(calib, 1 if _fixed_batch(source) else 16),
+                quant_format=QuantFormat.QDQ,
+                per_channel=config.per_channel,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+                nodes_to_exclude=list(config.exclude),
+                calibrate_method=method,
+                calibration_providers=["CPUExecutionProvider"],
+                calibration_cache_path=str(calibration_cache) if calibration_cache else None,
+            )
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"onnxruntime could not quantize {source.name}: {type(exc).__name__}: {exc}") from exc

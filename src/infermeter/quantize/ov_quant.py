@@ -1,0 +1,63 @@
+"""INT8 for OpenVINO with NNCF: `nncf.quantize` (static, calibrated on our samples) or `nncf.compress_weights`
+(int8 weights only: OpenVINO's counterpart of dynamic quantization). Writes an OpenVINO IR (.xml + .bin)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from infermeter.errors import ModelError, UsageError
+from infermeter.quantize.data import SampleSet
+from infermeter.quantize.ort_quant import QuantConfig
+
+
+def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: SampleSet | None) -> str:
+    """Quantize the float ONNX model `source` into the IR `target` (.xml); returns a note on what was done.
+
+    `config.exclude` names OpenVINO operations (as `nncf.IgnoredScope` names). Only the min/max method is
+    offered: NNCF chooses its own range estimators per tensor.
+    """
+    try:
+        import nncf
+        import openvino as ov
+    except ImportError as exc:
+        raise UsageError(f"--engine openvino needs {exc.name}: pip install openvino nncf") from exc
+    if target.suffix.lower() != ".xml":
+        raise UsageError(f"--engine openvino writes an OpenVINO IR: give -o a .xml path, not {target.name!r}")
+    if config.method != "minmax":
+        raise UsageError("--method applies to --engine onnxruntime; NNCF picks its own range estimators")
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    try:
+        model = ov.Core().read_model(str(source))
+        ignored = nncf.IgnoredScope(names=list(config.exclude), validate=True) if config.exclude else None
+        if config.mode == "dynamic":
+            quantized = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+            note = "nncf.compress_weights INT8_ASYM (int8 weights, float activations)"
+        else:
+            if calib is None:
+                raise UsageError("static quantization needs calibration samples")
+            dataset = nncf.Dataset(list(calib.batches(1)))
+            kwargs = {"ignored_scope": ignored} if ignored is not None else {}
+            quantized = nncf.quantize(model, dataset, subset_size=calib.count, **kwargs)
+            note = f"nncf.quantize on {calib.count} calibration samples"
+        # compress_to_fp16 would halve the file but change what a reader of the file sees as its precision.
+        ov.save_model(quantized, str(target), compress_to_fp16=False)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"NNCF could not quantize {source.name}: {type(exc).__name__}: {exc}") from exc
+    return note
+
+
+def ir_precision(path: Path) -> str:
+    """int8 when the IR holds FakeQuantize operations or int8/uint8 weights, else fp32/fp16 by its weights."""
+    import openvino as ov
+
+    model = ov.Core().read_model(str(path))
+    types = {op.get_type_name() for op in model.get_ops()}
+    if "FakeQuantize" in types or "FakeConvert" in types:
+        return "int8"
+    constants = {str(op.get_output_element_type(0)) for op in model.get_ops() if op.get_type_name() == "Constant"}
+    if constants & {"<Type: 'int8_t'>", "<Type: 'uint8_t'>", "i8", "u8"}:
+        return "int8"
+    return "fp16" if constants & {"<Type: 'float16'>", "f16"} else "fp32"

@@ -1,0 +1,310 @@
+"""`infermeter quantize` as a library call: quantize, evaluate against FP32, rank layers, search a mixed model
+under an accuracy budget, fine-tune (QAT), and time every variant. Prints nothing; returns a `QuantizeOutcome`."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from infermeter.errors import UsageError
+from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
+from infermeter.quantize.data import SampleSet, calibration_warnings, load_samples, random_samples
+from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
+from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
+from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
+from infermeter.results.schema import CaseResult, CaseWarning
+
+ENGINES = ("onnxruntime", "openvino")
+RANDOM_CALIBRATION_SAMPLES = 32
+
+
+@dataclass(frozen=True)
+class QuantizeRequest:
+    """Everything `infermeter quantize` was asked to do."""
+
+    model: str
+    output: Path
+    engine: str = "onnxruntime"
+    config: QuantConfig = field(default_factory=QuantConfig)
+    calib: str | None = None
+    calib_size: int = 300
+    eval: str | None = None
+    sensitivity: bool = False
+    max_drop_pct: float | None = None
+    finetune: str | None = None
+    finetune_epochs: int = 3
+    latency: bool = True
+    threads: int = 1
+    seed: int = 0
+
+
+@dataclass
+class ModelRow:
+    """One variant (FP32, INT8, mixed, QAT): where it is, what it computes in, how accurate and how fast."""
+
+    role: str
+    label: str
+    path: Path
+    precision: str
+    accuracy: Accuracy | None = None
+    timing: CaseResult | None = None
+    float_nodes: tuple[str, ...] = ()
+
+
+@dataclass
+class QuantizeOutcome:
+    """What `quantize_model` did: rows, warnings, notes, the sensitivity ranking and the frontier."""
+
+    output: Path
+    rows: list[ModelRow] = field(default_factory=list)
+    warnings: list[CaseWarning] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sensitivity: list[LayerSensitivity] = field(default_factory=list)
+    frontier: list[FrontierPoint] = field(default_factory=list)
+    budget_met: bool | None = None
+
+
+def check_request(request: QuantizeRequest) -> None:
+    """UsageError for combinations that cannot work, before any slow step."""
+    request.config.check()
+    if request.engine not in ENGINES:
+        raise UsageError(f"--engine {request.engine!r} is not one of {', '.join(ENGINES)}")
+    if request.calib_size <= 0:
+        raise UsageError(f"--calib-size {request.calib_size} must be positive")
+    if request.max_drop_pct is not None and request.max_drop_pct < 0:
+        raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
+    if request.engine == "openvino" and (request.sensitivity or request.max_drop_pct is not None):
+        raise UsageError("--sensitivity and --max-drop work with --engine onnxruntime (they re-quantize per layer)")
+    if request.finetune and request.config.mode != "static":
+        raise UsageError("--finetune fine-tunes for static quantization; drop --mode dynamic")
+    suffix = request.output.suffix.lower()
+    wanted = ".xml" if request.engine == "openvino" else ".onnx"
+    if suffix != wanted:
+        raise UsageError(f"-o {str(request.output)!r}: --engine {request.engine} writes a {wanted} file")
+
+
+def _sample_shapes(samples: SampleSet) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((name, (1, *array.shape[1:])) for name, array in samples.arrays.items())
+
+
+def _fp32_onnx(spec: ModelSpec) -> Path:
+    from infermeter.models.convert import onnx_for
+
+    return onnx_for(spec).path
+
+
+def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] | None = None) -> QuantizeOutcome:
+    """Run the whole request (see the module docstring). Raises InfermeterError subclasses for bad input."""
+    check_request(request)
+    progress = on_progress or (lambda _msg: None)
+    spec = resolve_model(request.model)
+    outcome = QuantizeOutcome(request.output)
+    static = request.config.mode == "static"
+    progress("loading data")
+    calib = load_samples(spec.inputs, request.calib, request.calib_size) if request.calib else None
+    evaluation = load_samples(spec.inputs, request.eval) if request.eval else None
+    if static and calib is None:
+        calib = random_samples(spec.inputs, RANDOM_CALIBRATION_SAMPLES, request.seed + 1)
+        outcome.warnings.append(random_calibration_warning(RANDOM_CALIBRATION_SAMPLES))
+    elif calib is not None and not static:
+        outcome.notes.append("--calib is not used by dynamic quantization (activation ranges are taken at run time)")
+    if calib is not None and request.calib:
+        outcome.warnings.extend(calibration_warnings(calib, evaluation))
+    if evaluation is None:
+        if calib is not None and request.calib:
+            evaluation = calib
+            outcome.notes.append("no --eval: accuracy is agreement with FP32 on the calibration samples")
+        else:
+            evaluation = random_samples(spec.inputs, 64, request.seed + 2)
+            outcome.notes.append("no --eval: accuracy is agreement with FP32 on random inputs (not a task metric)")
+    with tempfile.TemporaryDirectory(prefix="infermeter-quantize-") as scratch_name:
+        scratch = Path(scratch_name)
+        progress("exporting / pre-processing")
+        source = _fp32_onnx(spec)
+        fp32 = scratch / "fp32.onnx"
+        outcome.notes.append(preprocess(source, fp32))
+        fp32_runner = ModelRunner(fp32, request.threads)
+        fp32_outputs = fp32_runner.predict(evaluation)
+        kind = task_kind(spec.task, fp32_outputs, evaluation.labels is not None)
+        fp32_accuracy = score(kind, fp32_outputs, fp32_outputs, evaluation.labels)
+        outcome.rows.append(ModelRow("fp32", "FP32", source, "fp32", fp32_accuracy))
+        request.output.parent.mkdir(parents=True, exist_ok=True)
+        cache = scratch / "calibration.json" if static else None
+        label = f"INT8 {request.config.mode}" + (f" {request.config.method}" if static else "")
+        progress(f"quantizing ({label})")
+        if request.engine == "openvino":
+            from infermeter.quantize.ov_quant import quantize_openvino
+
+            outcome.notes.append(quantize_openvino(source, request.output, request.config, calib))
+            quantized = request.output
+        else:
+            quantized = scratch / "int8.onnx"
+            quantize_onnx(fp32, quantized, request.config, calib, cache)
+        accuracy = score(
+            kind, fp32_outputs, ModelRunner(quantized, request.threads).predict(evaluation), evaluation.labels
+        )
+        outcome.rows.append(ModelRow("int8", label, request.output, "int8", accuracy))
+        chosen = quantized
+        if request.sensitivity or request.max_drop_pct is not None:
+            progress("per-layer sensitivity")
+            _, outcome.sensitivity = layer_sensitivity(
+                fp32, request.config, calib, evaluation, kind, fp32_outputs, scratch, cache, progress
+            )
+        if request.max_drop_pct is not None:
+            chosen = _search_mixed(request, outcome, fp32, calib, evaluation, kind, fp32_outputs, scratch, cache)
+        if chosen != request.output:
+            shutil.copyfile(chosen, request.output)
+        if request.finetune:
+            _finetune_row(request, outcome, spec, calib, evaluation, kind, fp32_outputs, scratch, progress)
+        if request.latency:
+            _time_rows(request, outcome, evaluation, progress)
+    return outcome
+
+
+def random_calibration_warning(count: int) -> CaseWarning:
+    """The warning every quantization calibrated on generated inputs carries."""
+    return CaseWarning(
+        "random_calibration",
+        f"calibrated on {count} random inputs, not real data: activation ranges (and so accuracy) may be far from "
+        "what real inputs need; pass --calib with a few hundred representative samples",
+        "random data",
+    )
+
+
+def _search_mixed(
+    request: QuantizeRequest,
+    outcome: QuantizeOutcome,
+    fp32: Path,
+    calib: SampleSet | None,
+    evaluation: SampleSet,
+    kind: str,
+    fp32_outputs: Any,
+    scratch: Path,
+    cache: Path | None,
+) -> Path:
+    assert request.max_drop_pct is not None
+    measure = None
+    if request.latency:
+        from infermeter.quantize.latency import measure_file
+
+        shapes = _sample_shapes(evaluation)
+
+        def measure(path: Path) -> float | None:
+            timing = measure_file(path, request.threads, shapes)
+            return timing.latency_ms.p50 if timing.latency_ms else None
+
+    frontier, best = greedy_mixed(
+        fp32,
+        request.config,
+        calib,
+        evaluation,
+        kind,
+        fp32_outputs,
+        outcome.sensitivity,
+        request.max_drop_pct,
+        scratch,
+        cache,
+        measure,
+    )
+    outcome.frontier = frontier
+    outcome.budget_met = best is not None
+    if best is None:
+        # Even with every ranked layer in float the budget is missed: keep the most accurate candidate.
+        best = min(frontier, key=lambda p: p.accuracy.drop_pct)
+        outcome.warnings.append(
+            CaseWarning(
+                "accuracy_budget_missed",
+                f"no mix of float and int8 layers met --max-drop {request.max_drop_pct:g}; wrote the most accurate "
+                f"candidate ({best.accuracy.drop_pct:.2f} points); try better calibration data, --per-channel or "
+                "--finetune",
+                f"best drop {best.accuracy.drop_pct:.2f}",
+            )
+        )
+    if best.float_nodes:
+        outcome.rows.append(
+            ModelRow(
+                "mixed",
+                f"mixed ({len(best.float_nodes)} float)",
+                request.output,
+                "int8",
+                best.accuracy,
+                float_nodes=best.float_nodes,
+            )
+        )
+        # The plain INT8 file is no longer the -o output: keep it beside it for comparison.
+        plain = request.output.with_name(f"{request.output.stem}.int8-all{request.output.suffix}")
+        shutil.copyfile(frontier[0].path, plain)
+        outcome.rows[1].path = plain
+    return best.path
+
+
+def _finetune_row(
+    request: QuantizeRequest,
+    outcome: QuantizeOutcome,
+    spec: ModelSpec,
+    calib: SampleSet | None,
+    evaluation: SampleSet,
+    kind: str,
+    fp32_outputs: Any,
+    scratch: Path,
+    progress: Callable[[str], None],
+) -> None:
+    from infermeter.quantize import qat
+
+    assert request.finetune is not None and calib is not None
+    train = load_samples(spec.inputs, request.finetune)
+    progress("quantization-aware fine-tuning")
+    module = qat.finetune(
+        load_torch_module(spec),
+        spec.inputs,
+        train,
+        calib,
+        request.finetune_epochs,
+        per_channel=request.config.per_channel,
+    )
+    exported, tuned = scratch / "qat-fp32.onnx", scratch / "qat-fp32-pre.onnx"
+    qat.export_module(module, spec.inputs, spec.output_names, exported)
+    preprocess(exported, tuned)
+    target = request.output.with_name(f"{request.output.stem}.qat{request.output.suffix}")
+    quantize_onnx(tuned, target, request.config, calib, scratch / "calibration-qat.json")
+    accuracy = score(kind, fp32_outputs, ModelRunner(target, request.threads).predict(evaluation), evaluation.labels)
+    outcome.rows.append(ModelRow("qat", f"QAT ({request.finetune_epochs} epochs)", target, "int8", accuracy))
+
+
+def _time_rows(
+    request: QuantizeRequest, outcome: QuantizeOutcome, evaluation: SampleSet, progress: Callable[[str], None]
+) -> None:
+    from infermeter.quantize.latency import measure_file
+
+    shapes = _sample_shapes(evaluation)
+    for row in outcome.rows:
+        progress(f"timing {row.label}")
+        row.timing = measure_file(row.path, request.threads, shapes)
+        if row.timing.precision_effective:
+            row.precision = row.timing.precision_effective
+
+
+def outcome_results(outcome: QuantizeOutcome, model: str) -> list[CaseResult]:
+    """The timed rows as results-file cases, accuracy in `extra["accuracy"]` and the variant in
+    `extra["quantize"]` (role, label, float nodes)."""
+    cases = []
+    for row in outcome.rows:
+        if row.timing is None:
+            continue
+        case = replace(row.timing)
+        case.extra = dict(case.extra)
+        if row.accuracy is not None:
+            case.extra["accuracy"] = row.accuracy.to_dict()
+        case.extra["quantize"] = {
+            "role": row.role,
+            "label": row.label,
+            "source_model": model,
+            "file": str(row.path),
+            "float_nodes": list(row.float_nodes),
+        }
+        cases.append(case)
+    return cases
