@@ -14,6 +14,7 @@ from infermeter.cli import report as report_cmd
 from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
 from infermeter.cli import load as load_cmd
+from infermeter.cli import peak as peak_cmd
 from infermeter.errors import InfermeterError
 
 
@@ -31,6 +32,7 @@ app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
 app.add_command(inspect_cmd.inspect_cmd)
+app.add_command(peak_cmd.peak)
 app.add_command(serve_cmd.serve)
 app.add_command(load_cmd.load)
 app.add_command(load_cmd.tune_batching)

@@ -1,0 +1,261 @@
+"""This machine's ceilings: compute per precision (GFLOP/s, GOP/s for int8) and memory bandwidth (GB/s).
+
+Method (so that a figure can be reproduced and trusted):
+- Compute: an n x n by n x n matrix product (n = 2048 on CPU, 8192 on GPU; 2n^3 operations) through every
+  framework we have -- numpy's BLAS, torch, ONNX Runtime, OpenVINO -- per precision; the ceiling of a precision is
+  the fastest engine's figure, and the winner is recorded. Engines that cannot run a precision here are listed
+  with the reason. OpenVINO's precision is read back from its runtime model, never assumed.
+- Bandwidth: streaming copies (read + write) and the STREAM triad (2 reads + 1 write) over arrays several times
+  the last-level cache; write-allocate traffic is not counted (as in STREAM).
+- Timing: `default_threads()` threads; a warm-up, then TRIALS trials of at least MIN_TRIAL_S each (enough calls
+  per trial to reach it); the ceiling is the best trial -- interference from other processes can only slow a
+  trial down, never speed it up, so the maximum is the most repeatable estimate of what the hardware can do.
+  The median and the spread are kept beside it. On a GPU the same with CUDA events as timers.
+- Cached per machine: CPU model + ISA flags + core counts + threads + framework versions (+ GPU names) form the key
+  of a JSON file under `cache_root()/peak/`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infermeter.graph.peak_probes import CPU_PROBES, ProbeSkipped, Workload
+
+METHOD_VERSION = 1
+TRIALS = 5
+MIN_TRIAL_S = 0.12
+WARMUP_S = 0.05
+PRECISION_KEYS = {"fp32": "fp32_gflops", "bf16": "bf16_gflops", "fp16": "fp16_gflops", "int8": "int8_gops"}
+UNITS = {"fp32": "GFLOP/s", "bf16": "GFLOP/s", "fp16": "GFLOP/s", "tf32": "GFLOP/s", "int8": "GOP/s"}
+ProgressFn = Callable[[str], None]
+# The frameworks whose kernels the probes time: a new version of one of them can move a ceiling.
+PEAK_FRAMEWORKS = ("numpy", "torch", "onnxruntime", "onnxruntime-gpu", "openvino")
+
+
+def _llc_bytes() -> int:
+    """Last-level cache size from sysfs (0 when unknown)."""
+    best = 0
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in base.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best
+
+
+def bandwidth_array_bytes() -> int:
+    """Per-array size of the bandwidth probes: 2x the last-level cache, within [64 MiB, 512 MiB] and 1/8 of RAM."""
+    import psutil
+
+    size = max(2 * _llc_bytes(), 64 << 20)
+    return int(min(size, 512 << 20, psutil.virtual_memory().available // 8))
+
+
+def time_workload(workload: Workload, trials: int = TRIALS, min_trial_s: float = MIN_TRIAL_S) -> list[float]:
+    """Rates (work units per second) of `trials` timed trials, each of enough calls to last `min_trial_s`."""
+    calls = 0
+    start = time.perf_counter()
+    while calls < 2 or time.perf_counter() - start < WARMUP_S:
+        workload.run()
+        workload.sync()
+        calls += 1
+    per_call_s = max((time.perf_counter() - start) / calls, 1e-9)
+    repeats = max(1, int(min_trial_s / per_call_s) + 1)
+    rates = []
+    for _ in range(trials):
+        if workload.device_timer is not None:
+            elapsed_s = workload.device_timer(workload.run, repeats)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                workload.run()
+            workload.sync()
+            elapsed_s = time.perf_counter() - t0
+        rates.append(workload.work * repeats / max(elapsed_s, 1e-12))
+    return rates
+
+
+def _summarize(engine: str, precision: str, rates: list[float], note: str) -> dict[str, Any]:
+    unit = "GB/s" if precision == "bandwidth" else UNITS.get(precision, "GFLOP/s")
+    giga = [r / 1e9 for r in rates]
+    return {
+        "engine": engine,
+        "precision": precision,
+        "unit": unit,
+        "best": max(giga),
+        "median": statistics.median(giga),
+        "spread": (max(giga) - min(giga)) / max(giga) if max(giga) > 0 else 0.0,
+        "trials": [round(g, 3) for g in giga],
+        "note": note,
+    }
+
+
+def run_probe(
+    engine: str, precision: str, builder: Callable[[int, int], Workload], threads: int, size: int
+) -> dict[str, Any]:
+    """Build and time one probe; a missing framework or unsupported precision becomes a `skipped` entry."""
+    try:
+        workload = builder(threads, size)
+    except ImportError as exc:
+        return {"engine": engine, "precision": precision, "skipped": f"not installed ({exc.name or exc})"}
+    except ProbeSkipped as exc:
+        return {"engine": engine, "precision": precision, "skipped": str(exc)}
+    except Exception as exc:  # a framework failing on this machine is a finding for the report, not a crash
+        return {"engine": engine, "precision": precision, "skipped": f"{type(exc).__name__}: {exc}"}
+    note = workload.note
+    try:
+        rates = time_workload(workload)
+    finally:
+        workload.cleanup()
+        del workload
+        gc.collect()
+    return _summarize(engine, precision, rates, note)
+
+
+def _ceilings(probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best figure per precision and the engine that reached it."""
+    out: dict[str, Any] = {}
+    engines: dict[str, str] = {}
+    for precision, key in (*PRECISION_KEYS.items(), ("tf32", "tf32_gflops"), ("bandwidth", "bandwidth_gbs")):
+        candidates = [p for p in probes if p["precision"] == precision and "best" in p]
+        if not candidates:
+            out[key] = None
+            continue
+        winner = max(candidates, key=lambda p: p["best"])
+        out[key] = winner["best"]
+        engines[precision] = winner["engine"]
+    out["engines"] = engines
+    return out
+
+
+def measure_cpu_peak(threads: int, matrix_size: int = 2048, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Time every CPU probe and return the ceilings (see the module docstring for the method)."""
+    array_bytes = bandwidth_array_bytes()
+    probes = []
+    for engine, precision, builder in CPU_PROBES:
+        if progress is not None:
+            progress(f"{engine} {precision}")
+        size = array_bytes if precision == "bandwidth" else matrix_size
+        probes.append(run_probe(engine, precision, builder, threads, size))
+    return {
+        "device": "cpu",
+        "threads": threads,
+        "matrix_size": matrix_size,
+        "bandwidth_array_mb": round(array_bytes / 2**20, 1),
+        **_ceilings(probes),
+        "probes": probes,
+    }
+
+
+def measure_gpu_peak(progress: ProgressFn | None = None) -> dict[str, Any] | None:
+    """The same ceilings on the first CUDA device with CUDA-event timers; None without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    from infermeter.graph.peak_gpu import GPU_MATRIX_SIZE, GPU_PROBES, gpu_bandwidth_bytes
+
+    probes = []
+    tf32_before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for engine, precision, builder in GPU_PROBES:
+            if progress is not None:
+                progress(f"cuda {engine} {precision}")
+            size = gpu_bandwidth_bytes() if precision == "bandwidth" else GPU_MATRIX_SIZE
+            probes.append(run_probe(engine, precision, builder, 0, size))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32_before
+    return {
+        "device": f"cuda:0 {torch.cuda.get_device_name(0)}",
+        "matrix_size": GPU_MATRIX_SIZE,
+        **_ceilings(probes),
+        "probes": probes,
+    }
+
+
+def peak_cache_key(threads: int) -> dict[str, Any]:
+    """What must match for a cached peak to be reused: the hardware, the threads and the framework versions."""
+    from infermeter.results.env import collect_environment
+
+    env = collect_environment()
+    return {
+        "cpu_model": env["cpu_model"],
+        "isa": env["isa"],
+        "logical_cores": env["logical_cores"],
+        "physical_cores": env["physical_cores"],
+        "cpu_affinity": env["cpu_affinity"],
+        "threads": threads,
+        "frameworks": {k: v for k, v in env["frameworks"].items() if k in PEAK_FRAMEWORKS},
+        "gpu": [g.get("name") for g in env["gpu"]],
+        "method": METHOD_VERSION,
+    }
+
+
+def _cache_path(key: dict[str, Any]) -> Path:
+    from infermeter.models.convert import cache_root
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "peak" / f"{digest}.json"
+
+
+def measure_peak(threads: int | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Measure the CPU ceilings (and the GPU's when CUDA is present), uncached."""
+    from infermeter.results.env import default_threads
+
+    threads = threads or default_threads()
+    start = time.perf_counter()
+    matrix_size = 2048 if threads <= 16 else 4096
+    result = measure_cpu_peak(threads, matrix_size, progress)
+    gpu = measure_gpu_peak(progress)
+    if gpu is not None:
+        result["gpu"] = gpu
+    result["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    result["duration_s"] = round(time.perf_counter() - start, 2)
+    result["method"] = (
+        f"best of {TRIALS} trials of >= {MIN_TRIAL_S}s after warm-up; compute: {matrix_size}^3 matrix products "
+        "(2n^3 ops) per engine and precision, fastest engine wins; bandwidth: copy (2x bytes) and STREAM triad "
+        "(3x bytes) over arrays > last-level cache"
+    )
+    return result
+
+
+def load_or_measure_peak(
+    refresh: bool = False, threads: int | None = None, progress: ProgressFn | None = None
+) -> tuple[dict[str, Any], bool]:
+    """The cached ceilings for this machine (and whether they came from the cache), measuring on a miss,
+    a stale key or `refresh`."""
+    from infermeter.results.env import default_threads
+
+    threads = threads or default_threads()
+    key = peak_cache_key(threads)
+    path = _cache_path(key)
+    if not refresh and path.is_file():
+        try:
+            cached = json.loads(path.read_text())
+            if cached.get("key") == key:
+                return cached, True
+        except (OSError, ValueError):
+            pass  # unreadable: measure again and overwrite
+    result = measure_peak(threads, progress)
+    result["key"] = key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, path)
+    return result, False
