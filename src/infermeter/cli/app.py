@@ -10,6 +10,7 @@ from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
 from infermeter.cli import quantize as quantize_cmd
+from infermeter.cli import compare as compare_cmd
 from infermeter.cli import report as report_cmd
 from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
@@ -28,6 +29,7 @@ def app(debug: bool) -> None:
 app.add_command(bench_cmd.bench)
 app.add_command(quantize_cmd.quantize)
 app.add_command(report_cmd.report)
+app.add_command(compare_cmd.compare)
 app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)

@@ -1,0 +1,91 @@
+"""`infermeter compare`: a regression gate between two results files (exit 1 only on a significant slowdown
+beyond the threshold)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.cli.common import stdout
+from infermeter.compare import DEFAULT_ALPHA, METRICS, CaseChange, Comparison, compare_results, parse_threshold
+from infermeter.errors import UsageError
+from infermeter.report.summary import format_ms
+
+_STYLES = {"slower": "red", "faster": "green", "not significant": "dim", "precision differs": "yellow"}
+
+
+def _value(change: CaseChange, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.1f}/s" if change.metric == "throughput" else f"{format_ms(value)} ms"
+
+
+def print_comparison(comparison: Comparison) -> None:
+    """The comparison table, the environment caveat and the unpaired cases."""
+    if comparison.env_differences:
+        stdout.print(
+            f"[yellow]warning[/] the environments differ: {escape('; '.join(comparison.env_differences))}; "
+            "a change may come from the machine or the versions, not from the code",
+            soft_wrap=True,
+        )
+    table = Table(header_style="bold", caption=f"metric {comparison.metric} · threshold {comparison.threshold:.0%} · "
+                  f"alpha {comparison.alpha:g}", caption_justify="left")  # fmt: skip
+    for column in ("case", "base", "new", "new/base [95% CI]", "p", "verdict"):
+        table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=True)
+    for change in comparison.changes:
+        ratio = "—"
+        if change.ratio is not None and change.ratio_ci95 is not None:
+            low, high = change.ratio_ci95
+            ratio = f"{change.ratio:.3f}x [{low:.3f}, {high:.3f}]"
+        verdict = change.verdict + (" REGRESSION" if change.regression else "")
+        if change.notes:
+            verdict += f" ({'; '.join(change.notes)})"
+        style = _STYLES.get(change.verdict, "")
+        table.add_row(
+            escape(change.label),
+            _value(change, change.base_value),
+            _value(change, change.new_value),
+            ratio,
+            "—" if change.p_value is None else f"{change.p_value:.2g}",
+            f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
+        )
+    stdout.print(table)
+    for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):
+        for case in cases:
+            stdout.print(f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}")
+    regressions = comparison.regressions
+    if regressions:
+        stdout.print(
+            f"[red]{len(regressions)} regression(s)[/]: significant and more than {comparison.threshold:.0%} slower"
+        )
+    else:
+        stdout.print("no significant regression beyond the threshold")
+
+
+@click.command("compare")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--metric", type=click.Choice(METRICS), default="p50", show_default=True, help="What to compare.")
+@click.option("--threshold", default="5%", show_default=True, help="Smallest slowdown that fails the gate.")
+@click.option("--alpha", type=float, default=DEFAULT_ALPHA, show_default=True, help="Significance level.")
+@click.option("--allow-mixed-precision", is_flag=True, help="Compare pairs whose effective precisions differ.")
+def compare(base: Path, new: Path, metric: str, threshold: str, alpha: float, allow_mixed_precision: bool) -> None:
+    """Compare NEW against BASE case by case. Exit 1 only when a change is both significant and beyond the
+    threshold; a noisy machine does not fail CI on noise."""
+    from infermeter.results.io import read_results
+
+    try:
+        limit = parse_threshold(threshold)
+    except ValueError:
+        raise UsageError(f"--threshold {threshold!r} is not a percentage; write e.g. --threshold 5%") from None
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha:g} must be between 0 and 1")
+    comparison = compare_results(read_results(base), read_results(new), metric, limit, alpha, allow_mixed_precision)
+    if not comparison.changes:
+        raise UsageError(f"no case of {new} matches a case of {base}: nothing to compare")
+    print_comparison(comparison)
+    if comparison.regressions:
+        raise SystemExit(1)
