@@ -12,6 +12,13 @@ _BACKENDS: dict[str, str] = {
     "null": "infermeter.backends.null:NullBackend",
     "torch": "infermeter.backends.torch_eager:TorchEagerBackend",
     "onnxruntime": "infermeter.backends.onnxruntime:OnnxRuntimeBackend",
+    "torch-compile": "infermeter.backends.torch_compile:TorchCompileBackend",
+    "torchscript": "infermeter.backends.torchscript:TorchScriptBackend",
+    "openvino": "infermeter.backends.openvino_backend:OpenVinoBackend",
+    "onnxruntime-cuda": "infermeter.backends.onnxruntime_gpu:OnnxRuntimeCudaBackend",
+    "onnxruntime-tensorrt": "infermeter.backends.onnxruntime_gpu:OnnxRuntimeTensorRTBackend",
+    "tensorrt": "infermeter.backends.tensorrt_backend:TensorRTBackend",
+    "tflite": "infermeter.backends.tflite:TFLiteBackend",
 }
 
 

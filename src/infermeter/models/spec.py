@@ -35,7 +35,7 @@ class ModelSpec:
     @property
     def has_torch_form(self) -> bool:
         """True when the model exists as a torch module (zoo or Python source), not only as a graph file."""
-        return self.kind != "onnx"
+        return self.kind not in ("onnx", "tflite")
 
 
 def file_sha256(path: Path) -> str:
@@ -121,6 +121,10 @@ def resolve_model(ref: str) -> ModelSpec:
     path = Path(ref)
     if path.suffix.lower() == ".onnx":
         return _onnx_spec(ref, path)
+    if path.suffix.lower() == ".tflite":
+        from infermeter.models.tflite_spec import tflite_spec
+
+        return tflite_spec(ref, path)
     raise ModelError(
         f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`) "
         "or a path to an .onnx file"

@@ -1,0 +1,312 @@
+"""Native TensorRT: an engine built from the cached ONNX, serialized into the infermeter cache and reused.
+
+Written against the TensorRT 10.x Python API (and 11.x, where only strongly typed networks exist). Device
+memory and the CUDA stream come from `cuda-python` (`cuda.bindings.runtime`), as in TensorRT's own samples.
+Pure parts (optimization-profile shapes, cache key) are tested without a GPU; the GPU path is verified only
+where a GPU is lent (see the closing note of the change that added this file).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from infermeter.backends._common import case_shapes, onnx_form_reason
+from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
+from infermeter.backends.base import Backend, Session, package_version
+from infermeter.case import Case
+from infermeter.errors import BackendError, InputSpecError
+from infermeter.models.convert import cached_build, onnx_for
+from infermeter.models.inputs import Feeds
+from infermeter.models.spec import ModelSpec
+
+ProfileShapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13", "tensorrt_cu12", "tensorrt_cu13")
+INSTALL_HINT = "pip install tensorrt cuda-python (needs an NVIDIA GPU with its driver)"
+
+
+def parse_shape_list(text: str, option: str) -> dict[str, tuple[int, ...]]:
+    """`input:1x3x224x224,mask:1x128` (trtexec's --minShapes syntax) -> {name: dims}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, dims = item.rpartition(":")
+        try:
+            parsed = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            parsed = ()
+        if not sep or not name or not parsed or any(d <= 0 for d in parsed):
+            raise InputSpecError(f"{option}: {item!r} is not NAME:DxDxD (e.g. input:1x3x224x224)")
+        shapes[name] = parsed
+    return shapes
+
+
+def profile_shapes(model: ModelSpec, case: Case) -> ProfileShapes:
+    """min/opt/max shapes of the optimization profile for every input.
+
+    Static mode: all three are the case's shapes. Dynamic mode: the batch axis ranges 1..case.batch with
+    opt = case.batch, other symbolic dims stay at the case's size; options `tensorrt.min_shapes`,
+    `tensorrt.opt_shapes`, `tensorrt.max_shapes` (trtexec syntax) override any input."""
+    shapes = case_shapes(model, case)
+    profile: ProfileShapes = {}
+    for spec in model.inputs:
+        opt = shapes[spec.name]
+        smallest = list(opt)
+        if (
+            case.shape_mode == "dynamic"
+            and spec.batch_axis is not None
+            and isinstance(spec.shape[spec.batch_axis], str)
+        ):
+            smallest[spec.batch_axis] = 1
+        profile[spec.name] = (tuple(smallest), opt, opt)
+    overrides = {
+        which: parse_shape_list(case.option(f"tensorrt.{which}_shapes") or "", f"tensorrt.{which}_shapes")
+        for which in ("min", "opt", "max")
+    }
+    for index, which in enumerate(("min", "opt", "max")):
+        for name, dims in overrides[which].items():
+            if name not in profile:
+                raise InputSpecError(f"tensorrt.{which}_shapes names {name!r}; the model's inputs are {list(profile)}")
+            if len(dims) != len(profile[name][0]):
+                raise InputSpecError(f"tensorrt.{which}_shapes: {name} needs {len(profile[name][0])} dims")
+            triple: list[tuple[int, ...]] = list(profile[name])
+            triple[index] = dims
+            profile[name] = (triple[0], triple[1], triple[2])
+    for name, (low, opt, high) in profile.items():
+        if not all(a <= b <= c for a, b, c in zip(low, opt, high, strict=True)):
+            raise InputSpecError(f"TensorRT profile for {name}: need min <= opt <= max, got {low}, {opt}, {high}")
+    return profile
+
+
+def engine_cache_key(
+    model: ModelSpec, precision: str, profile: ProfileShapes, trt_version: str, gpu: str
+) -> dict[str, object]:
+    """What an engine depends on: model content, TensorRT version, precision, profile shapes and the GPU."""
+    return {
+        "model": model.content_hash,
+        "tensorrt": trt_version,
+        "precision": precision,
+        "profile": {name: [list(s) for s in shapes] for name, shapes in sorted(profile.items())},
+        "gpu": gpu,
+    }
+
+
+def tensorrt_version() -> str | None:
+    """The installed TensorRT version from package metadata (no import)."""
+    for dist in _DISTRIBUTIONS:
+        found = package_version(dist)
+        if found:
+            return found
+    return None
+
+
+def _cudart() -> Any:
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError:
+        from cuda import cudart  # cuda-python < 12.6
+    return cudart
+
+
+def _check(result: Any) -> Any:
+    """cuda-python returns (error, value...) tuples; raise on an error, return the value(s)."""
+    cudart = _cudart()
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if err != cudart.cudaError_t.cudaSuccess:
+        raise BackendError(f"CUDA runtime error: {cudart.cudaGetErrorName(err)[1]}")
+    return values[0] if len(values) == 1 else values
+
+
+class TensorRTSession(Session):
+    """A TensorRT engine with one execution context on its own CUDA stream.
+
+    `prepare` copies each feed set into its own device buffers (outside the timed region); `run` binds those
+    buffers and enqueues the engine; `sync` waits for the stream; outputs are copied back only for parity."""
+
+    def __init__(self, engine: Any, trt: Any, precision: str, profile: ProfileShapes) -> None:
+        super().__init__()
+        self._trt = trt
+        self._engine = engine
+        self._context = engine.create_execution_context()
+        self._cudart = _cudart()
+        self._stream = _check(self._cudart.cudaStreamCreate())
+        self._precision = precision
+        self._allocations: list[int] = []
+        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self._inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        self._outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
+        # Output buffers sized for the profile's largest input shapes, shared by every run.
+        for name, (_, _, high) in profile.items():
+            self._context.set_input_shape(name, high)
+        self._output_buffers: dict[str, tuple[int, Any]] = {}
+        for name in self._outputs:
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            shape = tuple(self._context.get_tensor_shape(name))
+            nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
+            self._output_buffers[name] = (self._malloc(nbytes), dtype)
+            self._context.set_tensor_address(name, self._output_buffers[name][0])
+
+    def _malloc(self, nbytes: int) -> int:
+        pointer = int(_check(self._cudart.cudaMalloc(nbytes)))
+        self._allocations.append(pointer)
+        return pointer
+
+    def prepare(self, feeds: Feeds) -> Any:
+        prepared = {}
+        for name in self._inputs:
+            dtype = np.dtype(self._trt.nptype(self._engine.get_tensor_dtype(name)))
+            host = np.ascontiguousarray(feeds[name], dtype=dtype)
+            pointer = self._malloc(max(1, host.nbytes))
+            kind = self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+            _check(self._cudart.cudaMemcpy(pointer, host.ctypes.data, host.nbytes, kind))
+            prepared[name] = (pointer, host.shape)
+        return prepared
+
+    def run(self, prepared: Any) -> Any:
+        for name, (pointer, shape) in prepared.items():
+            self._context.set_input_shape(name, shape)
+            self._context.set_tensor_address(name, pointer)
+        if not self._context.execute_async_v3(self._stream):
+            raise BackendError("TensorRT execute_async_v3 failed (see the TensorRT log above)")
+        return self._outputs
+
+    def sync(self) -> None:
+        _check(self._cudart.cudaStreamSynchronize(self._stream))
+
+    def outputs_to_numpy(self, outputs: Any) -> list[np.ndarray]:
+        self.sync()
+        arrays = []
+        for name in outputs:
+            pointer, dtype = self._output_buffers[name]
+            host = np.empty(tuple(self._context.get_tensor_shape(name)), dtype=dtype)
+            kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+            _check(self._cudart.cudaMemcpy(host.ctypes.data, pointer, host.nbytes, kind))
+            arrays.append(host)
+        return arrays
+
+    def effective_precision(self) -> str:
+        return self._precision
+
+    def close(self) -> None:
+        for pointer in self._allocations:
+            self._cudart.cudaFree(pointer)
+        self._allocations = []
+        self._cudart.cudaStreamDestroy(self._stream)
+        self._context = None
+        self._engine = None
+
+
+def build_engine(trt: Any, onnx_path: str, precision: str, profile: ProfileShapes, workspace_mb: int) -> bytes:
+    """Build and serialize an engine (raises BackendError with the parser's or builder's errors)."""
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    major = int(trt.__version__.split(".")[0])
+    # TensorRT 10 networks are always explicit-batch; 11 only builds strongly typed ones (flag ignored there).
+    flags = 0
+    if major >= 11 or precision == "int8":
+        flags = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(onnx_path):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise BackendError(f"TensorRT could not parse the ONNX model: {errors}")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_mb << 20)
+    if precision == "fp16" and major < 11:
+        config.set_flag(trt.BuilderFlag.FP16)
+    optimization_profile = builder.create_optimization_profile()
+    for name, (low, opt, high) in profile.items():
+        optimization_profile.set_shape(name, low, opt, high)
+    config.add_optimization_profile(optimization_profile)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise BackendError("TensorRT could not build an engine for this model (see the TensorRT log above)")
+    return bytes(serialized)
+
+
+class TensorRTBackend(Backend):
+    """Native TensorRT (`tensorrt`) on the first GPU.
+
+    Precisions: fp32; fp16 (the FP16 builder flag on TensorRT 10; TensorRT 11 needs an fp16 graph); int8 only
+    for a quantized (Q/DQ) ONNX model, built strongly typed. Options: `tensorrt.min_shapes`/`opt_shapes`/
+    `max_shapes` (trtexec syntax), `tensorrt.workspace_mb` (default 2048); `cache=off` rebuilds the engine."""
+
+    name = "tensorrt"
+    device = "cuda"
+    distribution = "tensorrt"
+    precisions = ("fp32", "fp16", "int8")
+    description = "NVIDIA TensorRT (native builder, serialized engines)"
+
+    @classmethod
+    def version(cls) -> str | None:
+        return tensorrt_version()
+
+    @classmethod
+    def available(cls) -> str | None:
+        if tensorrt_version() is None:
+            return f"TensorRT is not installed: {INSTALL_HINT}"
+        if package_version("cuda-python") is None and package_version("cuda-bindings") is None:
+            return f"TensorRT needs cuda-python for device memory and streams: {INSTALL_HINT}"
+        return nvidia_gpu_reason()
+
+    @classmethod
+    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        reason = onnx_form_reason(model, cls.name)
+        if reason:
+            return reason
+        if case.precision not in cls.precisions:
+            return f"tensorrt supports {', '.join(cls.precisions)}; {case.precision} is not offered"
+        if case.precision == "int8" and model.kind != "onnx":
+            return "TensorRT int8 needs a quantized (Q/DQ) ONNX model; quantize it first and pass the .onnx file"
+        version = tensorrt_version() or "10"
+        if case.precision == "fp16" and int(version.split(".")[0]) >= 11:
+            return "TensorRT 11 builds strongly typed networks only: fp16 needs an fp16 ONNX graph"
+        return None
+
+    def load(self, model: ModelSpec, case: Case) -> Session:
+        profile = profile_shapes(model, case)
+        workspace_mb = int(case.option("tensorrt.workspace_mb", "2048") or "2048")
+        start = time.perf_counter()
+        import tensorrt as trt
+
+        imported = time.perf_counter()
+        artifact = onnx_for(model)
+        converted = time.perf_counter()
+        if case.precision == "int8":
+            from infermeter.backends.onnxruntime import onnx_graph_precision
+
+            if onnx_graph_precision(str(artifact.path)) != "int8":
+                raise BackendError("TensorRT int8 needs Q/DQ nodes in the ONNX graph; quantize the model first")
+        key = engine_cache_key(model, case.precision, profile, trt.__version__, gpu_name())
+
+        def build(target: Any) -> str:
+            target.write_bytes(build_engine(trt, str(artifact.path), case.precision, profile, workspace_mb))
+            return f"built with TensorRT {trt.__version__}"
+
+        from infermeter.backends._common import cache_enabled
+
+        if cache_enabled(case):
+            entry = cached_build("tensorrt", key, ".engine", build)
+            engine_bytes = entry.path.read_bytes()
+            cache_hit: bool | None = entry.cache_hit
+        else:
+            engine_bytes = build_engine(trt, str(artifact.path), case.precision, profile, workspace_mb)
+            cache_hit = None
+        built = time.perf_counter()
+        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        engine = runtime.deserialize_cuda_engine(engine_bytes)
+        if engine is None:
+            raise BackendError("TensorRT could not deserialize the engine (built for another TensorRT or GPU?)")
+        session = TensorRTSession(engine, trt, case.precision, profile)
+        created = time.perf_counter()
+        session.cache_hit = cache_hit
+        session.load_phases_s = {
+            "import_s": imported - start,
+            "convert_s": converted - imported,
+            "compile_s": built - converted,
+            "session_create_s": created - built,
+        }
+        shown = ", ".join(f"{n}: {'/'.join('x'.join(map(str, s)) for s in p)}" for n, p in profile.items())
+        session.notes.append(f"tensorrt profile min/opt/max {shown}; engine cache {'hit' if cache_hit else 'miss'}")
+        return session

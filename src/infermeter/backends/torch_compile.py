@@ -1,0 +1,122 @@
+"""torch.compile with the Inductor backend; compilation is triggered in `load` so that it counts as load time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from infermeter.backends._common import cache_enabled
+from infermeter.backends._torch_common import CompiledTorchSession, build_module, torch_unsupported_reason
+from infermeter.backends.base import Backend, Session, package_version
+from infermeter.case import Case
+from infermeter.errors import BackendError
+from infermeter.models.convert import cache_root
+from infermeter.models.spec import ModelSpec
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class TorchCompileSession(CompiledTorchSession):
+    """A module compiled by Inductor. `close` restores the process-wide cache switches `load` changed."""
+
+    def __init__(self, module: Any, input_names: list[str], dtype: Any, restore: dict[str, Any]) -> None:
+        super().__init__(module, input_names, dtype)
+        self._restore = restore
+
+    def close(self) -> None:
+        import torch
+
+        if "force_disable_caches" in self._restore:
+            torch.compiler.config.force_disable_caches = self._restore["force_disable_caches"]
+        temp_dir = self._restore.get("temp_dir")
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        previous_dir = self._restore.get("cache_dir_env")
+        if previous_dir is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous_dir
+
+
+class TorchCompileBackend(Backend):
+    """torch.compile, Inductor (`torch-compile`). Compile time is part of load and reported as `compile_s`.
+
+    Options: `torch-compile.mode` (default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs);
+    `cache=off` compiles with Inductor's caches disabled in a fresh temporary cache folder. With the cache on,
+    Inductor's FX-graph cache lives under the infermeter cache (`inductor/`) and `cache_hit` says whether
+    the compiled graph came from it."""
+
+    name = "torch-compile"
+    distribution = "torch"
+    precisions = ("fp32", "bf16")
+    description = "torch.compile (Inductor)"
+
+    @classmethod
+    def available(cls) -> str | None:
+        if package_version("torch") is None:
+            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
+        if shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("c++") is None:
+            return "Inductor compiles C++ on CPU and no C++ compiler was found: apt-get install g++"
+        return None
+
+    @classmethod
+    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        return torch_unsupported_reason(model, case, cls.name, cls.precisions)
+
+    def load(self, model: ModelSpec, case: Case) -> Session:
+        mode = case.option("torch-compile.mode", "default") or "default"
+        if mode not in COMPILE_MODES:
+            from infermeter.errors import UsageError
+
+            raise UsageError(f"torch-compile.mode={mode!r}: use one of {', '.join(COMPILE_MODES)}")
+        use_cache = cache_enabled(case)
+        restore: dict[str, Any] = {"cache_dir_env": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+        # Inductor reads its cache folder from the environment each time it looks one up, so setting it here
+        # (before the first compilation of this process) is enough.
+        if use_cache:
+            folder = cache_root() / "inductor"
+            folder.mkdir(parents=True, exist_ok=True)
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+        else:
+            restore["temp_dir"] = tempfile.mkdtemp(prefix="infermeter-inductor-")
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = restore["temp_dir"]
+        start = time.perf_counter()
+        import torch
+        from torch._dynamo.utils import counters
+
+        imported = time.perf_counter()
+        if not use_cache:
+            restore["force_disable_caches"] = torch.compiler.config.force_disable_caches
+            torch.compiler.config.force_disable_caches = True
+        module, dtype = build_module(model, case)
+        built = time.perf_counter()
+        dynamic = case.shape_mode == "dynamic"
+        hits_before = counters["inductor"]["fxgraph_cache_hit"]
+        misses_before = counters["inductor"]["fxgraph_cache_miss"]
+        compiled = torch.compile(module, mode=None if mode == "default" else mode, dynamic=dynamic, fullgraph=False)
+        session = TorchCompileSession(compiled, [i.name for i in model.inputs], dtype, restore)
+        try:
+            session.warm_once(model, case)  # torch.compile is lazy: this first call compiles
+        except Exception as exc:
+            session.close()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendError(f"torch.compile could not compile {model.ref}: {first}") from exc
+        compiled_at = time.perf_counter()
+        hits = counters["inductor"]["fxgraph_cache_hit"] - hits_before
+        misses = counters["inductor"]["fxgraph_cache_miss"] - misses_before
+        if use_cache and hits + misses:
+            session.cache_hit = misses == 0
+        session.load_phases_s = {
+            "import_s": imported - start,
+            "build_s": built - imported,
+            "compile_s": compiled_at - built,
+        }
+        graph_breaks = counters["stats"]["unique_graphs"]
+        session.notes.append(
+            f"torch.compile mode={mode}, dynamic={dynamic}; Inductor FX-graph cache "
+            + (f"{'on' if use_cache else 'off'}: {hits} hit(s), {misses} miss(es); {graph_breaks} graph(s) compiled")
+        )
+        return session

@@ -1,0 +1,74 @@
+"""TorchScript: `torch.jit.trace`, then `torch.jit.freeze` and `torch.jit.optimize_for_inference`."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+from infermeter.backends._common import dummy_feeds
+from infermeter.backends._torch_common import CompiledTorchSession, build_module, torch_unsupported_reason
+from infermeter.backends.base import Backend, Session, package_version
+from infermeter.case import Case
+from infermeter.errors import BackendError
+from infermeter.models.spec import ModelSpec
+
+
+class TorchScriptBackend(Backend):
+    """TorchScript (`torchscript`): traced on the case's shapes, frozen (weights folded into the graph) and
+    optimized for inference (conv/bn folding, MKLDNN layouts where torch chooses them).
+
+    Option `torchscript.optimize=off` stops after freezing (to measure what optimize_for_inference adds)."""
+
+    name = "torchscript"
+    distribution = "torch"
+    precisions = ("fp32", "bf16")
+    description = "TorchScript: trace + freeze + optimize_for_inference"
+
+    @classmethod
+    def available(cls) -> str | None:
+        if package_version("torch") is None:
+            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
+        return None
+
+    @classmethod
+    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        return torch_unsupported_reason(model, case, cls.name, cls.precisions)
+
+    def load(self, model: ModelSpec, case: Case) -> Session:
+        start = time.perf_counter()
+        import torch
+
+        imported = time.perf_counter()
+        module, dtype = build_module(model, case)
+        built = time.perf_counter()
+        names = [i.name for i in model.inputs]
+        example = CompiledTorchSession(module, names, dtype).prepare(dummy_feeds(model, case))
+        optimize = (case.option("torchscript.optimize", "on") or "on") != "off"
+        notes = []
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                # Tracer warnings (data-dependent Python control flow) are recorded below, not printed.
+                warnings.simplefilter("ignore")
+                traced: Any = torch.jit.trace(module, example, check_trace=False)
+                traced = torch.jit.freeze(traced.eval())
+                if optimize:
+                    traced = torch.jit.optimize_for_inference(traced)
+        except Exception as exc:
+            raise BackendError(f"TorchScript could not trace {model.ref}: {str(exc).strip().splitlines()[0]}") from exc
+        notes.append("torch.jit.trace + freeze" + (" + optimize_for_inference" if optimize else ""))
+        if case.shape_mode == "dynamic":
+            notes.append("traced at the case's shapes; other shapes reuse the trace (valid for shape-generic models)")
+        compiled = time.perf_counter()
+        session = CompiledTorchSession(traced, names, dtype)
+        # The profiling executor specialises the graph on its first runs: done here so it counts as load.
+        session.warm_once(model, case)
+        warmed = time.perf_counter()
+        session.load_phases_s = {
+            "import_s": imported - start,
+            "build_s": built - imported,
+            "convert_s": compiled - built,
+            "compile_s": warmed - compiled,
+        }
+        session.notes.extend(notes)
+        return session
