@@ -29,6 +29,9 @@ class Case:
 
     `input_shapes` holds user overrides from `--input NAME:AxBxC` as (name, dims) pairs; `options` holds
     backend options from `--option key=value` as sorted (key, value) pairs, so the case stays hashable.
+    In `dynamic` shape mode, `dynamic` lists the sizes each symbolic dim takes (`--dynamic seq=16..128`) and
+    `buckets` the sizes inputs are padded up to (`--buckets seq=32,64,128`). `streams` is the number of
+    concurrent inference requests (`--streams N`).
     """
 
     model: str
@@ -40,11 +43,14 @@ class Case:
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     options: tuple[tuple[str, str], ...] = ()
     settings: MeasureSettings = field(default_factory=MeasureSettings, compare=False)
+    dynamic: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    streams: int = 1
 
     @property
     def id(self) -> str:
         """A stable identifier of the controlled variables, used by `--resume` and by `compare` to pair cases."""
-        identity = {
+        identity: dict[str, object] = {
             "model": self.model,
             "backend": self.backend,
             "precision": self.precision,
@@ -54,6 +60,13 @@ class Case:
             "input_shapes": [[name, list(dims)] for name, dims in self.input_shapes],
             "options": [list(kv) for kv in self.options],
         }
+        # Added later: part of the identity only when set, so that older results keep their ids.
+        if self.dynamic:
+            identity["dynamic"] = [[name, list(sizes)] for name, sizes in self.dynamic]
+        if self.buckets:
+            identity["buckets"] = [[name, list(sizes)] for name, sizes in self.buckets]
+        if self.streams != 1:
+            identity["streams"] = self.streams
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 

@@ -59,7 +59,19 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "case ran without process isolation",
         "rerun without --no-isolation for per-case memory",
     ),
+    "generator_lag": (
+        "the load generator issued requests behind schedule",
+        "latency still counts from the schedule; give the generator a free core or lower --qps",
+    ),
+    "memory_growth": (
+        "resident memory grew steadily through the run",
+        "allocator fragmentation under varying shapes: pad inputs into a few --buckets, or cap the shape range",
+    ),
 }
+# Memory growth worth a warning: at least this many MB and this fraction of the starting RSS, with a significant
+# positive trend (linear regression p-value below DRIFT_P_VALUE).
+MEMORY_GROWTH_MB = 20.0
+MEMORY_GROWTH_FRACTION = 0.05
 
 
 def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
@@ -222,4 +234,39 @@ def precision_warning(requested: str, effective: str | None) -> CaseWarning | No
         f"requested {requested} but the engine runs {effective}: its speed is not a {requested} figure; "
         "compare it only with other cases that run " + effective,
         f"{requested} → {effective}",
+    )
+
+
+def detect_memory_growth(times_s: Sequence[float], rss_mb: Sequence[float]) -> tuple[float, float] | None:
+    """(growth in MB from the first to the last tenth of the run, slope in MB/s) when RSS grows steadily; else None.
+
+    Growth is the median of the last 10% of samples minus the median of the first 10%; steadiness is a
+    least-squares slope that is positive and significant (scipy.stats.linregress, p < DRIFT_P_VALUE)."""
+    count = len(rss_mb)
+    if count < 20:
+        return None
+    tenth = max(2, count // 10)
+    start, end = float(np.median(rss_mb[:tenth])), float(np.median(rss_mb[-tenth:]))
+    growth = end - start
+    if growth < MEMORY_GROWTH_MB or growth < MEMORY_GROWTH_FRACTION * start:
+        return None
+    from scipy.stats import linregress
+
+    fit = linregress(np.asarray(times_s, dtype=np.float64), np.asarray(rss_mb, dtype=np.float64))
+    if fit.slope <= 0 or fit.pvalue >= DRIFT_P_VALUE:
+        return None
+    return growth, float(fit.slope)
+
+
+def memory_growth_warning(times_s: Sequence[float], rss_mb: Sequence[float]) -> CaseWarning | None:
+    """The `memory_growth` warning for an RSS timeline, or None."""
+    found = detect_memory_growth(times_s, rss_mb)
+    if found is None:
+        return None
+    growth, slope = found
+    return CaseWarning(
+        "memory_growth",
+        f"resident memory grew by {growth:.0f} MB during the run ({slope:.1f} MB/s): allocator fragmentation under "
+        "varying shapes is a known production failure; pad inputs into a few --buckets or cap the shape range",
+        f"+{growth:.0f} MB",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,6 +45,12 @@ class Session(ABC):
     @abstractmethod
     def run(self, prepared: Any) -> Any:
         """One inference on inputs returned by `prepare`; returns the backend's native outputs."""
+
+    def stream_runner(self, index: int) -> Callable[[Any], Any]:
+        """A `run` for concurrent stream `index` (`--streams N`). The default shares `run`, which is right for
+        engines whose run is thread-safe (ONNX Runtime, PyTorch); engines with per-request state (OpenVINO infer
+        requests, CUDA streams) return a runner bound to their own request or stream."""
+        return self.run
 
     def sync(self) -> None:  # noqa: B027 - a real default: CPU backends have nothing to wait for
         """Block until device work has finished (no-op for CPU backends)."""

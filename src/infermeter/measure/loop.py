@@ -26,39 +26,39 @@ class LoopSamples:
     stopped_by: str
 
 
-def run_loop(
+def warm_up(
     session: Session,
     prepared_sets: Sequence[Any],
-    settings: MeasureSettings,
+    warmup_iterations: int,
     clock: Callable[[], int] = time.perf_counter_ns,
-    on_phase: Callable[[str], None] | None = None,
-) -> LoopSamples:
-    """Measure `session` on the rotated `prepared_sets` following `settings`' stop rule.
-
-    Stop rule: at least `min_iterations` samples and at least `min_time_s` of timed loop, at most `max_time_s`
-    (max-time wins). The first inference and the warm-up iterations are timed apart and never mixed in.
-    """
+) -> tuple[int, list[int]]:
+    """Time the first inference alone, then `warmup_iterations` more (rotating inputs): (first_ns, warm-up ns)."""
     run, sync = session.run, session.sync
-    sets = list(prepared_sets)
-    count = len(sets)
-
+    count = len(prepared_sets)
     t0 = clock()
-    run(sets[0])
+    run(prepared_sets[0])
     sync()
     first_ns = clock() - t0
-
-    if on_phase:
-        on_phase("warm-up")
     warmup: list[int] = []
-    for i in range(settings.warmup_iterations):
-        feeds = sets[(i + 1) % count]
+    for i in range(warmup_iterations):
+        feeds = prepared_sets[(i + 1) % count]
         t0 = clock()
         run(feeds)
         sync()
         warmup.append(clock() - t0)
+    return first_ns, warmup
 
-    if on_phase:
-        on_phase("measuring")
+
+def timed_loop(
+    session: Session,
+    prepared_sets: Sequence[Any],
+    settings: MeasureSettings,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> tuple[list[int], str]:
+    """The timed loop with the stop rule: (samples in ns, `rule` or `max_time`). Sample i used input i % count."""
+    run, sync = session.run, session.sync
+    sets = list(prepared_sets)
+    count = len(sets)
     min_iterations = settings.min_iterations
     min_end = int(settings.min_time_s * 1e9)
     max_end = int(settings.max_time_s * 1e9)
@@ -82,4 +82,24 @@ def run_loop(
             break
         if i >= min_iterations and elapsed >= min_end:
             break
+    return samples, stopped_by
+
+
+def run_loop(
+    session: Session,
+    prepared_sets: Sequence[Any],
+    settings: MeasureSettings,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    on_phase: Callable[[str], None] | None = None,
+) -> LoopSamples:
+    """Measure `session` on the rotated `prepared_sets` following `settings`' stop rule.
+
+    Stop rule: at least `min_iterations` samples and at least `min_time_s` of timed loop, at most `max_time_s`
+    (max-time wins). The first inference and the warm-up iterations are timed apart and never mixed in.
+    """
+    sets = list(prepared_sets)
+    first_ns, warmup = warm_up(session, sets, settings.warmup_iterations, clock)
+    if on_phase:
+        on_phase("measuring")
+    samples, stopped_by = timed_loop(session, sets, settings, clock)
     return LoopSamples(first_ns, warmup, samples, stopped_by)

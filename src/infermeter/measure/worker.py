@@ -6,135 +6,21 @@ framework becomes a `crashed` or `timeout` result, and the sweep goes on.
 
 from __future__ import annotations
 
-import datetime as dt
 import multiprocessing
 import multiprocessing.connection
 import os
-import resource
 import signal
 import time
-import traceback
-from collections.abc import Callable
 from typing import Any
 
-import psutil
-
-from infermeter.backends.registry import get_backend
 from infermeter.case import Case
-from infermeter.errors import InfermeterError
-from infermeter.measure.loop import run_loop
-from infermeter.models.inputs import generate_feeds, resolve_shapes
+from infermeter.measure.execute import PhaseCallback, blank_result, execute_case, unavailable_reason
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
-from infermeter.stats import assess_run, latency_stats, precision_warning
 
-PhaseCallback = Callable[[str], None]
+__all__ = ["PhaseCallback", "blank_result", "execute_case", "run_in_process", "run_isolated", "unavailable_reason"]
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO 8601, seconds resolution."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = None) -> CaseResult:
-    """A result carrying the case's controlled variables and a status, before (or instead of) measuring."""
-    backend = get_backend(case.backend)
-    return CaseResult(
-        id=case.id,
-        model=spec.ref,
-        backend=case.backend,
-        backend_version=backend.version(),
-        device=backend.device,
-        batch=case.batch,
-        shape_mode=case.shape_mode,
-        precision=case.precision,
-        precision_effective=None,
-        threads=case.threads,
-        status=status,
-        error=error,
-        options=dict(case.options),
-        input_shapes={name: list(dims) for name, dims in case.input_shapes},
-        started=now_iso(),
-    )
-
-
-def unavailable_reason(spec: ModelSpec, case: Case) -> str | None:
-    """Why `case` cannot run here (framework missing, precision unsupported…), checked without loading."""
-    backend = get_backend(case.backend)
-    return backend.available() or backend.unsupported_reason(spec, case)
-
-
-def _peak_rss_mb() -> float:
-    # ru_maxrss is in KiB on Linux: the high-water mark of this process's resident memory.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
-    """Load, warm up and measure `case` in this process. Framework errors become a `failed` result."""
-    phase = on_phase or (lambda _name: None)
-    result = blank_result(spec, case, "ok")
-    reason = unavailable_reason(spec, case)
-    if reason:
-        result.status, result.error = "unavailable", reason
-        return result
-    started = time.perf_counter()
-    settings = case.settings
-    session = None
-    try:
-        shapes = resolve_shapes(spec.inputs, case.batch, case.input_shapes)
-        feed_sets = generate_feeds(spec.inputs, shapes, settings.input_sets, settings.seed)
-        result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
-        result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
-        phase("loading")
-        load_start = time.perf_counter()
-        session = get_backend(case.backend)().load(spec, case)
-        result.load_s = time.perf_counter() - load_start
-        result.load_phases_s = dict(session.load_phases_s)
-        result.notes = list(session.notes)
-        result.cache_hit = session.cache_hit
-        prepared = [session.prepare(feeds) for feeds in feed_sets]
-        phase("first inference")
-        samples = run_loop(session, prepared, settings, on_phase=phase)
-        result.precision_effective = session.effective_precision()
-    except InfermeterError as exc:
-        result.status, result.error = "failed", str(exc)
-    except Exception as exc:
-        # A framework's own exception: keep its type and first line, the full trace goes to the notes.
-        result.status, result.error = (
-            "failed",
-            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
-        )
-        result.notes.append(traceback.format_exc(limit=8))
-    finally:
-        if session is not None:
-            session.close()
-    result.duration_s = time.perf_counter() - started
-    if result.status != "ok":
-        return result
-    samples_ms = [ns / 1e6 for ns in samples.samples_ns]
-    stats = latency_stats(samples_ms, settings.seed)
-    result.latency_ms = stats
-    result.samples_ms = samples_ms
-    result.iterations = len(samples_ms)
-    result.warmup_iterations = len(samples.warmup_ns)
-    result.warmup_ms = [ns / 1e6 for ns in samples.warmup_ns]
-    result.first_inference_ms = samples.first_inference_ns / 1e6
-    result.throughput = case.batch * len(samples_ms) / (sum(samples.samples_ns) / 1e9)
-    result.peak_rss_mb = _peak_rss_mb()
-    result.warnings = assess_run(samples_ms, stats, result.first_inference_ms)
-    mismatch = precision_warning(case.precision, result.precision_effective)
-    if mismatch:
-        result.warnings.append(mismatch)
-    if samples.stopped_by == "max_time":
-        result.warnings.append(
-            CaseWarning(
-                "max_time_reached",
-                f"stopped at --max-time {settings.max_time_s:g} s after {len(samples_ms)} of "
-                f"{settings.min_iterations} iterations; raise --max-time for the full count",
-            )
-        )
-    return result
 
 
 def _set_thread_environment(threads: int) -> None:

@@ -76,6 +76,10 @@ class CaseResult:
     options: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     isolated: bool = True
+    streams: int = 1
+    dynamic: dict[str, list[int]] = field(default_factory=dict)
+    per_shape: list[dict[str, Any]] = field(default_factory=list)
+    rss_timeline_mb: list[list[float]] = field(default_factory=list)
     started: str | None = None
     duration_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,216 @@
+"""Running one case in this process: load, generate inputs, warm up, measure, and turn timings into a result."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import resource
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+import psutil
+
+from infermeter.backends.base import Session
+from infermeter.backends.registry import get_backend
+from infermeter.case import Case
+from infermeter.errors import InfermeterError
+from infermeter.measure.loop import timed_loop, warm_up
+from infermeter.measure.memory import RssSampler
+from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
+from infermeter.measure.streams import run_streams
+from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
+from infermeter.models.spec import ModelSpec
+from infermeter.results.schema import CaseResult, CaseWarning
+from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
+
+PhaseCallback = Callable[[str], None]
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601, seconds resolution."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = None) -> CaseResult:
+    """A result carrying the case's controlled variables and a status, before (or instead of) measuring."""
+    backend = get_backend(case.backend)
+    return CaseResult(
+        id=case.id,
+        model=spec.ref,
+        backend=case.backend,
+        backend_version=backend.version(),
+        device=backend.device,
+        batch=case.batch,
+        shape_mode=case.shape_mode,
+        precision=case.precision,
+        precision_effective=None,
+        threads=case.threads,
+        status=status,
+        error=error,
+        options=dict(case.options),
+        input_shapes={name: list(dims) for name, dims in case.input_shapes},
+        started=now_iso(),
+        streams=case.streams,
+        dynamic={name: list(sizes) for name, sizes in case.dynamic},
+    )
+
+
+def unavailable_reason(spec: ModelSpec, case: Case) -> str | None:
+    """Why `case` cannot run here (framework missing, precision unsupported…), checked without loading."""
+    backend = get_backend(case.backend)
+    return backend.available() or backend.unsupported_reason(spec, case)
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux: the high-water mark of this process's resident memory.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoint], dict[str, tuple[int, ...]]]:
+    """Input sets for the loop; in a dynamic run, one set per shape point (rotated so shapes interleave)."""
+    settings = case.settings
+    shapes = resolve_shapes(spec.inputs, case.batch, case.input_shapes)
+    if case.shape_mode != "dynamic" or not case.dynamic:
+        return generate_feeds(spec.inputs, shapes, settings.input_sets, settings.seed), [], shapes
+    points = plan_shapes(spec.inputs, case.batch, case.input_shapes, case.dynamic, case.buckets, settings.seed)
+    sets = []
+    for index, point in enumerate(points):
+        feeds = generate_feeds(spec.inputs, asked_shapes(spec.inputs, point), 1, settings.seed + index)[0]
+        sets.append(pad_feeds(spec.inputs, feeds, point))
+    return sets, points, shapes
+
+
+def _per_shape(points: list[ShapePoint], samples_ms: list[float], seed: int) -> list[dict[str, Any]]:
+    # Sample i ran input set i % len(points): the loop rotates its inputs in order.
+    out = []
+    for index, point in enumerate(points):
+        mine = samples_ms[index :: len(points)]
+        if not mine:
+            continue
+        stats = dataclasses.asdict(latency_stats(mine, seed))
+        out.append(
+            {
+                "label": point.label,
+                "dims": dict(point.dims),
+                "padded_dims": dict(point.padded_dims),
+                "shapes": {name: list(dims) for name, dims in point.shapes.items()},
+                "count": len(mine),
+                "latency_ms": {k: list(v) if isinstance(v, tuple) else v for k, v in stats.items()},
+            }
+        )
+    return sorted(out, key=lambda row: sorted(row["dims"].items()))
+
+
+def _measure(
+    session: Session, case: Case, prepared: list[Any], points: list[ShapePoint], phase: PhaseCallback
+) -> dict[str, Any]:
+    settings = case.settings
+    # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.
+    warmup_count = max(settings.warmup_iterations, len(points))
+    phase("first inference")
+    first_ns, warmup_ns = warm_up(session, prepared, warmup_count)
+    phase("measuring")
+    sample_memory = case.shape_mode == "dynamic" or case.streams > 1
+    with RssSampler() if sample_memory else nullcontext() as sampler:
+        if case.streams > 1:
+            streamed = run_streams(session, prepared, settings, case.streams)
+            samples_ns, stopped_by, wall_ns = streamed.samples_ns, streamed.stopped_by, streamed.wall_ns
+        else:
+            samples_ns, stopped_by = timed_loop(session, prepared, settings)
+            wall_ns = sum(samples_ns)
+    return {
+        "first_ns": first_ns,
+        "warmup_ns": warmup_ns,
+        "samples_ns": samples_ns,
+        "stopped_by": stopped_by,
+        "wall_ns": wall_ns,
+        "sampler": sampler,
+    }
+
+
+def _items_per_sample(case: Case, points: list[ShapePoint], count: int) -> float:
+    """Total samples (inputs, not batches) processed by `count` runs: the batch may vary in a dynamic run."""
+    if not points or "batch" not in dict(points[0].dims):
+        return float(case.batch * count)
+    sizes = [dict(p.dims)["batch"] for p in points]
+    return float(sum(sizes[i % len(sizes)] for i in range(count)))
+
+
+def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
+    """Load, warm up and measure `case` in this process. Framework errors become a `failed` result."""
+    phase = on_phase or (lambda _name: None)
+    result = blank_result(spec, case, "ok")
+    reason = unavailable_reason(spec, case)
+    if reason:
+        result.status, result.error = "unavailable", reason
+        return result
+    started = time.perf_counter()
+    session = None
+    try:
+        feed_sets, points, shapes = _feed_sets(spec, case)
+        result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
+        result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+        phase("loading")
+        load_start = time.perf_counter()
+        session = get_backend(case.backend)().load(spec, case)
+        result.load_s = time.perf_counter() - load_start
+        result.load_phases_s = dict(session.load_phases_s)
+        result.notes = list(session.notes)
+        result.cache_hit = session.cache_hit
+        prepared = [session.prepare(feeds) for feeds in feed_sets]
+        measured = _measure(session, case, prepared, points, phase)
+        result.precision_effective = session.effective_precision()
+    except InfermeterError as exc:
+        result.status, result.error = "failed", str(exc)
+    except Exception as exc:
+        # A framework's own exception: keep its type and first line, the full trace goes to the notes.
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        result.status, result.error = "failed", f"{type(exc).__name__}: {first_line}"
+        result.notes.append(traceback.format_exc(limit=8))
+    finally:
+        if session is not None:
+            session.close()
+    result.duration_s = time.perf_counter() - started
+    if result.status != "ok":
+        return result
+    _fill_measurements(result, case, points, measured)
+    return result
+
+
+def _fill_measurements(result: CaseResult, case: Case, points: list[ShapePoint], measured: dict[str, Any]) -> None:
+    settings = case.settings
+    samples_ns: list[int] = measured["samples_ns"]
+    samples_ms = [ns / 1e6 for ns in samples_ns]
+    stats = latency_stats(samples_ms, settings.seed)
+    result.latency_ms = stats
+    result.samples_ms = samples_ms
+    result.iterations = len(samples_ms)
+    result.warmup_iterations = len(measured["warmup_ns"])
+    result.warmup_ms = [ns / 1e6 for ns in measured["warmup_ns"]]
+    result.first_inference_ms = measured["first_ns"] / 1e6
+    result.throughput = _items_per_sample(case, points, len(samples_ns)) / (measured["wall_ns"] / 1e9)
+    result.peak_rss_mb = _peak_rss_mb()
+    result.warnings = assess_run(samples_ms, stats, result.first_inference_ms)
+    if points:
+        result.per_shape = _per_shape(points, samples_ms, settings.seed)
+    sampler = measured["sampler"]
+    if sampler is not None:
+        result.rss_timeline_mb = sampler.timeline()
+        growth = memory_growth_warning(sampler.times_s, sampler.rss_mb)
+        if growth:
+            result.warnings.append(growth)
+    mismatch = precision_warning(case.precision, result.precision_effective)
+    if mismatch:
+        result.warnings.append(mismatch)
+    if measured["stopped_by"] == "max_time":
+        result.warnings.append(
+            CaseWarning(
+                "max_time_reached",
+                f"stopped at --max-time {settings.max_time_s:g} s after {len(samples_ms)} of "
+                f"{settings.min_iterations} iterations; raise --max-time for the full count",
+                f"{len(samples_ms)} iterations",
+            )
+        )
