@@ -9,6 +9,7 @@ import click
 from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
+from infermeter.cli import parity as parity_cmd
 from infermeter.cli import quantize as quantize_cmd
 from infermeter.cli import compare as compare_cmd
 from infermeter.cli import report as report_cmd
@@ -33,6 +34,7 @@ app.add_command(compare_cmd.compare)
 app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
+app.add_command(parity_cmd.parity)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(peak_cmd.peak)
 app.add_command(serve_cmd.serve)

@@ -1,0 +1,255 @@
+"""`infermeter parity`: the same inputs through each backend, compared with a reference; PASS/FAIL per backend."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.case import PRECISIONS, SHAPE_MODES, Case
+from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
+from infermeter.errors import InputSpecError, UsageError
+from infermeter.models.inputs import Feeds, parse_input_override
+from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.parity import ParityRecord, Tolerance
+
+_STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unavailable": "yellow"}
+_STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "unavailable": "SKIP"}
+
+
+def _parse_candidates(values: tuple[str, ...], backends: list[str]) -> dict[str, Path]:
+    served: dict[str, Path] = {}
+    for item in values:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise UsageError(f"--candidate-onnx {item!r} is not BACKEND=FILE; write e.g. onnxruntime=edited.onnx")
+        if name.strip() not in backends:
+            raise UsageError(f"--candidate-onnx names {name.strip()!r}, which is not among the checked backends")
+        served[name.strip()] = Path(path.strip())
+    return served
+
+
+def _data_shapes(spec: ModelSpec, feeds: Feeds) -> tuple[int, tuple[tuple[str, tuple[int, ...]], ...]]:
+    batches = [feeds[i.name].shape[i.batch_axis] for i in spec.inputs if i.batch_axis is not None]
+    return (batches[0] if batches else 1), tuple((i.name, tuple(feeds[i.name].shape)) for i in spec.inputs)
+
+
+def _fmt(value: float | None, spec: str = ".3g") -> str:
+    if value is None:
+        return "—"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    return format(value, spec)
+
+
+def _row(record: ParityRecord) -> list[str]:
+    worst = record.worst()
+    status = f"[{_STATUS_STYLE[record.status]}]{_STATUS_WORD[record.status]}[/]"
+    if worst is None:
+        return [escape(record.backend), escape(record.precision_effective or "—"), "—", "—", "—", "—", "—", status]
+    return [
+        escape(record.backend),
+        escape(record.precision_effective or "—"),
+        escape(worst.name),
+        _fmt(worst.max_abs_err),
+        _fmt(worst.cosine, ".6f"),
+        _fmt(worst.sqnr_db, ".1f"),
+        _fmt(worst.top1_agreement, ".2f"),
+        status,
+    ]
+
+
+def _print_localization(backend: str, loc: dict[str, Any]) -> None:
+    stdout.print(f"  [bold]localize {escape(backend)}[/]: {escape(loc.get('reason', ''))}", soft_wrap=True)
+    for entry in loc.get("worst", []):
+        stdout.print(
+            escape(
+                f"    {entry['node']} ({entry['op_type']}) tensor {entry['tensor']}: max abs err "
+                f"{entry['max_abs_err']:.3g} ({entry['scaled_err']:.3g}×scale), cosine {entry['cosine']:.6f}"
+            ),
+            soft_wrap=True,
+        )
+
+
+def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityRecord]) -> None:
+    from infermeter.measure.worker import blank_result
+    from infermeter.parity import set_case_parity
+    from infermeter.results.env import collect_environment
+    from infermeter.results.io import write_results
+    from infermeter.results.schema import ResultsFile
+
+    results = ResultsFile(
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        environment=collect_environment(),
+        command=["infermeter", *sys.argv[1:]],
+    )
+    status_map = {"pass": "ok", "fail": "ok", "error": "failed", "unavailable": "unavailable"}
+    for case, record in zip(cases, records, strict=True):
+        result = blank_result(spec, case, status_map[record.status], None if record.status == "pass" else record.reason)
+        result.precision_effective = record.precision_effective
+        set_case_parity(result, record)
+        results.cases.append(result)
+    write_results(path, results)
+
+
+@click.command("parity")
+@click.argument("model")
+@click.option("--backend", "-b", multiple=True, help="Backends to check (repeat or comma-separate). Default: all.")
+@click.option("--reference", help="torch or onnxruntime (default: torch when the model has a PyTorch form).")
+@click.option("--precision", default="fp32", show_default=True, help="fp32, fp16, bf16 or int8 (sets the tolerance).")
+@click.option("--atol", type=float, help="Absolute tolerance, in units of each output's max |reference|.")
+@click.option("--rtol", type=float, help="Relative tolerance (of |reference| per element).")
+@click.option("--min-cosine", type=float, help="Minimum cosine similarity per output.")
+@click.option("--batch", type=int, help="Batch size (default 1; with --data: split the data into batches of N).")
+@click.option("--input", "inputs", multiple=True, help="A model input's shape: NAME:1x3x224x224.")
+@click.option("--data", type=click.Path(path_type=Path), help=".npz file with arrays named like the inputs.")
+@click.option("--samples", type=int, default=4, show_default=True, help="Random input sets (without --data).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
+@click.option("--shape-mode", default="static", show_default=True, help="static or dynamic.")
+@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (applies to the checked backends).")
+@click.option(
+    "--candidate-onnx",
+    multiple=True,
+    help="BACKEND=FILE: serve this ONNX file to BACKEND instead of the model's own (the reference keeps it).",
+)
+@click.option("--localize", is_flag=True, help="For a diverging ONNX-based backend, name the first divergent node.")
+@click.option("--top-k", type=int, default=5, show_default=True, help="Worst nodes listed by --localize.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write a results file with a parity field.")
+def parity(
+    model: str,
+    backend: tuple[str, ...],
+    reference: str | None,
+    precision: str,
+    atol: float | None,
+    rtol: float | None,
+    min_cosine: float | None,
+    batch: int | None,
+    inputs: tuple[str, ...],
+    data: Path | None,
+    samples: int,
+    seed: int,
+    threads: int,
+    shape_mode: str,
+    option: tuple[str, ...],
+    candidate_onnx: tuple[str, ...],
+    localize: bool,
+    top_k: int,
+    output: Path | None,
+) -> None:
+    """Check that every backend computes what the reference computes: max/mean abs and rel error, cosine,
+    SQNR, top-1/top-5 agreement per output; PASS/FAIL per backend (exit code 1 when any fails)."""
+    from infermeter.backends.registry import backend_names, default_backends
+    from infermeter.parity import default_tolerance
+    from infermeter.parity_data import load_npz_feeds, random_feeds
+    from infermeter.parity_run import candidate_spec, choose_reference, reference_outputs
+    from infermeter.results.env import default_threads
+
+    require_positive(samples, "--samples")
+    require_positive(threads, "--threads", allow_zero=True)
+    require_positive(top_k, "--top-k")
+    if batch is not None:
+        require_positive(batch, "--batch")
+    (precision,) = choose([precision], PRECISIONS, "--precision") or ["fp32"]
+    (shape_mode,) = choose([shape_mode], SHAPE_MODES, "--shape-mode") or ["static"]
+    tolerance = default_tolerance(precision, atol, rtol, min_cosine)
+    spec = resolve_model(model)
+    ref_name = choose_reference(spec, reference)
+    backends = split_values(backend) or default_backends()
+    known = backend_names()
+    for name in backends:
+        if name not in known:
+            raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(known)}")
+    if not backends:
+        raise UsageError("no backend to check: name some with --backend")
+    served = {name: candidate_spec(spec, path) for name, path in _parse_candidates(candidate_onnx, backends).items()}
+    overrides = tuple(parse_input_override(text) for text in inputs)
+    if data is not None:
+        if overrides:
+            raise UsageError("--input and --data exclude each other: the data's arrays set the shapes")
+        feed_sets = load_npz_feeds(data, spec, batch)
+        batch, shapes = _data_shapes(spec, feed_sets[0])
+        if any(_data_shapes(spec, f) != (batch, shapes) for f in feed_sets):
+            raise InputSpecError(f"--data {data}: its batch size is not a multiple of --batch {batch}")
+        source = f"{data} ({len(feed_sets)} batch(es))"
+    else:
+        batch = batch or 1
+        feed_sets = random_feeds(spec, batch, overrides, samples, seed)
+        shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
+        source = f"random × {samples} (seed {seed})"
+    options = parse_options(option)
+    cases = [
+        Case(spec.ref, name, precision, batch, shape_mode, threads or default_threads(), shapes, options)
+        for name in backends
+    ]
+    shape_text = "; ".join(f"{n}[{'x'.join(map(str, d))}]" for n, d in shapes)
+    stdout.print(
+        escape(
+            f"parity of {spec.ref} · reference {ref_name} fp32 · inputs {shape_text} {source} · "
+            f"tolerance {precision}: {tolerance.describe()}"
+        ),
+        soft_wrap=True,
+    )
+    stderr.print(escape(f"running the reference ({ref_name})…"))
+    expected = reference_outputs(spec, cases[0], feed_sets, ref_name)
+    records = _check_all(spec, cases, feed_sets, expected, ref_name, tolerance, served, localize, top_k)
+    _print_table(records)
+    if output is not None:
+        _write(output, spec, cases, records)
+        stdout.print(f"results: {escape(str(output))}")
+    checked = [r for r in records if r.status != "unavailable"]
+    if not checked or any(r.status in ("fail", "error") for r in records):
+        raise SystemExit(1)
+
+
+def _check_all(
+    spec: ModelSpec,
+    cases: list[Case],
+    feed_sets: list[Feeds],
+    expected: list[list[Any]],
+    ref_name: str,
+    tolerance: Tolerance,
+    served: dict[str, ModelSpec],
+    localize: bool,
+    top_k: int,
+) -> list[ParityRecord]:
+    from infermeter.parity_localize import localize as localize_divergence
+    from infermeter.parity_run import check_backend
+
+    records = []
+    for case in cases:
+        stderr.print(escape(f"checking {case.backend}…"))
+        record = check_backend(spec, case, feed_sets, expected, ref_name, tolerance, served=served.get(case.backend))
+        if localize and record.status == "fail":
+            stderr.print(escape(f"localizing {case.backend}…"))
+            candidate = served.get(case.backend)
+            record.localization = localize_divergence(
+                spec,
+                case,
+                feed_sets[0],
+                tolerance,
+                candidate_onnx=Path(candidate.path) if candidate and candidate.path else None,
+                top_k=top_k,
+            )
+        records.append(record)
+    return records
+
+
+def _print_table(records: list[ParityRecord]) -> None:
+    table = Table(header_style="bold")
+    for column in ("backend", "precision", "worst output", "max abs err", "cosine", "SQNR dB", "top-1", "result"):
+        table.add_column(column, justify="left" if column in ("backend", "precision", "worst output") else "right")
+    for record in records:
+        table.add_row(*_row(record))
+    stdout.print(table)
+    for record in records:
+        style = _STATUS_STYLE[record.status]
+        stdout.print(f"[{style}]{escape(record.backend)}[/]: {escape(record.reason)}", soft_wrap=True)
+        if record.localization:
+            _print_localization(record.backend, record.localization)
