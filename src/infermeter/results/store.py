@@ -1,0 +1,248 @@
+"""History: every `bench` run also lands in a local SQLite database, so that `infermeter history` can show how a
+case moved over time. The JSON results file stays the source of truth; the database is a convenience that must
+never cost a result.
+
+Location: $INFERMETER_HISTORY when set (`off` disables it), else `history.db` in the user data dir (platformdirs).
+Concurrency: WAL journal and a busy timeout, and every run is written in one IMMEDIATE transaction, so several
+`bench` processes can record at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infermeter.errors import ResultsError
+from infermeter.results.env import COMPARABLE_KEYS
+from infermeter.results.schema import ResultsFile
+
+HISTORY_ENV = "INFERMETER_HISTORY"
+_OFF = {"off", "0", "false", "no", "none", ""}
+BUSY_TIMEOUT_S = 30.0
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    recorded TEXT NOT NULL,
+    results_path TEXT,
+    hostname TEXT,
+    cpu_model TEXT,
+    env_fingerprint TEXT,
+    git_commit TEXT,
+    environment TEXT
+);
+CREATE TABLE IF NOT EXISTS cases (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    case_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    precision_effective TEXT,
+    batch INTEGER NOT NULL,
+    shape_mode TEXT NOT NULL,
+    threads INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    p50_ms REAL,
+    p99_ms REAL,
+    throughput REAL,
+    peak_rss_mb REAL,
+    load_s REAL,
+    samples_ms TEXT
+);
+CREATE INDEX IF NOT EXISTS cases_by_id ON cases(case_id, run_id);
+CREATE INDEX IF NOT EXISTS cases_by_model ON cases(model, backend);
+"""
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One case of one recorded run."""
+
+    run_id: int
+    created: str
+    recorded: str
+    results_path: str | None
+    git_commit: str | None
+    env_fingerprint: str | None
+    case_id: str
+    model: str
+    backend: str
+    precision: str
+    precision_effective: str | None
+    batch: int
+    shape_mode: str
+    threads: int
+    status: str
+    p50_ms: float | None
+    p99_ms: float | None
+    throughput: float | None
+    peak_rss_mb: float | None
+    load_s: float | None
+    samples_ms: list[float] = field(default_factory=list)
+
+
+def history_path() -> Path | None:
+    """Where history is kept, or None when $INFERMETER_HISTORY disables it."""
+    value = os.environ.get(HISTORY_ENV)
+    if value is not None:
+        return None if value.strip().lower() in _OFF else Path(value).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("infermeter")) / "history.db"
+
+
+def env_fingerprint(environment: dict[str, object]) -> str:
+    """A short hash of what must match for two runs to be comparable (CPU, cores, versions, GPU)."""
+    subset = {key: environment.get(key) for key in COMPARABLE_KEYS}
+    frameworks = subset.get("frameworks")
+    if isinstance(frameworks, dict):  # infermeter's own version does not change the machine's speed
+        subset["frameworks"] = {k: v for k, v in frameworks.items() if k != "infermeter"}
+    return hashlib.sha256(json.dumps(subset, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def _git_commit(where: Path) -> str | None:
+    # The commit of the project being benchmarked (the working directory), when it is a git checkout.
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@contextmanager
+def open_history(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection with WAL, busy timeout and the schema in place; ResultsError when the file is not a usable
+    database (corrupt, not SQLite, unreadable), saying what to do."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise ResultsError(f"cannot open the history database {path}: {exc}") from exc
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("BEGIN IMMEDIATE")
+        for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+        yield connection
+    except sqlite3.DatabaseError as exc:
+        raise ResultsError(
+            f"the history database {path} is unusable ({exc}); move it aside or delete it (results JSON files are "
+            f"not affected), or point {HISTORY_ENV} at another file"
+        ) from exc
+    finally:
+        connection.close()
+
+
+def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_path: Path | None) -> int:
+    """Insert one run and its cases in a single transaction; returns the run id."""
+    environment = results.environment
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        cursor = connection.execute(
+            "INSERT INTO runs (created, recorded, results_path, hostname, cpu_model, env_fingerprint, git_commit,"
+            " environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                results.created,
+                dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                str(results_path) if results_path is not None else None,
+                environment.get("hostname"),
+                environment.get("cpu_model"),
+                env_fingerprint(environment),
+                environment.get("git_commit") or _git_commit(Path.cwd()),
+                json.dumps(environment, sort_keys=True, default=str),
+            ),
+        )
+        run_id = int(cursor.lastrowid or 0)
+        for case in results.cases:
+            stats = case.latency_ms
+            connection.execute(
+                "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    case.id,
+                    case.model,
+                    case.backend,
+                    case.precision,
+                    case.precision_effective,
+                    case.batch,
+                    case.shape_mode,
+                    case.threads,
+                    case.status,
+                    stats.p50 if stats else None,
+                    stats.p99 if stats else None,
+                    case.throughput,
+                    case.peak_rss_mb,
+                    case.load_s,
+                    json.dumps(case.samples_ms),
+                ),
+            )
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return run_id
+
+
+def record_run(results: ResultsFile, results_path: Path | None, db_path: Path | None = None) -> None:
+    """Store a finished `bench` run in the history database. Never raises: history must not make `bench` fail,
+    so any problem (corrupt file, locked past the timeout, disk full) becomes one warning line on stderr and the
+    results JSON, already written, is untouched. Does nothing when history is disabled."""
+    path = db_path or history_path()
+    if path is None:
+        return
+    try:
+        with open_history(path) as connection:
+            insert_run(connection, results, results_path)
+    except (ResultsError, sqlite3.Error, OSError) as exc:
+        reason = str(exc).split("; move it aside")[0]
+        print(
+            f"warning: run not recorded in history ({reason}); the results file is complete. "
+            f"Fix or delete {path}, or set {HISTORY_ENV}=off",
+            file=sys.stderr,
+        )
+
+
+def load_history(path: Path, model: str | None = None, backend: str | None = None) -> list[HistoryPoint]:
+    """Every recorded case (optionally of one model and/or backend), oldest run first. ResultsError when the
+    database does not exist or is unusable."""
+    if not path.exists():
+        raise ResultsError(f"no history database at {path}: run `infermeter bench` first (history is on by default)")
+    query = (
+        "SELECT r.id, r.created, r.recorded, r.results_path, r.git_commit, r.env_fingerprint, c.case_id, c.model,"
+        " c.backend, c.precision, c.precision_effective, c.batch, c.shape_mode, c.threads, c.status, c.p50_ms,"
+        " c.p99_ms, c.throughput, c.peak_rss_mb, c.load_s, c.samples_ms FROM cases c JOIN runs r ON r.id = c.run_id"
+    )
+    conditions, params = [], []
+    for column, value in (("c.model", model), ("c.backend", backend)):
+        if value is not None:
+            conditions.append(f"{column} = ?")
+            params.append(value)
+    if conditions:
+        query += " WHERE " + " AND ".join(conditions)
+    query += " ORDER BY r.id, c.rowid"
+    with open_history(path) as connection:
+        try:
+            rows = connection.execute(query, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ResultsError(f"the history database {path} is unusable ({exc}); move it aside or delete it") from exc
+    return [HistoryPoint(*row[:-1], samples_ms=json.loads(row[-1]) if row[-1] else []) for row in rows]  # type: ignore[misc]

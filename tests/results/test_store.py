@@ -1,0 +1,116 @@
+"""History: real SQLite, several writer processes at once, a corrupt file, trends and the history command."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from crafted_results import draw_samples, make_case, make_results
+from infermeter.errors import ResultsError
+from infermeter.history import case_trends
+from infermeter.results.io import write_results
+from infermeter.results.store import history_path, load_history, record_run
+
+
+def _writer(db: str, worker: int, runs: int) -> None:
+    for run in range(runs):
+        case = make_case("null", 1, samples=draw_samples(1.0, 50, 0.05, seed=worker * 100 + run))
+        record_run(make_results([case], created=f"w{worker}-r{run}"), Path(f"/tmp/w{worker}.json"), Path(db))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "history.db"
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(str(db), w, 5)) for w in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    points = load_history(db)
+    assert len(points) == 20
+    assert {p.created for p in points} == {f"w{w}-r{r}" for w in range(4) for r in range(5)}
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 20
+
+
+def test_corrupt_database_warns_once_and_never_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "history.db"
+    db.write_bytes(b"this is not a database" * 100)
+    record_run(make_results([make_case("null", 1, 1.0)]), tmp_path / "r.json", db)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: run not recorded in history")
+    assert "results file is complete" in err
+    with pytest.raises(ResultsError, match=r"unusable.*move it aside or delete it"):
+        load_history(db)
+
+
+def test_bench_with_a_corrupt_history_keeps_its_json(tmp_path: Path) -> None:
+    # bench itself does not call record_run yet (the lead wires it); this drives the same call on a real file.
+    results = make_results([make_case("null", 1, 1.0)])
+    out = tmp_path / "r.json"
+    write_results(out, results)
+    before = out.read_bytes()
+    db = tmp_path / "bad.db"
+    db.write_bytes(b"\x00garbage" * 512)
+    record_run(results, out, db)
+    assert out.read_bytes() == before
+    proc = run_cli("history", "--db", str(db))
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("error: the history database")
+        and "Traceback" not in proc.stderr
+    )
+
+
+def test_history_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("INFERMETER_HISTORY", "off")
+    assert history_path() is None
+    record_run(make_results([make_case("null", 1, 1.0)]), None)  # disabled: nothing happens, nothing raised
+    monkeypatch.setenv("INFERMETER_HISTORY", str(tmp_path / "h.db"))
+    assert history_path() == tmp_path / "h.db"
+    monkeypatch.delenv("INFERMETER_HISTORY")
+    assert history_path() is not None and history_path().name == "history.db"  # type: ignore[union-attr]
+
+
+def _record_series(db: Path, p50s: list[float], backend: str = "torch") -> None:
+    for i, p50 in enumerate(p50s):
+        case = make_case(backend, 1, samples=draw_samples(p50, 300, 0.03, seed=i))
+        record_run(make_results([case], created=f"2026-01-0{i + 1}T00:00:00+00:00"), None, db)
+
+
+def test_trend_flags_a_real_regression_and_not_noise(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    _record_series(db, [2.0, 2.0, 2.02, 1.99, 3.0])
+    _record_series(db, [1.0, 1.01, 0.99, 1.0, 1.02], backend="onnxruntime")
+    trends = {t.label.split()[1]: t for t in case_trends(load_history(db), threshold=0.10)}
+    torch, ort = trends["torch"], trends["onnxruntime"]
+    assert [p.regression for p in torch.points] == [False, False, False, False, True]
+    assert torch.regressed and torch.points[-1].change == pytest.approx(1.5, rel=0.03)
+    assert not any(p.regression for p in ort.points)
+    only = load_history(db, backend="onnxruntime")
+    assert {p.backend for p in only} == {"onnxruntime"} and len(only) == 5
+
+
+def test_history_command_shows_runs_and_flags(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    _record_series(db, [2.0, 2.0, 3.0])
+    proc = run_cli("history", "--db", str(db), "--model", "tiny_cnn")
+    assert proc.returncode == 0, proc.stderr
+    assert "REGRESSION" in proc.stdout and re.search(r"\+(49|50)\.\d%", proc.stdout)
+    assert "2026-01-03 00:00" in proc.stdout  # the run's own date
+    assert "1 regressed in their latest run" in proc.stdout
+    none = run_cli("history", "--db", str(db), "--backend", "tensorrt")
+    assert none.returncode == 0 and "no recorded runs" in none.stdout
+    missing = run_cli("history", "--db", str(tmp_path / "absent.db"))
+    assert missing.returncode == 2 and "no history database" in missing.stderr
+    stored = json.loads(sqlite3.connect(db).execute("SELECT samples_ms FROM cases LIMIT 1").fetchone()[0])
+    assert len(stored) == 300 and np.isfinite(stored).all()
