@@ -16,9 +16,9 @@ from infermeter.models.inputs import parse_input_override
 
 
 def serve_options(function: click.decorators.FC) -> click.decorators.FC:
-    """The model and batching flags shared by `serve` and `tune-batching`."""
+    """The model and batching flags shared by `serve`, `load` and `tune-batching` (not --backend: `load`
+    makes it optional)."""
     decorators = [
-        click.option("--backend", "-b", required=True, help="Backend to serve with (see `infermeter backends`)."),
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
         click.option("--threads", type=int, default=0, help="Intra-op threads in total, split across workers."),
         click.option("--input", "inputs", multiple=True, help="A dynamic input's shape for warm-up: NAME:1x128."),
@@ -35,8 +35,14 @@ def serve_options(function: click.decorators.FC) -> click.decorators.FC:
     return function
 
 
+BACKEND_OPTION = click.option(
+    "--backend", "-b", required=True, help="Backend to serve with (see `infermeter backends`)."
+)
+
+
 @click.command("serve")
 @click.argument("model")
+@BACKEND_OPTION
 @serve_options
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Most rows in one batch.")
 @click.option(

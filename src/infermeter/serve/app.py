@@ -54,6 +54,8 @@ class ServerState:
                 model.config.workers,
                 observer=self.metrics.observe_batch,
             )
+            for error in model.warmup_errors[:1]:
+                log.warning("warm-up with generated inputs failed (%s); serving anyway", error)
             log.info("model %s ready (backend %s, load %.2f s)", model.name, model.config.backend, model.load_s or 0)
         except Exception as exc:
             self.load_error = (

@@ -108,6 +108,7 @@ class ServedModel:
     precision_effective: str | None = None
     load_s: float | None = None
     ready: bool = False
+    warmup_errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.spec = resolve_model(self.config.model)
@@ -145,8 +146,14 @@ class ServedModel:
         self.precision_effective = self.sessions[0].effective_precision()
         for feeds in self._warmup_feeds():
             for session in self.sessions:
-                for _ in range(self.config.warmup_iterations):
-                    outputs = self.run(session, feeds)
+                try:
+                    for _ in range(self.config.warmup_iterations):
+                        outputs = self.run(session, feeds)
+                except Exception as exc:
+                    # Generated inputs may be out of the model's domain (token ids beyond its vocabulary): the
+                    # first real requests warm it up instead; a broken model shows in their 500s.
+                    self.warmup_errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
                 self.output_meta = [
                     {"name": name, "datatype": datatype_of(out.dtype), "shape": [-1, *out.shape[1:]]}
                     for name, out in zip(self.output_names(len(outputs)), outputs, strict=True)

@@ -117,9 +117,11 @@ class ServerThread:
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
         self._ready_timeout_s = ready_timeout_s
 
-    def start(self) -> str:
-        """Start and wait until the model is loaded and warmed up; returns the base URL."""
+    def start(self, wait_ready: bool = True) -> str:
+        """Start and (by default) wait until the model is loaded and warmed up; returns the base URL."""
         self._thread.start()
+        if not wait_ready:
+            return self.url
         if not self.state.loaded.wait(self._ready_timeout_s):
             self.stop()
             raise BackendError(f"the server did not finish loading within {self._ready_timeout_s:g} s")

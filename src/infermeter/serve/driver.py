@@ -1,0 +1,220 @@
+"""Driving a served model: read its metadata, pre-build requests, run scenarios, sweep, and find the peak QPS
+whose P99 meets the SLO."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from infermeter.errors import BackendError, UsageError
+from infermeter.models.inputs import InputSpec, generate_feeds, resolve_shapes
+from infermeter.serve.httpclient import ConnectionPool, build_request, fetch
+from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
+from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
+from infermeter.serve.summary import LoadSummary, summarize
+
+SCENARIOS = ("single-stream", "server", "offline", "sweep")
+
+
+@dataclass
+class LoadTarget:
+    """A served model ready to be loaded: where, what, and a few pre-built distinct request bodies."""
+
+    base_url: str
+    model_name: str
+    metadata: dict[str, Any]
+    requests: list[bytes]
+    batch: int
+
+    @property
+    def backend(self) -> str:
+        """The serving backend (infermeter servers say; others: `remote`)."""
+        return str((self.metadata.get("parameters") or {}).get("backend") or "remote")
+
+    @property
+    def precision_effective(self) -> str | None:
+        """What the server says it computes in, when it says."""
+        value = (self.metadata.get("parameters") or {}).get("precision_effective")
+        return str(value) if value else None
+
+    @property
+    def precision(self) -> str:
+        """The requested precision, when the server says; else fp32."""
+        return str((self.metadata.get("parameters") or {}).get("precision") or "fp32")
+
+
+def split_target_url(url: str, model_name: str | None) -> tuple[str, str | None]:
+    """(base URL, model name) from `http://host:port[/v2/models/NAME[/...]]` and an optional --model-name."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise UsageError(f"TARGET {url!r} is not an http:// URL (https is not supported by the load generator)")
+    base = f"http://{parts.hostname}:{parts.port or 80}"
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) >= 3 and segments[:2] == ["v2", "models"]:
+        model_name = model_name or segments[2]
+    return base, model_name
+
+
+def _auth(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def prepare_target(
+    url: str,
+    model_name: str | None = None,
+    batch: int = 1,
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = (),
+    use_json: bool = False,
+    api_key: str | None = None,
+    seed: int = 0,
+    distinct: int = 8,
+) -> LoadTarget:
+    """Read the model's metadata from the server and pre-build `distinct` request bodies of `batch` rows."""
+    base, name = split_target_url(url, model_name)
+    headers = _auth(api_key)
+
+    async def get(path: str) -> tuple[int, bytes]:
+        return await fetch(base + path, headers=headers)
+
+    try:
+        if name is None:
+            status, body = run_async(lambda: get("/v2"))
+            models = json.loads(body).get("models") if status == 200 else None
+            if not models:
+                raise UsageError(f"{base} does not list its models; give the model with --model-name NAME")
+            name = str(models[0])
+        status, body = run_async(lambda: get(f"/v2/models/{name}"))
+    except OSError as exc:
+        raise BackendError(f"cannot reach {base}: {exc.strerror or exc}") from exc
+    if status != 200:
+        raise BackendError(f"{base}/v2/models/{name} answered HTTP {status}: {body[:200].decode(errors='replace')}")
+    metadata = json.loads(body)
+    inputs = []
+    for entry in metadata.get("inputs", []):
+        if entry.get("datatype") not in DATATYPES:
+            raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
+        dims = tuple(d if d >= 0 else ("batch" if axis == 0 else f"dim{axis}") for axis, d in enumerate(entry["shape"]))
+        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
+    shapes = resolve_shapes(inputs, batch, input_shapes)
+    path = f"/v2/models/{name}/infer"
+    parts = urlsplit(base)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    requests = []
+    for feeds in generate_feeds(inputs, shapes, distinct, seed):
+        if use_json:
+            body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
+        else:
+            body, extra = encode_binary_request(feeds)
+        requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
+    return LoadTarget(base, name, metadata, requests, batch)
+
+
+def _measure(
+    target: LoadTarget,
+    body: Callable[[ConnectionPool], Any],
+    warmup_s: float,
+    warmup_concurrency: int,
+    max_connections: int,
+) -> LoadRun:
+    async def main() -> LoadRun:
+        pool = ConnectionPool(target.base_url, max_connections)
+        try:
+            if warmup_s > 0:
+                warm = await run_closed_loop(pool, target.requests, warmup_concurrency, warmup_s, scenario="warmup")
+                if warm.ok == 0:
+                    kinds = ", ".join(f"{k} {v}" for k, v in warm.errors.most_common()) or "no answer"
+                    raise BackendError(f"every warm-up request to {target.base_url} failed ({kinds})")
+            run: LoadRun = await body(pool)
+            return run
+        finally:
+            pool.close()
+
+    return run_async(main)
+
+
+def run_once(
+    target: LoadTarget,
+    scenario: str,
+    duration_s: float,
+    qps: float | None = None,
+    concurrency: int = 1,
+    seed: int = 0,
+    timeout_s: float = 30.0,
+    warmup_s: float = 0.5,
+    max_connections: int = 1024,
+) -> LoadRun:
+    """One run of `server` (needs qps), `single-stream` or `offline` (closed loop at `concurrency`)."""
+    if scenario == "server":
+        if not qps or qps <= 0:
+            raise UsageError("the server scenario needs --qps (a positive rate); or use --find-peak with --slo-p99-ms")
+        rate = qps
+        return _measure(
+            target,
+            lambda pool: run_server(pool, target.requests, rate, duration_s, seed, timeout_s),
+            warmup_s,
+            4,
+            max_connections,
+        )
+    width = 1 if scenario == "single-stream" else concurrency
+    return _measure(
+        target,
+        lambda pool: run_closed_loop(pool, target.requests, width, duration_s, timeout_s, scenario),
+        warmup_s,
+        width,
+        max_connections,
+    )
+
+
+def sweep_steps(qps: float | None, concurrency: int, steps: int) -> list[tuple[str, float]]:
+    """Sweep points: QPS steps (qps/steps … qps, server scenario) when qps is given, else concurrency
+    doubling 1, 2, 4 … up to `concurrency` (closed loop)."""
+    if qps:
+        return [("server", qps * (i + 1) / steps) for i in range(steps)]
+    levels = []
+    level = 1
+    while level < concurrency:
+        levels.append(("offline", float(level)))
+        level *= 2
+    levels.append(("offline", float(concurrency)))
+    return levels
+
+
+def find_peak(
+    target: LoadTarget,
+    slo_p99_ms: float,
+    duration_s: float,
+    seed: int = 0,
+    concurrency: int = 16,
+    max_probes: int = 8,
+    tolerance: float = 0.05,
+    on_probe: Callable[[LoadSummary], None] | None = None,
+) -> tuple[LoadSummary | None, list[LoadSummary]]:
+    """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
+    bounds the capacity, then bisection on QPS until the bracket is within `tolerance`."""
+    capacity = summarize(run_once(target, "offline", duration_s, concurrency=concurrency), None, target.batch)
+    if on_probe:
+        on_probe(capacity)
+    probes: list[LoadSummary] = [capacity]
+    high = max(capacity.run.achieved_qps * 1.1, 1.0)
+    low = 0.0
+    best: LoadSummary | None = None
+    qps = high
+    for _ in range(max_probes):
+        summary = summarize(run_once(target, "server", duration_s, qps=qps, seed=seed), slo_p99_ms, target.batch)
+        probes.append(summary)
+        if on_probe:
+            on_probe(summary)
+        if summary.valid:
+            best = summary if best is None or qps > (best.run.target_qps or 0) else best
+            low = qps
+        else:
+            high = qps
+        if low > 0 and (high - low) / high <= tolerance:
+            break
+        qps = (low + high) / 2 if low > 0 else high / 2
+        if qps < 0.5:
+            break
+    return best, probes
