@@ -11,6 +11,7 @@ from infermeter.cli import bench as bench_cmd
 from infermeter.cli import info
 from infermeter.cli import parity as parity_cmd
 from infermeter.cli import quantize as quantize_cmd
+from infermeter.cli import advise as advise_cmd
 from infermeter.cli import compare as compare_cmd
 from infermeter.cli import history as history_cmd
 from infermeter.cli import report as report_cmd
@@ -33,6 +34,7 @@ app.add_command(quantize_cmd.quantize)
 app.add_command(report_cmd.report)
 app.add_command(compare_cmd.compare)
 app.add_command(history_cmd.history)
+app.add_command(advise_cmd.advise_cmd)
 app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)

@@ -1,0 +1,68 @@
+"""`infermeter advise`: the best measured configuration under constraints, explained (exit 3 when none fits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.advise import OBJECTIVES, Advice, Constraints, advise, describe
+from infermeter.cli.common import require_positive, stdout
+from infermeter.report.summary import case_label
+
+
+def print_advice(advice: Advice) -> None:
+    """The ranked candidates (Pareto members starred), the explanation and the exclusions."""
+    if advice.ranked:
+        table = Table(header_style="bold", caption="* on the Pareto front (P50, throughput, memory)",
+                      caption_justify="left")  # fmt: skip
+        for column in ("#", "case", "measured", ""):
+            table.add_column(column, no_wrap=column != "measured")
+        for rank, case in enumerate(advice.ranked, 1):
+            table.add_row(
+                str(rank), escape(case_label(case)), escape(describe(case)), "*" if case in advice.pareto else ""
+            )
+        stdout.print(table)
+    for line in advice.explanation:
+        stdout.print(escape(line), soft_wrap=True)
+    if advice.excluded:
+        stdout.print("[bold]excluded[/]")
+        for exclusion in advice.excluded:
+            stdout.print(
+                f"  {escape(case_label(exclusion.case))}: {escape('; '.join(exclusion.reasons))}", soft_wrap=True
+            )
+
+
+@click.command("advise")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
+@click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
+@click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
+@click.option("--min-throughput", type=float, help="Smallest acceptable throughput (inferences/s).")
+@click.option("--max-accuracy-drop", type=float, help="Largest acceptable accuracy drop (percent).")
+@click.option(
+    "--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True, help="What to optimize."
+)
+def advise_cmd(
+    results: Path,
+    max_p99_ms: float | None,
+    max_memory_mb: float | None,
+    max_load_s: float | None,
+    min_throughput: float | None,
+    max_accuracy_drop: float | None,
+    objective: str,
+) -> None:
+    """Recommend a configuration from RESULTS.json under constraints, with the reasons in numbers."""
+    from infermeter.results.io import read_results
+
+    for value, flag in ((max_p99_ms, "--max-p99-ms"), (max_memory_mb, "--max-memory-mb"), (max_load_s, "--max-load-s"),
+                        (min_throughput, "--min-throughput"), (max_accuracy_drop, "--max-accuracy-drop")):  # fmt: skip
+        if value is not None:
+            require_positive(value, flag, allow_zero=flag == "--max-accuracy-drop")
+    constraints = Constraints(max_p99_ms, max_memory_mb, max_load_s, min_throughput, max_accuracy_drop)
+    advice = advise(read_results(results).cases, constraints, objective)
+    print_advice(advice)
+    if advice.pick is None:
+        raise SystemExit(3)
