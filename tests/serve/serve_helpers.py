@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -36,3 +39,10 @@ def metric(text: str, name: str) -> float:
         if line.startswith(name):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real `infermeter` CLI in a subprocess (as tests/conftest.py's run_cli, importable from here)."""
+    return subprocess.run(
+        [sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, timeout=timeout, env=os.environ
+    )

@@ -52,8 +52,20 @@ class PolicyResult:
     @property
     def best(self) -> LoadSummary | None:
         """The highest-throughput point whose P99 meets the SLO with no failed request."""
-        valid = [s for s in self.curve if s.valid]
+        valid = [s for s in self.curve if meets_slo(s)]
         return max(valid, key=lambda s: s.throughput) if valid else None
+
+
+def meets_slo(summary: LoadSummary) -> bool:
+    """Every request answered and the P99 within the SLO. (Short tuning points may hold fewer samples than a
+    stable P99 needs; the Poisson check of the pick is judged in full.)"""
+    stats = summary.stats
+    return (
+        stats is not None
+        and not summary.run.errors
+        and summary.slo_p99_ms is not None
+        and stats.p99 <= summary.slo_p99_ms
+    )
 
 
 def policies(max_batches: list[int], max_delays_ms: list[float], workers: list[int]) -> list[BatchPolicy]:
@@ -90,7 +102,7 @@ def measure_policy(
     try:
         target = prepare_target(server.url)
         for level in concurrency_levels(policy, concurrency_limit):
-            run = run_once(target, "offline", duration_s, concurrency=level)
+            run = run_once(target, "offline", duration_s, concurrency=level, warmup_s=0.2)
             summary = summarize(run, slo_p99_ms, target.batch)
             result.curve.append(summary)
             if on_point:
