@@ -1,0 +1,115 @@
+"""`peak`: every probe runs and counts its work right; the result's structure; the per-machine cache is used.
+(Repeatability within 10% is shown by benchmarks/peak_repeatability.py, not asserted here.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from infermeter.graph import peak as peak_module
+from infermeter.graph.peak import PRECISION_KEYS, load_or_measure_peak, peak_cache_key, run_probe, time_workload
+from infermeter.graph.peak_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32
+
+
+@pytest.fixture
+def quick_probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Short trials, tiny sizes and two probes, counting how often a probe is built."""
+    built: list[str] = []
+
+    def counted(builder: Any, name: str) -> Any:
+        def build(threads: int, size: int) -> Workload:
+            built.append(name)
+            return builder(threads, min(size, 64) if name == "fp32" else size)
+
+        return build
+
+    monkeypatch.setattr(peak_module, "TRIALS", 3)
+    monkeypatch.setattr(peak_module, "MIN_TRIAL_S", 0.01)
+    monkeypatch.setattr(peak_module, "bandwidth_array_bytes", lambda: 1 << 20)
+    monkeypatch.setattr(peak_module, "measure_gpu_peak", lambda progress=None: None)
+    monkeypatch.setattr(
+        peak_module,
+        "CPU_PROBES",
+        (("numpy", "fp32", counted(numpy_fp32, "fp32")), ("numpy copy", "bandwidth", counted(numpy_copy, "copy"))),
+    )
+    return built
+
+
+def test_time_workload_counts_work_per_second() -> None:
+    calls = []
+    workload = Workload(lambda: calls.append(1), work=1e6)
+    rates = time_workload(workload, trials=4, min_trial_s=0.005)
+    assert len(rates) == 4 and all(r > 0 for r in rates)
+    assert len(calls) >= 4 + 2  # warm-up calls, then at least one per trial
+
+
+@pytest.mark.parametrize(("engine", "precision", "builder"), CPU_PROBES, ids=[f"{e}-{p}" for e, p, _ in CPU_PROBES])
+def test_every_cpu_probe_runs_or_says_why_not(
+    engine: str, precision: str, builder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peak_module, "TRIALS", 2)
+    monkeypatch.setattr(peak_module, "MIN_TRIAL_S", 0.005)
+    size = 1 << 20 if precision == "bandwidth" else 64
+    result = run_probe(engine, precision, builder, 1, size)
+    if "skipped" in result:
+        assert result["skipped"]  # a reason, e.g. OpenVINO not running bf16 on a CPU without it
+        return
+    assert result["best"] > 0 and result["best"] >= result["median"]
+    assert result["unit"] == {"bandwidth": "GB/s", "int8": "GOP/s"}.get(precision, "GFLOP/s")
+    assert len(result["trials"]) == 2
+
+
+def test_matmul_probes_compute_real_products() -> None:
+    # The timed callable must do the product it claims (2 n^3 operations), not something cheaper.
+    workload = numpy_fp32(1, 32)
+    product = workload.run()
+    assert workload.work == 2 * 32**3
+    assert isinstance(product, np.ndarray) and product.shape == (32, 32) and np.abs(product).sum() > 0
+    workload.cleanup()
+
+
+def test_peak_structure_and_cache(quick_probes: list[str], cache_dir: Path) -> None:
+    first, hit = load_or_measure_peak(refresh=True, threads=1)
+    assert not hit and quick_probes == ["fp32", "copy"]
+    assert first["fp32_gflops"] > 0 and first["bandwidth_gbs"] > 0
+    assert first["engines"] == {"fp32": "numpy", "bandwidth": "numpy copy"}
+    assert first["int8_gops"] is None and first["bf16_gflops"] is None  # not probed here: unknown, not zero
+    assert set(PRECISION_KEYS.values()) <= set(first)
+    assert first["threads"] == 1 and first["key"] == peak_cache_key(1)
+    assert all(len(p["trials"]) == 3 for p in first["probes"])
+    files = list((cache_dir / "peak").glob("*.json"))
+    assert any(json.loads(f.read_text()).get("measured_at") == first["measured_at"] for f in files)
+
+    second, hit = load_or_measure_peak(threads=1)
+    assert hit and second == first and quick_probes == ["fp32", "copy"]  # nothing measured again
+
+    third, hit = load_or_measure_peak(refresh=True, threads=1)
+    assert not hit and len(quick_probes) == 4
+
+    for f in files:  # a corrupt cache entry is measured again, never trusted
+        f.write_text("{not json")
+    _, hit = load_or_measure_peak(threads=1)
+    assert not hit and len(quick_probes) == 6
+
+
+def test_cli_reads_the_cache(cache_dir: Path) -> None:
+    from infermeter.results.env import default_threads
+
+    key = peak_cache_key(default_threads())
+    fake = {"fp32_gflops": 1234.5, "bandwidth_gbs": 67.8, "engines": {"fp32": "numpy"}, "probes": [], "key": key}
+    path = peak_module._cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fake))
+    proc = run_cli("peak", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["cache_hit"] is True and data["fp32_gflops"] == 1234.5
+    table = run_cli("peak")
+    assert table.returncode == 0 and "1,234.5 GFLOP/s" in table.stdout and "cached" in table.stdout
+    bad = run_cli("peak", "--threads", "0")
+    assert bad.returncode == 2 and "--threads 0 must be positive" in bad.stderr
