@@ -88,7 +88,7 @@ def test_peak_structure_and_cache(quick_probes: list[str], cache_dir: Path) -> N
     second, hit = load_or_measure_peak(threads=1)
     assert hit and second == first and quick_probes == ["fp32", "copy"]  # nothing measured again
 
-    third, hit = load_or_measure_peak(refresh=True, threads=1)
+    _, hit = load_or_measure_peak(refresh=True, threads=1)
     assert not hit and len(quick_probes) == 4
 
     for f in files:  # a corrupt cache entry is measured again, never trusted
