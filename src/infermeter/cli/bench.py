@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -11,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
+from infermeter.case import PRECISIONS, SHAPE_MODES, MeasureSettings
 from infermeter.cli.common import (
     choose,
     parse_options,
@@ -22,11 +23,27 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.errors import UsageError
+from infermeter.measure.plan import Matrix, PlanItem, build_plan
+from infermeter.measure.shapes import parse_sizes
 from infermeter.models.inputs import parse_input_override, resolve_shapes
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.spec import resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
-from infermeter.report.summary import SummaryTable, group_warnings, summary_table
-from infermeter.results.schema import ResultsFile
+from infermeter.report.summary import (
+    PER_SHAPE_COLUMNS,
+    SummaryTable,
+    group_warnings,
+    per_shape_rows,
+    summary_table,
+)
+from infermeter.results.schema import CaseResult, ResultsFile
+
+# Convenience flags that set a backend option (the same as `-O key=value`).
+OPTION_FLAGS = {
+    "compile_mode": "torch-compile.mode",
+    "ort_opt_level": "onnxruntime.opt_level",
+    "ov_hint": "openvino.hint",
+}
+NUMERIC_COLUMNS = {"batch", "streams", "runs", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
 
 
 def _default_output() -> Path:
@@ -34,57 +51,23 @@ def _default_output() -> Path:
     return Path("results") / f"bench-{stamp}.json"
 
 
-def build_plan(
-    models: list[ModelSpec],
-    backends: list[str],
-    precisions: list[str],
-    batches: list[int],
-    shape_modes: list[str],
-    threads: int,
-    input_shapes: tuple[tuple[str, tuple[int, ...]], ...],
-    options: tuple[tuple[str, str], ...],
-    settings: MeasureSettings,
-) -> list[tuple[ModelSpec, Case]]:
-    """The matrix in the order it runs: model, batch, shape mode, precision, then backend (so that the
-    first backend of each group is the baseline of its speedups)."""
-    all_names = {i.name for spec in models for i in spec.inputs}
-    if len(models) == 1 or any(name not in all_names for name, _ in input_shapes):
-        # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
-        resolve_shapes(models[0].inputs, batches[0], input_shapes)
-    plan = []
-    for spec in models:
-        names = {i.name for i in spec.inputs}
-        model_shapes = tuple((n, d) for n, d in input_shapes if n in names)
-        for batch in batches:
-            resolve_shapes(spec.inputs, batch, model_shapes)  # bad shapes are a usage error, before any case runs
-            for shape_mode in shape_modes:
-                for precision in precisions:
-                    for backend in backends:
-                        case = Case(
-                            spec.ref,
-                            backend,
-                            precision,
-                            batch,
-                            shape_mode,
-                            threads,
-                            model_shapes,
-                            options,
-                            settings,
-                        )
-                        plan.append((spec, case))
-    return plan
-
-
-def print_summary(table: SummaryTable) -> None:
-    """The summary table on stdout (constant columns moved to the caption), grouped warnings and footnotes."""
-    columns, rows, caption = table.compact()
-    rich_table = Table(header_style="bold", caption=escape(caption) or None, caption_justify="left")
-    numeric = {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+def _print_table(compact: SummaryTable, title: str | None = None) -> None:
+    columns, rows, caption = compact.compact()
+    rich_table = Table(header_style="bold", title=title, caption=escape(caption) or None, caption_justify="left")
     for column in columns:
-        rich_table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
+        rich_table.add_column(column, justify="right" if column in NUMERIC_COLUMNS else "left", no_wrap=True)
     for row in rows:
         rich_table.add_row(*(escape(cell) for cell in row))
     stdout.print(rich_table)
+
+
+def print_summary(table: SummaryTable, cases: Sequence[CaseResult] = ()) -> None:
+    """The summary table on stdout (constant columns moved to the caption), per-shape statistics of dynamic
+    runs, grouped warnings and footnotes."""
+    _print_table(table)
+    shape_rows = per_shape_rows(cases)
+    if shape_rows:
+        _print_table(SummaryTable(PER_SHAPE_COLUMNS, shape_rows), title="dynamic shapes: per-shape latency")
     for group in group_warnings(table.warnings):
         where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
         stdout.print(f"[yellow]warning[/] {escape(f'{group.code}: {group.title}: {where}')}", soft_wrap=True)
@@ -93,129 +76,30 @@ def print_summary(table: SummaryTable) -> None:
         stdout.print(escape(note), soft_wrap=True)
 
 
-@click.command("bench")
-@click.argument("models", nargs=-1)
-@click.option(
-    "--backend",
-    "-b",
-    multiple=True,
-    help="Backends (repeat or comma-separate). Default: every available CPU backend.",
-)
-@click.option("--batch", multiple=True, default=["1,16"], show_default=True, help="Batch sizes, e.g. 1,16.")
-@click.option("--precision", multiple=True, default=["fp32"], show_default=True, help="fp32, fp16, bf16, int8.")
-@click.option("--shape-mode", multiple=True, default=["static"], show_default=True, help="static and/or dynamic.")
-@click.option("--threads", type=int, default=0, help="Intra-op threads for every backend (0: physical cores).")
-@click.option("--warmup", type=int, default=10, show_default=True, help="Warm-up iterations after the first inference.")
-@click.option("--iterations", type=int, default=100, show_default=True, help="Minimum timed iterations.")
-@click.option("--min-time", type=float, default=1.0, show_default=True, help="Minimum seconds of timed loop.")
-@click.option(
-    "--max-time",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Maximum seconds of timed loop (wins over --iterations).",
-)
-@click.option(
-    "--case-timeout",
-    type=float,
-    default=600.0,
-    show_default=True,
-    help="Seconds before a case's worker is killed.",
-)
-@click.option(
-    "--input-sets",
-    type=int,
-    default=4,
-    show_default=True,
-    help="Distinct input sets rotated through the loop.",
-)
-@click.option(
-    "--input",
-    "inputs",
-    multiple=True,
-    help="A model input's shape: NAME:1x3x224x224 (batch follows --batch).",
-)
-@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. onnxruntime.opt_level=basic.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(path_type=Path),
-    help="Results file (default: results/bench-<time>.json).",
-)
-@click.option("--resume", type=click.Path(path_type=Path), help="Continue a results file: skip its finished cases.")
-@click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
-@click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
-def bench(
-    models: tuple[str, ...],
-    backend: tuple[str, ...],
-    batch: tuple[str, ...],
-    precision: tuple[str, ...],
-    shape_mode: tuple[str, ...],
-    threads: int,
-    warmup: int,
-    iterations: int,
-    min_time: float,
-    max_time: float,
-    case_timeout: float,
-    input_sets: int,
-    inputs: tuple[str, ...],
-    option: tuple[str, ...],
-    output: Path | None,
-    resume: Path | None,
-    no_isolation: bool,
-    allow_mixed_precision: bool,
-    seed: int,
-) -> None:
-    """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time."""
+def _backend_chains(backend: tuple[str, ...], fallback: tuple[str, ...]) -> list[tuple[str, ...]]:
     from infermeter.backends.registry import backend_names, default_backends
-    from infermeter.measure.sweep import SweepEvent, run_sweep
-    from infermeter.results.env import collect_environment, default_threads
-    from infermeter.results.io import read_results, write_results
 
-    for value, flag in ((iterations, "--iterations"), (min_time, "--min-time"), (max_time, "--max-time")):
-        require_positive(value, flag, allow_zero=flag == "--min-time")
-    require_positive(case_timeout, "--case-timeout")
-    require_positive(input_sets, "--input-sets")
-    require_positive(warmup, "--warmup", allow_zero=True)
-    require_positive(threads, "--threads", allow_zero=True)
-    backends = split_values(backend) or default_backends()
+    chains: list[tuple[str, ...]] = [(name,) for name in split_values(backend)]
+    chains += [tuple(split_values([chain])) for chain in fallback]
+    if not chains:
+        chains = [(name,) for name in default_backends()]
     known = backend_names()
-    for name in backends:
-        if name not in known:
-            raise UsageError(
-                f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
-            )
-    precisions = choose(precision, PRECISIONS, "--precision")
-    shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
-    batches = parse_positive_ints(batch, "--batch")
-    if not (precisions and shape_modes and batches and backends):
-        raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")
-    overrides = tuple(parse_input_override(text) for text in inputs or ())
-    specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
-    settings = MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed)
-    plan = build_plan(
-        specs,
-        backends,
-        precisions,
-        batches,
-        shape_modes,
-        threads or default_threads(),
-        overrides,
-        parse_options(option),
-        settings,
-    )
+    for chain in chains:
+        for name in chain:
+            if name not in known:
+                raise UsageError(
+                    f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
+                )
+    return chains
 
-    if resume is not None:
-        results = read_results(resume)
-        path = output or resume
-    else:
-        results = ResultsFile(
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), environment=collect_environment()
-        )
-        path = output or _default_output()
-    results.command = ["infermeter", *sys.argv[1:]]
-    write_results(path, results)
+
+def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    parsed = [parse_sizes(text, flag) for text in values]
+    return tuple((name, tuple(sizes)) for name, sizes in parsed)
+
+
+def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: bool) -> None:
+    from infermeter.measure.sweep import SweepEvent, run_sweep
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -233,21 +117,162 @@ def bench(
         if event.kind in ("done", "skipped"):
             progress.advance(task)
             if event.result is not None and event.result.status != "ok":
-                progress.console.print(
-                    f"[red]{event.result.status}[/] {escape(f'{label}: {event.result.error}')}",
-                    soft_wrap=True,
-                )
+                text = f"{label}: {event.result.error}"
+                progress.console.print(f"[red]{event.result.status}[/] {escape(text)}", soft_wrap=True)
         else:
             progress.update(task, description=escape(f"{label}: {event.phase or 'starting'}"))
 
     try:
         with progress:
-            run_sweep(plan, results, path, isolate=not no_isolation, on_event=on_event)
+            run_sweep(plan, results, path, isolate=isolate, on_event=on_event)
     except KeyboardInterrupt:
         finished = len(results.cases)
         stderr.print(f"interrupted: {finished} finished case(s) are saved in {path}; continue with --resume {path}")
         raise SystemExit(130) from None
-    planned_ids = {case.id for _, case in plan}
+
+
+@click.command("bench")
+@click.argument("models", nargs=-1)
+@click.option(
+    "--backend", "-b", multiple=True, help="Backends (repeat or comma-separate). Default: every available CPU backend."
+)
+@click.option(
+    "--fallback",
+    multiple=True,
+    help="A fallback chain: the first of these backends that runs here, e.g. tensorrt,onnxruntime-cuda,onnxruntime.",
+)
+@click.option("--batch", multiple=True, default=["1,16"], show_default=True, help="Batch sizes, e.g. 1,16.")
+@click.option("--precision", multiple=True, default=["fp32"], show_default=True, help="fp32, fp16, bf16, int8.")
+@click.option("--shape-mode", multiple=True, default=["static"], show_default=True, help="static and/or dynamic.")
+@click.option(
+    "--dynamic", multiple=True, help="Dynamic mode: sizes a symbolic dim takes, e.g. seq=16..128 or batch=1,4,16."
+)
+@click.option("--buckets", multiple=True, help="Dynamic mode: pad a dim up to the nearest bucket, e.g. seq=32,64,128.")
+@click.option("--seq-len", type=int, help="Sequence length of transformer models (their `seq` dim).")
+@click.option(
+    "--streams", multiple=True, default=["1"], show_default=True, help="Concurrent inference requests, e.g. 1,4."
+)
+@click.option("--threads", type=int, default=0, help="Intra-op threads for every backend (0: physical cores).")
+@click.option("--warmup", type=int, default=10, show_default=True, help="Warm-up iterations after the first inference.")
+@click.option("--iterations", type=int, default=100, show_default=True, help="Minimum timed iterations.")
+@click.option("--min-time", type=float, default=1.0, show_default=True, help="Minimum seconds of timed loop.")
+@click.option(
+    "--max-time",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Maximum seconds of timed loop (wins over --iterations).",
+)
+@click.option(
+    "--case-timeout", type=float, default=600.0, show_default=True, help="Seconds before a case's worker is killed."
+)
+@click.option(
+    "--input-sets", type=int, default=4, show_default=True, help="Distinct input sets rotated through the loop."
+)
+@click.option(
+    "--input", "inputs", multiple=True, help="A model input's shape: NAME:1x3x224x224 (batch follows --batch)."
+)
+@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. onnxruntime.opt_level=basic.")
+@click.option("--compile-mode", help="torch-compile mode (default, reduce-overhead, max-autotune...).")
+@click.option(
+    "--ort-opt-level",
+    type=click.Choice(["disable", "basic", "extended", "all"]),
+    help="ONNX Runtime graph optimization level.",
+)
+@click.option("--ov-hint", type=click.Choice(["latency", "throughput"]), help="OpenVINO performance hint.")
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Results file (default: results/bench-<time>.json)."
+)
+@click.option("--resume", type=click.Path(path_type=Path), help="Continue a results file: skip its finished cases.")
+@click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
+@click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+def bench(
+    models: tuple[str, ...],
+    backend: tuple[str, ...],
+    fallback: tuple[str, ...],
+    batch: tuple[str, ...],
+    precision: tuple[str, ...],
+    shape_mode: tuple[str, ...],
+    dynamic: tuple[str, ...],
+    buckets: tuple[str, ...],
+    seq_len: int | None,
+    streams: tuple[str, ...],
+    threads: int,
+    warmup: int,
+    iterations: int,
+    min_time: float,
+    max_time: float,
+    case_timeout: float,
+    input_sets: int,
+    inputs: tuple[str, ...],
+    option: tuple[str, ...],
+    compile_mode: str | None,
+    ort_opt_level: str | None,
+    ov_hint: str | None,
+    output: Path | None,
+    resume: Path | None,
+    no_isolation: bool,
+    allow_mixed_precision: bool,
+    seed: int,
+) -> None:
+    """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time."""
+    from infermeter.results.env import collect_environment, default_threads
+    from infermeter.results.io import read_results, write_results
+
+    for value, flag in ((iterations, "--iterations"), (min_time, "--min-time"), (max_time, "--max-time")):
+        require_positive(value, flag, allow_zero=flag == "--min-time")
+    require_positive(case_timeout, "--case-timeout")
+    require_positive(input_sets, "--input-sets")
+    require_positive(warmup, "--warmup", allow_zero=True)
+    require_positive(threads, "--threads", allow_zero=True)
+    if seq_len is not None:
+        require_positive(seq_len, "--seq-len")
+    chains = _backend_chains(backend, fallback)
+    precisions = choose(precision, PRECISIONS, "--precision")
+    shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
+    batches = parse_positive_ints(batch, "--batch")
+    stream_counts = parse_positive_ints(streams, "--streams")
+    if not (precisions and shape_modes and batches and chains and stream_counts):
+        raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")
+    if (dynamic or buckets) and "dynamic" not in shape_modes:
+        raise UsageError("--dynamic and --buckets apply to --shape-mode dynamic; add --shape-mode dynamic")
+    overrides = tuple(parse_input_override(text) for text in inputs or ())
+    specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
+    all_names = {i.name for spec in specs for i in spec.inputs}
+    if len(specs) == 1 or any(name not in all_names for name, _ in overrides):
+        # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
+        resolve_shapes(specs[0].inputs, batches[0], overrides)
+    flag_values = {"compile_mode": compile_mode, "ort_opt_level": ort_opt_level, "ov_hint": ov_hint}
+    flag_options = [f"{OPTION_FLAGS[k]}={v}" for k, v in flag_values.items() if v]
+    matrix = Matrix(
+        models=tuple(specs),
+        backends=tuple(chains),
+        precisions=tuple(precisions),
+        batches=tuple(batches),
+        shape_modes=tuple(shape_modes),
+        streams=tuple(stream_counts),
+        threads=threads or default_threads(),
+        input_shapes=overrides,
+        options=parse_options([*flag_options, *option]),
+        dynamic=_sizes(dynamic, "--dynamic"),
+        buckets=_sizes(buckets, "--buckets"),
+        seq_len=seq_len,
+        settings=MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed),
+    )
+    plan = build_plan(matrix)
+
+    if resume is not None:
+        results = read_results(resume)
+        path = output or resume
+    else:
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        results = ResultsFile(created=created, environment=collect_environment())
+        path = output or _default_output()
+    results.command = ["infermeter", *sys.argv[1:]]
+    write_results(path, results)
+    _run_plan(plan, results, path, isolate=not no_isolation)
+    planned_ids = {case.id for item in plan for case in item.chain}
     shown = [c for c in results.cases if c.id in planned_ids]
-    print_summary(summary_table(shown, allow_mixed_precision))
+    print_summary(summary_table(shown, allow_mixed_precision), shown)
     stdout.print(f"results: {path}")

@@ -83,11 +83,12 @@ def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoin
     return sets, points, shapes
 
 
-def _per_shape(points: list[ShapePoint], samples_ms: list[float], seed: int) -> list[dict[str, Any]]:
-    # Sample i ran input set i % len(points): the loop rotates its inputs in order.
+def _per_shape(
+    points: list[ShapePoint], samples_ms: list[float], set_indices: list[int], seed: int
+) -> list[dict[str, Any]]:
     out = []
     for index, point in enumerate(points):
-        mine = samples_ms[index :: len(points)]
+        mine = [ms for ms, used in zip(samples_ms, set_indices, strict=True) if used == index]
         if not mine:
             continue
         stats = dataclasses.asdict(latency_stats(mine, seed))
@@ -115,28 +116,35 @@ def _measure(
     phase("measuring")
     sample_memory = case.shape_mode == "dynamic" or case.streams > 1
     with RssSampler() if sample_memory else nullcontext() as sampler:
+        # Which input set each sample ran: loops rotate their inputs in order (stream s starts at set s).
+        count = len(prepared)
         if case.streams > 1:
             streamed = run_streams(session, prepared, settings, case.streams)
             samples_ns, stopped_by, wall_ns = streamed.samples_ns, streamed.stopped_by, streamed.wall_ns
+            set_indices = [
+                (s + j) % count for s, stream in enumerate(streamed.per_stream_ns) for j in range(len(stream))
+            ]
         else:
             samples_ns, stopped_by = timed_loop(session, prepared, settings)
             wall_ns = sum(samples_ns)
+            set_indices = [i % count for i in range(len(samples_ns))]
     return {
         "first_ns": first_ns,
         "warmup_ns": warmup_ns,
         "samples_ns": samples_ns,
         "stopped_by": stopped_by,
         "wall_ns": wall_ns,
+        "set_indices": set_indices,
         "sampler": sampler,
     }
 
 
-def _items_per_sample(case: Case, points: list[ShapePoint], count: int) -> float:
-    """Total samples (inputs, not batches) processed by `count` runs: the batch may vary in a dynamic run."""
+def _items_processed(case: Case, points: list[ShapePoint], set_indices: list[int]) -> float:
+    """Total samples (inputs, not batches) processed: in a dynamic run the batch may vary from run to run."""
     if not points or "batch" not in dict(points[0].dims):
-        return float(case.batch * count)
+        return float(case.batch * len(set_indices))
     sizes = [dict(p.dims)["batch"] for p in points]
-    return float(sum(sizes[i % len(sizes)] for i in range(count)))
+    return float(sum(sizes[i] for i in set_indices))
 
 
 def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
@@ -191,11 +199,11 @@ def _fill_measurements(result: CaseResult, case: Case, points: list[ShapePoint],
     result.warmup_iterations = len(measured["warmup_ns"])
     result.warmup_ms = [ns / 1e6 for ns in measured["warmup_ns"]]
     result.first_inference_ms = measured["first_ns"] / 1e6
-    result.throughput = _items_per_sample(case, points, len(samples_ns)) / (measured["wall_ns"] / 1e9)
+    result.throughput = _items_processed(case, points, measured["set_indices"]) / (measured["wall_ns"] / 1e9)
     result.peak_rss_mb = _peak_rss_mb()
     result.warnings = assess_run(samples_ms, stats, result.first_inference_ms)
     if points:
-        result.per_shape = _per_shape(points, samples_ms, settings.seed)
+        result.per_shape = _per_shape(points, samples_ms, measured["set_indices"], settings.seed)
     sampler = measured["sampler"]
     if sampler is not None:
         result.rss_timeline_mb = sampler.timeline()

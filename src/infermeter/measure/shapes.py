@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,7 +87,6 @@ def plan_shapes(
     seed: int = 0,
 ) -> list[ShapePoint]:
     """The shapes a dynamic run feeds, in a seeded shuffled order (so that sizes interleave as real traffic does)."""
-    base = resolve_shapes(inputs, batch, overrides)
     known = symbolic_dims(inputs)
     for name, _ in [*dynamic, *buckets]:
         if name not in known:
@@ -95,6 +94,14 @@ def plan_shapes(
                 f"--dynamic/--buckets name dim {name!r}, but the model's symbolic dims are "
                 f"{', '.join(sorted(known)) or 'none (the model has only fixed shapes)'}"
             )
+    # Dims that --dynamic sets need no other size: give them their first size so the base shapes resolve.
+    first = {name: sizes[0] for name, sizes in dynamic}
+    fixed = [
+        replace(spec, shape=tuple(first.get(d, d) if isinstance(d, str) and axis != spec.batch_axis else d
+                                  for axis, d in enumerate(spec.shape)))
+        for spec in inputs
+    ]  # fmt: skip
+    base = resolve_shapes(fixed, batch, overrides)
     names = [name for name, _ in dynamic]
     combos = list(itertools.product(*(sizes for _, sizes in dynamic)))
     rng = np.random.default_rng(seed)

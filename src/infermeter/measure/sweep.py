@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.case import Case
+from infermeter.measure.plan import PlanItem
 from infermeter.measure.worker import run_in_process, run_isolated
-from infermeter.models.spec import ModelSpec
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -26,31 +26,47 @@ class SweepEvent:
 
 
 def run_sweep(
-    plan: Sequence[tuple[ModelSpec, Case]],
+    plan: Sequence[PlanItem],
     results: ResultsFile,
     path: Path | None,
     isolate: bool = True,
     on_event: Callable[[SweepEvent], None] | None = None,
 ) -> ResultsFile:
-    """Run every (model, case) of `plan` not already in `results`, appending each result and rewriting `path`
-    atomically after every case, so an interruption loses only the case in flight."""
+    """Run every item of `plan` not already in `results`, appending each result and rewriting `path` atomically
+    after every case, so that an interruption loses only the case in flight.
+
+    A fallback chain runs its cases in order until one is `ok`; the result kept is that one (or the last tried),
+    with `extra["fallback"]` saying which backend ran and why each earlier one did not."""
     emit = on_event or (lambda _event: None)
     done_ids = {c.id for c in results.cases}
     runner = run_isolated if isolate else run_in_process
     total = len(plan)
-    for index, (spec, case) in enumerate(plan):
-        if case.id in done_ids:
-            emit(SweepEvent("skipped", index, total, case))
+    for index, item in enumerate(plan):
+        if any(case.id in done_ids for case in item.chain):
+            emit(SweepEvent("skipped", index, total, item.case))
             continue
-        emit(SweepEvent("start", index, total, case))
+        skipped: dict[str, str] = {}
+        result: CaseResult | None = None
+        for case in item.chain:
+            emit(SweepEvent("start", index, total, case))
 
-        def on_phase(name: str, i: int = index, c: Case = case) -> None:
-            emit(SweepEvent("phase", i, total, c, phase=name))
+            def on_phase(name: str, i: int = index, c: Case = case) -> None:
+                emit(SweepEvent("phase", i, total, c, phase=name))
 
-        result = runner(spec, case, on_phase)
+            result = runner(item.spec, case, on_phase)
+            if result.ok or case is item.chain[-1]:
+                break
+            skipped[case.backend] = f"{result.status}: {result.error}"
+        assert result is not None
+        if len(item.chain) > 1:
+            result.extra["fallback"] = {
+                "chain": [c.backend for c in item.chain],
+                "ran": result.backend,
+                "skipped": skipped,
+            }
         results.cases.append(result)
-        done_ids.add(case.id)
+        done_ids.add(result.id)
         if path is not None:
             write_results(path, results)
-        emit(SweepEvent("done", index, total, case, result=result))
+        emit(SweepEvent("done", index, total, item.case, result=result))
     return results

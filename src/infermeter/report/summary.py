@@ -14,6 +14,7 @@ COLUMNS = (
     "precision",
     "batch",
     "shape",
+    "streams",
     "P50 ms",
     "P99 ms",
     "throughput/s",
@@ -44,7 +45,8 @@ class SummaryTable:
         return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows], caption
 
 
-_ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+_ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs"}
+_DEFAULT_HIDDEN = {"streams": "1"}  # a constant column at its default value says nothing: dropped, not captioned
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,13 @@ def group_warnings(warnings: Sequence[tuple[str, CaseWarning]]) -> list[WarningG
 
 def case_label(case: CaseResult) -> str:
     """`model backend precision b16 static` — how a case is named in warnings and footnotes."""
-    return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode}"
+    streams = f" x{case.streams} streams" if case.streams > 1 else ""
+    return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
 
 
 def _group_key(case: CaseResult) -> tuple[object, ...]:
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
-    return (case.model, case.batch, case.shape_mode, shapes, case.threads)
+    return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams)
 
 
 def _fmt(value: float | None, digits: int) -> str:
@@ -132,7 +135,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     for case in cases:
         label = case_label(case)
         if not case.ok:
-            rows.append([case.model, case.backend, case.precision, str(case.batch), case.shape_mode]
+            rows.append([case.model, case.backend, case.precision, str(case.batch), case.shape_mode, str(case.streams)]
                         + [case.status.upper()] + ["—"] * 5)  # fmt: skip
             footnotes.append(f"{label}: {case.status}: {case.error}")
             continue
@@ -151,6 +154,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 precision_cell(case),
                 str(case.batch),
                 case.shape_mode,
+                str(case.streams),
                 format_ms(stats.p50),
                 format_ms(stats.p99),
                 _fmt(case.throughput, 1),
@@ -178,3 +182,28 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
             )
         )
     return SummaryTable(COLUMNS, rows, warnings, footnotes)
+
+
+PER_SHAPE_COLUMNS = ("model", "backend", "precision", "batch", "streams", "shape", "runs", "P50 ms", "P99 ms")
+
+
+def per_shape_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
+    """Rows of per-shape statistics for dynamic-shape cases (`seq=64→80` marks a size padded into a bucket)."""
+    rows = []
+    for case in cases:
+        for entry in case.per_shape:
+            stats = entry["latency_ms"]
+            rows.append(
+                [
+                    case.model,
+                    case.backend,
+                    precision_cell(case),
+                    str(case.batch),
+                    str(case.streams),
+                    entry["label"],
+                    str(entry["count"]),
+                    format_ms(stats["p50"]),
+                    format_ms(stats["p99"]),
+                ]
+            )
+    return rows

@@ -1,0 +1,95 @@
+"""The benchmark matrix: which cases a sweep runs, in which order, with which fallbacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from infermeter.case import Case, MeasureSettings
+from infermeter.models.inputs import resolve_shapes
+from infermeter.models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One row of the sweep: a model and its case, or a fallback chain of cases tried in order until one runs."""
+
+    spec: ModelSpec
+    chain: tuple[Case, ...]
+
+    @property
+    def case(self) -> Case:
+        """The first (preferred) case of the chain."""
+        return self.chain[0]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The user's matrix flags, already parsed and checked. A backend entry is a fallback chain (usually of one)."""
+
+    models: tuple[ModelSpec, ...]
+    backends: tuple[tuple[str, ...], ...]
+    precisions: tuple[str, ...] = ("fp32",)
+    batches: tuple[int, ...] = (1,)
+    shape_modes: tuple[str, ...] = ("static",)
+    streams: tuple[int, ...] = (1,)
+    threads: int = 1
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+    dynamic: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    seq_len: int | None = None
+    settings: MeasureSettings = field(default_factory=MeasureSettings)
+
+
+def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """`--seq-len N` as input overrides: every input with a symbolic `seq` dim gets size N there."""
+    overrides = []
+    for item in spec.inputs:
+        if "seq" not in item.shape:
+            continue
+        shape = tuple(seq_len if dim == "seq" else dim for dim in item.shape)
+        # Other symbolic dims keep what resolve_shapes gives them (batch follows --batch).
+        resolved = resolve_shapes([replace(item, shape=shape)], batch)[item.name]
+        overrides.append((item.name, resolved))
+    return tuple(overrides)
+
+
+def build_plan(matrix: Matrix) -> list[PlanItem]:
+    """The matrix in the order it runs: model, batch, shape mode, streams, precision, then backend, so that the
+    first backend of each group is the baseline of its speedups. Shapes are resolved here, so a bad `--input`
+    fails before any case runs."""
+    plan = []
+    for spec in matrix.models:
+        names = {i.name for i in spec.inputs}
+        base_shapes = tuple((n, d) for n, d in matrix.input_shapes if n in names)
+        for batch in matrix.batches:
+            shapes = base_shapes
+            if matrix.seq_len is not None:
+                given = {n for n, _ in shapes}
+                shapes += tuple(o for o in seq_overrides(spec, batch, matrix.seq_len) if o[0] not in given)
+            resolve_shapes(spec.inputs, batch, shapes)
+            for shape_mode in matrix.shape_modes:
+                dynamic = matrix.dynamic if shape_mode == "dynamic" else ()
+                buckets = matrix.buckets if shape_mode == "dynamic" else ()
+                for streams in matrix.streams:
+                    for precision in matrix.precisions:
+                        for chain in matrix.backends:
+                            cases = tuple(
+                                Case(
+                                    spec.ref,
+                                    backend,
+                                    precision,
+                                    batch,
+                                    shape_mode,
+                                    matrix.threads,
+                                    shapes,
+                                    matrix.options,
+                                    matrix.settings,
+                                    dynamic,
+                                    buckets,
+                                    streams,
+                                )
+                                for backend in chain
+                            )
+                            plan.append(PlanItem(spec, cases))
+    return plan

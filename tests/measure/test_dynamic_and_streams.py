@@ -1,0 +1,77 @@
+"""Dynamic-shape runs (per-shape statistics), concurrent streams and fallback chains, through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import load_json, run_cli
+
+FAST = ["--warmup", "1", "--iterations", "30", "--min-time", "0", "--max-time", "10"]
+
+
+def test_dynamic_run_reports_statistics_per_shape(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli(
+        "bench", "tiny_cnn", "-b", "onnxruntime", "--batch", "2", "--shape-mode", "static,dynamic",
+        "--dynamic", "batch=1,2,4", *FAST, "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    static, dynamic = load_json(out)["cases"]
+    assert static["shape_mode"] == "static" and static["per_shape"] == []
+    assert dynamic["shape_mode"] == "dynamic" and dynamic["status"] == "ok", dynamic["error"]
+    assert dynamic["dynamic"] == {"batch": [1, 2, 4]}
+    per_shape = {row["label"]: row for row in dynamic["per_shape"]}
+    assert set(per_shape) == {"batch=1", "batch=2", "batch=4"}
+    assert sum(row["count"] for row in per_shape.values()) == dynamic["iterations"]
+    assert per_shape["batch=4"]["shapes"] == {"input": [4, 3, 32, 32]}
+    # Every shape was warmed up before timing, and memory was sampled through the run.
+    assert dynamic["warmup_iterations"] >= 3 and dynamic["rss_timeline_mb"]
+    assert "per-shape latency" in proc.stdout
+
+
+def test_streams_run_requests_concurrently(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli(
+        "bench", "tiny_cnn", "-b", "null", "--batch", "1", "--streams", "1,4", *FAST, "--min-time", "0.5",
+        "-O", "null.latency_ms=20", "-O", "null.wait=sleep", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    single, four = load_json(out)["cases"]
+    assert (single["streams"], four["streams"]) == (1, 4)
+    assert single["id"] != four["id"]
+    # Sleeping requests overlap: four streams complete far more requests per second than one.
+    assert four["throughput"] > 2.5 * single["throughput"]
+    assert four["latency_ms"]["p50"] >= 20
+
+
+def test_fallback_chain_runs_the_first_backend_that_works(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli(
+        "bench", "tiny_cnn", "--fallback", "onnxruntime-tensorrt,null", "--batch", "1", *FAST, "-o", str(out)
+    )
+    if "unknown backend 'onnxruntime-tensorrt'" in proc.stderr:  # before that backend is registered
+        proc = run_cli(
+            "bench",
+            "tiny_cnn",
+            "--fallback",
+            "onnxruntime,null",
+            "--batch",
+            "1",
+            "--precision",
+            "bf16",
+            *FAST,
+            "-o",
+            str(out),
+        )
+    assert proc.returncode == 0, proc.stderr
+    (case,) = load_json(out)["cases"]
+    assert case["status"] == "ok" and case["backend"] == "null"
+    fallback = case["fallback"]
+    assert fallback["ran"] == "null" and fallback["chain"][-1] == "null"
+    (skipped_name,) = fallback["skipped"]
+    assert fallback["skipped"][skipped_name].startswith("unavailable")
+
+
+def test_dynamic_flags_need_dynamic_mode(tmp_path: Path) -> None:
+    proc = run_cli("bench", "tiny_cnn", "-b", "null", "--dynamic", "batch=1,2", "-o", str(tmp_path / "r.json"))
+    assert proc.returncode == 2 and "--shape-mode dynamic" in proc.stderr
