@@ -117,8 +117,9 @@ def score(kind: str, fp32: np.ndarray, quantized: np.ndarray, labels: np.ndarray
         "sqnr_db": metrics.sqnr_db(quantized, fp32),
     }
     count = fp32.shape[0]
-    if kind == "classification":
+    if fp32.ndim == 2 and fp32.shape[1] > 1:  # class scores, or something like them: top-1 agreement is telling
         details["top1_agreement"] = metrics.top1_agreement(quantized, fp32)
+    if kind == "classification":
         if labels is not None:
             value, reference, name = (
                 metrics.top1_accuracy(quantized, labels),

@@ -85,6 +85,35 @@ def weighted_nodes(path: Path) -> list[str]:
     return [node.name for node in graph.node if node.op_type in WEIGHTED_OPS and node.name]
 
 
+def layer_groups(path: Path, max_depth: int = 6) -> dict[str, tuple[str, ...]]:
+    """Weighted node -> the nodes to leave in float to keep that layer float: itself and the single-input,
+    non-weighted nodes (Relu, MaxPool, Reshape...) that feed it since the previous weighted node. Leaving the
+    weighted node alone out is not enough: its input tensor is still quantized as the output of the activation
+    before it."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    producer = {out: node for node in graph.node for out in node.output}
+    groups: dict[str, tuple[str, ...]] = {}
+    for node in graph.node:
+        if node.op_type not in WEIGHTED_OPS or not node.name:
+            continue
+        members = [node.name]
+        tensor = node.input[0] if node.input else ""
+        for _ in range(max_depth):
+            before = producer.get(tensor)
+            if before is None or before.op_type in WEIGHTED_OPS or not before.name:
+                break
+            data_inputs = [i for i in before.input if i and i not in initializers and i in producer]
+            if len(data_inputs) != 1:  # a join (Add, Concat): the other branch is another layer's business
+                break
+            members.append(before.name)
+            tensor = data_inputs[0]
+        groups[node.name] = tuple(members)
+    return groups
+
+
 def _fixed_batch(path: Path) -> bool:
     import onnx
 
@@ -161,7 +190,8 @@ def quantize_onnx(
             quantize_static(
                 str(source),
                 str(target),
-                _reader(calib, 1 if _fixed_batch(source) else 16),
+                # Histogram calibrators stack per-batch outputs and fail on a ragged last batch: feed them one by one.
+                _reader(calib, 1 if _fixed_batch(source) or config.method != "minmax" else 16),
                 quant_format=QuantFormat.QDQ,
                 per_channel=config.per_channel,
                 activation_type=QuantType.QInt8,

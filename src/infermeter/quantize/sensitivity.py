@@ -19,7 +19,7 @@ import numpy as np
 from infermeter.quantize import metrics
 from infermeter.quantize.data import SampleSet
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score
-from infermeter.quantize.ort_quant import QuantConfig, quantize_onnx, weighted_nodes
+from infermeter.quantize.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,11 @@ def layer_sensitivity(
     candidates = [n for n in weighted_nodes(fp32_path) if n not in config.exclude]
     activation = activation_sqnr(fp32_path, full_path, candidates, evaluation.head(64), scratch)
     ranked = []
+    groups = layer_groups(fp32_path)
     for index, node in enumerate(candidates, 1):
         progress(f"sensitivity {index}/{len(candidates)}: {node}")
         path = scratch / "sens-one.onnx"
-        quantize_onnx(fp32_path, path, replace(config, exclude=(*config.exclude, node)), calib, calibration_cache)
+        quantize_onnx(fp32_path, path, _keeping_float(config, groups, [node]), calib, calibration_cache)
         accuracy = score(kind, fp32_outputs, ModelRunner(path).predict(evaluation), evaluation.labels)
         gain = accuracy.details["sqnr_db"] - full_sqnr if math.isfinite(full_sqnr) else 0.0
         ranked.append(
@@ -151,6 +152,12 @@ def layer_sensitivity(
     # top-1 moves in steps of one sample); the accuracy recovered breaks ties.
     ranked.sort(key=lambda s: (-_finite(s.output_sqnr_gain_db), -s.recovered_pct))
     return full, ranked
+
+
+def _keeping_float(config: QuantConfig, groups: dict[str, tuple[str, ...]], nodes: Sequence[str]) -> QuantConfig:
+    """`config` with the layers `nodes` (each with its input activations, see `layer_groups`) left in float."""
+    extra = [member for node in nodes for member in groups.get(node, (node,))]
+    return replace(config, exclude=tuple(dict.fromkeys((*config.exclude, *extra))))
 
 
 def _finite(value: float) -> float:
@@ -174,14 +181,13 @@ def greedy_mixed(
     """Keep the top-k most sensitive layers in float for k = 0, 1, ... until the drop is within
     `max_drop_pct`. Returns the frontier (every candidate tried) and the first one within budget (or None)."""
     progress = on_progress or (lambda _msg: None)
+    groups = layer_groups(fp32_path)
     frontier: list[FrontierPoint] = []
     for keep in range(len(ranking) + 1):
         float_nodes = tuple(s.node for s in ranking[:keep])
         progress(f"mixed precision: {keep} layer(s) in float")
         path = scratch / f"mixed-{keep}.onnx"
-        quantize_onnx(
-            fp32_path, path, replace(config, exclude=(*config.exclude, *float_nodes)), calib, calibration_cache
-        )
+        quantize_onnx(fp32_path, path, _keeping_float(config, groups, float_nodes), calib, calibration_cache)
         accuracy = score(kind, fp32_outputs, ModelRunner(path).predict(evaluation), evaluation.labels)
         latency = measure_latency(path) if measure_latency else None
         point = FrontierPoint(float_nodes, accuracy, latency, path)

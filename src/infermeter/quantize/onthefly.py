@@ -1,0 +1,75 @@
+"""`bench --precision int8` on a float model: quantize it once (static QDQ, ONNX Runtime), cache the result by
+content, and hand back the INT8 file to benchmark. Calibration uses generated inputs unless the case names
+real data with the option `quantize.calib=DATA`, and the caller is told so (the accuracy of such a model is
+unknown: a warning, never silence)."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+from infermeter.case import Case
+from infermeter.models.spec import ModelSpec, file_sha256
+from infermeter.quantize.data import load_samples, random_samples
+from infermeter.quantize.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
+
+RANDOM_SAMPLES = 32
+
+
+class RandomCalibrationWarning(UserWarning):
+    """Raised as a warning when `quantize_on_the_fly` calibrated on generated inputs."""
+
+
+def quantize_on_the_fly(spec: ModelSpec, case: Case) -> Path:
+    """The INT8 (QDQ) ONNX file for `spec`, built on first use and cached (`models.convert.cached_build`).
+
+    Case options: `quantize.calib=DATA` (calibration data, as for `infermeter quantize --calib`),
+    `quantize.method=minmax|entropy|percentile`, `quantize.per_channel=1`. Without `quantize.calib`, emits a
+    `RandomCalibrationWarning` (the caller turns it into a `random_calibration` result warning).
+    """
+    from infermeter.models.convert import cached_build, onnx_for
+    from infermeter.quantize.pipeline import RANDOM_CALIBRATION_SAMPLES
+
+    calib_ref = case.option("quantize.calib")
+    method = case.option("quantize.method", "minmax") or "minmax"
+    per_channel = (case.option("quantize.per_channel", "0") or "0").lower() in ("1", "true", "yes")
+    config = QuantConfig("static", method, per_channel)
+    config.check()
+    source = onnx_for(spec).path
+    calib_id = "random" if calib_ref is None else _data_identity(calib_ref)
+    key = {"model": spec.content_hash, "source": file_sha256(source)[:16], "calib": calib_id, "method": method,
+           "per_channel": per_channel, "v": 1}  # fmt: skip
+    if calib_ref is None:
+        warnings.warn(
+            f"{spec.ref}: int8 on the fly calibrated on {RANDOM_CALIBRATION_SAMPLES} random inputs; accuracy is "
+            "unknown — pass --option quantize.calib=DATA, or quantize with `infermeter quantize --calib --eval`",
+            RandomCalibrationWarning,
+            stacklevel=2,
+        )
+
+    def build(target: Path) -> str:
+        if calib_ref is None:
+            calib = random_samples(spec.inputs, RANDOM_CALIBRATION_SAMPLES, case.settings.seed + 1)
+        else:
+            calib = load_samples(spec.inputs, calib_ref, 300)
+        with tempfile.TemporaryDirectory(prefix="infermeter-otf-") as scratch:
+            prepared = Path(scratch) / "fp32.onnx"
+            note = preprocess(source, prepared)
+            quantize_onnx(prepared, target, config, calib)
+        return f"int8 static QDQ ({method}) calibrated on {calib.source}; {note}"
+
+    return cached_build("int8", key, ".onnx", build).path
+
+
+def _data_identity(ref: str) -> str:
+    path = Path(ref.rpartition(":")[0] if ".py:" in ref else ref)
+    if path.is_file():
+        return f"{ref}@{file_sha256(path)[:16]}"
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return f"{ref}@{len(files)}:{max((p.stat().st_mtime_ns for p in files), default=0)}"
+    return ref
+
+
+__all__ = ["METHODS", "RandomCalibrationWarning", "quantize_on_the_fly"]
