@@ -78,7 +78,7 @@ def _print_localization(backend: str, loc: dict[str, Any]) -> None:
 
 
 def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityRecord]) -> None:
-    from infermeter.measure.worker import blank_result
+    from infermeter.measure.execute import blank_result
     from infermeter.parity import set_case_parity
     from infermeter.results.env import collect_environment
     from infermeter.results.io import write_results
@@ -103,6 +103,12 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
 @click.option("--backend", "-b", multiple=True, help="Backends to check (repeat or comma-separate). Default: all.")
 @click.option("--reference", help="torch or onnxruntime (default: torch when the model has a PyTorch form).")
 @click.option("--precision", default="fp32", show_default=True, help="fp32, fp16, bf16 or int8 (sets the tolerance).")
+@click.option(
+    "--tolerance",
+    "tolerance_of",
+    help="Judge with this precision's default tolerance instead of --precision's (e.g. a quantized "
+    "--candidate-onnx run at fp32 is judged as int8).",
+)
 @click.option("--atol", type=float, help="Absolute tolerance, in units of each output's max |reference|.")
 @click.option("--rtol", type=float, help="Relative tolerance (of |reference| per element).")
 @click.option("--min-cosine", type=float, help="Minimum cosine similarity per output.")
@@ -127,6 +133,7 @@ def parity(
     backend: tuple[str, ...],
     reference: str | None,
     precision: str,
+    tolerance_of: str | None,
     atol: float | None,
     rtol: float | None,
     min_cosine: float | None,
@@ -158,7 +165,8 @@ def parity(
         require_positive(batch, "--batch")
     (precision,) = choose([precision], PRECISIONS, "--precision") or ["fp32"]
     (shape_mode,) = choose([shape_mode], SHAPE_MODES, "--shape-mode") or ["static"]
-    tolerance = default_tolerance(precision, atol, rtol, min_cosine)
+    (tolerance_of,) = choose([tolerance_of or precision], PRECISIONS, "--tolerance")
+    tolerance = default_tolerance(tolerance_of, atol, rtol, min_cosine)
     spec = resolve_model(model)
     ref_name = choose_reference(spec, reference)
     backends = split_values(backend) or default_backends()
@@ -192,7 +200,7 @@ def parity(
     stdout.print(
         escape(
             f"parity of {spec.ref} · reference {ref_name} fp32 · inputs {shape_text} {source} · "
-            f"tolerance {precision}: {tolerance.describe()}"
+            f"tolerance {tolerance.precision}: {tolerance.describe()}"
         ),
         soft_wrap=True,
     )
