@@ -75,3 +75,19 @@ def test_fallback_chain_runs_the_first_backend_that_works(tmp_path: Path) -> Non
 def test_dynamic_flags_need_dynamic_mode(tmp_path: Path) -> None:
     proc = run_cli("bench", "tiny_cnn", "-b", "null", "--dynamic", "batch=1,2", "-o", str(tmp_path / "r.json"))
     assert proc.returncode == 2 and "--shape-mode dynamic" in proc.stderr
+
+
+def test_cold_start_runs_three_fresh_processes_per_backend(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli("bench", "tiny_cnn", "-b", "null", "--batch", "1,8", "--cold-start", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    cases = load_json(out)["cases"]
+    assert [(c["options"]["cache"], c["options"]["cold.pass"]) for c in cases] == [
+        ("off", "1"),
+        ("on", "1"),
+        ("on", "2"),
+    ]
+    assert {c["batch"] for c in cases} == {1}  # one batch per backend: cold start does not depend on the matrix
+    for case in cases:
+        assert case["status"] == "ok" and case["process_start_s"] > 0 and case["first_inference_ms"] > 0
+    assert "cold start" in proc.stdout and "to first result s" in proc.stdout

@@ -23,14 +23,17 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.errors import UsageError
+from infermeter.measure.coldstart import cold_start_plan
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.measure.shapes import parse_sizes
 from infermeter.models.inputs import parse_input_override, resolve_shapes
 from infermeter.models.spec import resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
 from infermeter.report.summary import (
+    COLD_START_COLUMNS,
     PER_SHAPE_COLUMNS,
     SummaryTable,
+    cold_start_rows,
     group_warnings,
     per_shape_rows,
     summary_table,
@@ -43,7 +46,24 @@ OPTION_FLAGS = {
     "ort_opt_level": "onnxruntime.opt_level",
     "ov_hint": "openvino.hint",
 }
-NUMERIC_COLUMNS = {"batch", "streams", "runs", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+NUMERIC_COLUMNS = {
+    "batch",
+    "streams",
+    "runs",
+    "process s",
+    "import s",
+    "convert s",
+    "compile s",
+    "session s",
+    "first ms",
+    "to first result s",
+    "P50 ms",
+    "P99 ms",
+    "throughput/s",
+    "peak MB",
+    "load s",
+    "speedup",
+}
 
 
 def _default_output() -> Path:
@@ -184,6 +204,9 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
     "--output", "-o", type=click.Path(path_type=Path), help="Results file (default: results/bench-<time>.json)."
 )
 @click.option("--resume", type=click.Path(path_type=Path), help="Continue a results file: skip its finished cases.")
+@click.option(
+    "--cold-start", is_flag=True, help="Time a fresh process to its first result per backend, without and with caches."
+)
 @click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
 @click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
@@ -212,6 +235,7 @@ def bench(
     ov_hint: str | None,
     output: Path | None,
     resume: Path | None,
+    cold_start: bool,
     no_isolation: bool,
     allow_mixed_precision: bool,
     seed: int,
@@ -261,6 +285,10 @@ def bench(
         settings=MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed),
     )
     plan = build_plan(matrix)
+    if cold_start:
+        if no_isolation:
+            raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
+        plan = cold_start_plan(plan)
 
     if resume is not None:
         results = read_results(resume)
@@ -274,5 +302,10 @@ def bench(
     _run_plan(plan, results, path, isolate=not no_isolation)
     planned_ids = {case.id for item in plan for case in item.chain}
     shown = [c for c in results.cases if c.id in planned_ids]
-    print_summary(summary_table(shown, allow_mixed_precision), shown)
+    if cold_start:
+        _print_table(
+            SummaryTable(COLD_START_COLUMNS, cold_start_rows(shown)), title="cold start: fresh process to first result"
+        )
+    else:
+        print_summary(summary_table(shown, allow_mixed_precision), shown)
     stdout.print(f"results: {path}")

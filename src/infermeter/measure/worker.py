@@ -30,11 +30,17 @@ def _set_thread_environment(threads: int) -> None:
 
 
 def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
+    entered = time.time()
     # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_thread_environment(case.threads)
     try:
+        import psutil
+
+        # Interpreter start-up and infermeter's own imports: part of any cold start (10 ms clock resolution).
+        process_start_s = max(0.0, entered - psutil.Process().create_time())
         result = execute_case(spec, case, on_phase=lambda name: conn.send(("phase", name)))
+        result.process_start_s = process_start_s
         conn.send(("result", case_to_dict(result)))
     except BaseException as exc:  # anything at all: report it rather than die silently
         conn.send(("error", f"{type(exc).__name__}: {exc}"))

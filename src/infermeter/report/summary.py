@@ -45,7 +45,8 @@ class SummaryTable:
         return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows], caption
 
 
-_ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs"}
+_ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs", "cache"}
+_ALWAYS |= {"import s", "load s", "first ms", "to first result s", "cache hit"}
 _DEFAULT_HIDDEN = {"streams": "1"}  # a constant column at its default value says nothing: dropped, not captioned
 
 
@@ -206,4 +207,56 @@ def per_shape_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
                     format_ms(stats["p99"]),
                 ]
             )
+    return rows
+
+
+COLD_START_COLUMNS = (
+    "model",
+    "backend",
+    "precision",
+    "cache",
+    "cache hit",
+    "process s",
+    "import s",
+    "convert s",
+    "compile s",
+    "session s",
+    "load s",
+    "first ms",
+    "to first result s",
+    "P50 ms",
+)
+
+
+def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
+    """One row per cold-start run: each phase of getting from a fresh process to the first result."""
+    rows = []
+    for case in cases:
+        options = case.options
+        label = "no cache" if options.get("cache") == "off" else f"cache (run {options.get('cold.pass', '?')})"
+        if not case.ok:
+            rows.append([case.model, case.backend, case.precision, label, case.status.upper()] + ["—"] * 9)
+            continue
+        phases = case.load_phases_s
+        compile_s = sum(v for k, v in phases.items() if k in ("compile_s", "build_s", "engine_build_s"))
+        first_result_s = (case.process_start_s or 0.0) + (case.load_s or 0.0) + (case.first_inference_ms or 0.0) / 1e3
+        hit = {True: "yes", False: "no", None: "—"}[case.cache_hit]
+        rows.append(
+            [
+                case.model,
+                case.backend,
+                precision_cell(case),
+                label,
+                hit,
+                _fmt(case.process_start_s, 2),
+                _fmt(phases.get("import_s"), 2),
+                _fmt(phases.get("convert_s"), 2),
+                _fmt(compile_s if compile_s else None, 2),
+                _fmt(phases.get("session_create_s"), 2),
+                _fmt(case.load_s, 2),
+                format_ms(case.first_inference_ms),
+                _fmt(first_result_s, 2),
+                format_ms(case.latency_ms.p50 if case.latency_ms else None),
+            ]
+        )
     return rows

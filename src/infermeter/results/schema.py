@@ -69,6 +69,7 @@ class CaseResult:
     load_s: float | None = None
     load_phases_s: dict[str, float] = field(default_factory=dict)
     cache_hit: bool | None = None
+    process_start_s: float | None = None  # isolated runs: process creation to the start of the case's work
     first_inference_ms: float | None = None
     warmup_ms: list[float] = field(default_factory=list)
     warnings: list[CaseWarning] = field(default_factory=list)
