@@ -21,6 +21,7 @@ class MeasureSettings:
     input_sets: int = 4
     case_timeout_s: float = 600.0
     seed: int = 0
+    check_parity: bool = False  # after measuring, compare the case's outputs with the fp32 reference
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,10 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
 )
 @click.option("--resume", type=click.Path(path_type=Path), help="Continue a results file: skip its finished cases.")
 @click.option(
+    "--check-parity", is_flag=True, help="Check each case's outputs against the fp32 reference; no speedup when wrong."
+)
+@click.option("--no-history", is_flag=True, help="Do not record this run in the history database.")
+@click.option(
     "--cold-start", is_flag=True, help="Time a fresh process to its first result per backend, without and with caches."
 )
 @click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
@@ -235,6 +239,8 @@ def bench(
     ov_hint: str | None,
     output: Path | None,
     resume: Path | None,
+    check_parity: bool,
+    no_history: bool,
     cold_start: bool,
     no_isolation: bool,
     allow_mixed_precision: bool,
@@ -282,7 +288,7 @@ def bench(
         dynamic=_sizes(dynamic, "--dynamic"),
         buckets=_sizes(buckets, "--buckets"),
         seq_len=seq_len,
-        settings=MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed),
+        settings=MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed, check_parity),
     )
     plan = build_plan(matrix)
     if cold_start:
@@ -309,3 +315,7 @@ def bench(
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
     stdout.print(f"results: {path}")
+    if not no_history:
+        from infermeter.results.store import record_run
+
+        record_run(results, path)

@@ -171,6 +171,13 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         prepared = [session.prepare(feeds) for feeds in feed_sets]
         measured = _measure(session, case, prepared, points, phase)
         result.precision_effective = session.effective_precision()
+        # Taken before the parity check, whose reference model would otherwise count in this case's memory.
+        measured["peak_rss_mb"] = _peak_rss_mb()
+        if case.settings.check_parity:
+            from infermeter.parity_run import check_case_parity
+
+            phase("parity check")
+            result.extra["parity"] = check_case_parity(spec, case, session=session)
     except InfermeterError as exc:
         result.status, result.error = "failed", str(exc)
     except Exception as exc:
@@ -200,7 +207,7 @@ def _fill_measurements(result: CaseResult, case: Case, points: list[ShapePoint],
     result.warmup_ms = [ns / 1e6 for ns in measured["warmup_ns"]]
     result.first_inference_ms = measured["first_ns"] / 1e6
     result.throughput = _items_processed(case, points, measured["set_indices"]) / (measured["wall_ns"] / 1e9)
-    result.peak_rss_mb = _peak_rss_mb()
+    result.peak_rss_mb = measured["peak_rss_mb"]
     result.warnings = assess_run(samples_ms, stats, result.first_inference_ms)
     if points:
         result.per_shape = _per_shape(points, samples_ms, measured["set_indices"], settings.seed)

@@ -104,6 +104,12 @@ def precision_cell(case: CaseResult) -> str:
     return f"{case.precision}→{effective}"
 
 
+def parity_failed(case: CaseResult) -> bool:
+    """True when the case carries a parity check that did not pass: its speed must not be reported as a gain."""
+    parity = case.extra.get("parity")
+    return isinstance(parity, dict) and parity.get("passed") is False
+
+
 def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> dict[str, tuple[float | None, str]]:
     """Speedup of each ok case over the first ok case of its group (same model, batch, shapes, threads), as
     (ratio of P50s, mark). Across different effective precisions the ratio is refused (None, "precision")
@@ -112,6 +118,9 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
     out: dict[str, tuple[float | None, str]] = {}
     for case in cases:
         if not case.ok:
+            continue
+        if parity_failed(case):
+            out[case.id] = (None, "parity")
             continue
         key = _group_key(case)
         base = baselines.setdefault(key, case)
@@ -132,7 +141,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     rows: list[list[str]] = []
     warnings: list[tuple[str, CaseWarning]] = []
     footnotes: list[str] = []
-    refused = False
+    refused = parity_refused = False
     for case in cases:
         label = case_label(case)
         if not case.ok:
@@ -146,6 +155,9 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         if mark == "precision":
             speed = "n/a†"
             refused = True
+        elif mark == "parity":
+            speed = "n/a‡"
+            parity_refused = True
         else:
             speed = f"{ratio:.2f}x" + ("*" if mark == "mixed" else "") if ratio is not None else "—"
         rows.append(
@@ -169,6 +181,10 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         footnotes.append(
             "† speedup refused: this case runs a different effective precision than the first backend of its group; "
             "pass --allow-mixed-precision to show it anyway (marked *)"
+        )
+    if parity_refused:
+        footnotes.append(
+            "‡ no speedup: this case's outputs failed the parity check against the fp32 reference (see its `parity`)"
         )
     if any(mark == "mixed" for _, mark in ratios.values()):
         footnotes.append("* speedup across different effective precisions (--allow-mixed-precision)")
