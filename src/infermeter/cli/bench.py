@@ -318,4 +318,6 @@ def bench(
     if not no_history:
         from infermeter.results.store import record_run
 
-        record_run(results, path)
+        problem = record_run(results, path)
+        if problem:
+            stderr.print(escape(problem), soft_wrap=True)

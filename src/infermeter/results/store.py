@@ -15,7 +15,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -203,23 +202,23 @@ def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_pat
     return run_id
 
 
-def record_run(results: ResultsFile, results_path: Path | None, db_path: Path | None = None) -> None:
+def record_run(results: ResultsFile, results_path: Path | None, db_path: Path | None = None) -> str | None:
     """Store a finished `bench` run in the history database. Never raises: history must not make `bench` fail,
-    so any problem (corrupt file, locked past the timeout, disk full) becomes one warning line on stderr and the
-    results JSON, already written, is untouched. Does nothing when history is disabled."""
+    so any problem (corrupt file, locked past the timeout, disk full) comes back as a one-line warning for the
+    caller to show, and the results JSON, already written, is untouched. Does nothing when history is disabled."""
     path = db_path or history_path()
     if path is None:
-        return
+        return None
     try:
         with open_history(path) as connection:
             insert_run(connection, results, results_path)
     except (ResultsError, sqlite3.Error, OSError) as exc:
         reason = str(exc).split("; move it aside")[0]
-        print(
+        return (
             f"warning: run not recorded in history ({reason}); the results file is complete. "
-            f"Fix or delete {path}, or set {HISTORY_ENV}=off",
-            file=sys.stderr,
+            f"Fix or delete {path}, or set {HISTORY_ENV}=off"
         )
+    return None
 
 
 def load_history(path: Path, model: str | None = None, backend: str | None = None) -> list[HistoryPoint]:
