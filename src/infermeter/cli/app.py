@@ -8,6 +8,7 @@ import click
 
 from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
+from infermeter.cli import export as export_cmd
 from infermeter.cli import info
 from infermeter.cli import parity as parity_cmd
 from infermeter.cli import quantize as quantize_cmd
@@ -38,6 +39,7 @@ app.add_command(advise_cmd.advise_cmd)
 app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
+app.add_command(export_cmd.export)
 app.add_command(parity_cmd.parity)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(peak_cmd.peak)

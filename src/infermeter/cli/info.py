@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import stdout
+from infermeter.cli.common import stderr, stdout
 
 
 @click.command("backends")
@@ -76,14 +76,57 @@ def env(as_json: bool) -> None:
 
 
 @click.command("models")
-def models() -> None:
-    """List the built-in models with their inputs."""
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option(
+    "--no-cost", is_flag=True, help="Skip parameters and FLOPs (they build every model once, then are cached)."
+)
+def models(as_json: bool, no_cost: bool) -> None:
+    """List the built-in models: inputs, parameters, FLOPs (batch 1), task. Also accepted as MODEL: an .onnx or
+    .pt2 file, path/to/file.py:factory or package.module:factory (see `infermeter export --help`)."""
     from infermeter.models.zoo import DEFAULT_MODEL, ZOO
 
-    table = Table(header_style="bold")
-    for column in ("model", "inputs", "task", "description"):
-        table.add_column(column)
+    costs = {}
+    if not no_cost:
+        from infermeter.models.stats import model_costs
+
+        with stderr.status("counting parameters and FLOPs (cached after the first run)…"):
+            costs = {cost.name: cost for cost in model_costs()}
+    rows: list[dict[str, Any]] = []
     for entry in ZOO.values():
-        name = entry.name + (" (default)" if entry.name == DEFAULT_MODEL else "")
-        table.add_row(name, escape("; ".join(i.describe() for i in entry.inputs)), entry.task, entry.description)
+        cost = costs.get(entry.name)
+        rows.append(
+            {
+                "name": entry.name,
+                "default": entry.name == DEFAULT_MODEL,
+                "inputs": [i.describe() for i in entry.inputs],
+                "default_dims": dict(entry.default_dims),
+                "outputs": list(entry.output_names),
+                "task": entry.task,
+                "description": entry.description,
+                "parameters": cost.parameters if cost else None,
+                "flops": cost.flops if cost else None,
+                "flops_shapes": cost.shapes if cost else None,
+                "flops_method": cost.method if cost else None,
+                "cost_error": cost.error if cost else None,
+            }
+        )
+    if as_json:
+        stdout.print_json(json.dumps(rows))
+        return
+    table = Table(header_style="bold")
+    for column in ("model", "inputs", "params", "GFLOPs", "task", "description"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        name = row["name"] + (" (default)" if row["default"] else "")
+        inputs = "; ".join(row["inputs"])
+        if row["default_dims"]:
+            inputs += " (" + ", ".join(f"{k}={v}" for k, v in row["default_dims"].items()) + " by default)"
+        params = f"{row['parameters'] / 1e6:.2f} M" if row["parameters"] is not None else "—"
+        flops = f"{row['flops'] / 1e9:.3f}" if row["flops"] is not None else "—"
+        description = row["description"] + (f" [cost unavailable: {row['cost_error']}]" if row["cost_error"] else "")
+        table.add_row(name, escape(inputs), params, flops, row["task"], escape(description))
     stdout.print(table)
+    if costs:
+        from infermeter.models.stats import FLOP_METHOD
+
+        stdout.print(f"GFLOPs: {FLOP_METHOD}, default sequence length for text models.")

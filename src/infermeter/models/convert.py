@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.errors import ModelError
 from infermeter.models.spec import ModelSpec, file_sha256
 
 DEFAULT_OPSET = 18
@@ -80,52 +79,13 @@ def cached_build(kind: str, key: dict[str, object], suffix: str, build: Callable
 
 
 def export_onnx(spec: ModelSpec, target: Path, opset: int = DEFAULT_OPSET) -> str:
-    """Export the torch form of `spec` to `target` with a dynamic batch axis on every input.
+    """Export the torch form of `spec` to `target` with every symbolic input dim dynamic (batch, and seq for
+    transformers); returns a note naming the exporter used (and why the torch.export-based one was not).
 
-    Tries the torch.export-based exporter first and falls back to the TorchScript-based one; returns a note
-    naming the exporter used (and why the first one was not).
-    """
-    import logging
-    import warnings
+    A thin wrapper over `infermeter.models.onnx_export.export_to_onnx`, the one exporter of the project."""
+    from infermeter.models.onnx_export import export_to_onnx
 
-    import torch
-
-    from infermeter.models.inputs import generate_feeds, resolve_shapes
-    from infermeter.models.spec import load_torch_module
-
-    module = load_torch_module(spec)
-    # Batch 2 for tracing: a batch of 1 lets exporters specialise the batch dimension away.
-    overrides = [(i.name, tuple(d if isinstance(d, int) else 8 for d in i.shape)) for i in spec.inputs]
-    shapes = resolve_shapes(spec.inputs, 2, overrides)
-    feeds = generate_feeds(spec.inputs, shapes, 1)[0]
-    args = tuple(torch.from_numpy(feeds[i.name]) for i in spec.inputs)
-    input_names = [i.name for i in spec.inputs]
-    dynamic_axes = {i.name: {axis: str(d) for axis, d in enumerate(i.shape) if isinstance(d, str)} for i in spec.inputs}
-    for name in spec.output_names:
-        dynamic_axes[name] = {0: "batch"}
-    errors: list[str] = []
-    # The exporter logs a warning per torchvision op it cannot register; that is noise for our models.
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    for dynamo in (True, False):
-        try:
-            with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    module,
-                    args,
-                    str(target),
-                    input_names=input_names,
-                    output_names=list(spec.output_names),
-                    dynamic_axes=dynamic_axes,
-                    opset_version=opset,
-                    dynamo=dynamo,
-                )
-            exporter = "torch.export-based" if dynamo else "TorchScript-based"
-            reason = f" (torch.export-based failed: {errors[0]})" if errors else ""
-            return f"exported with the {exporter} ONNX exporter{reason}"
-        except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    raise ModelError(f"could not export {spec.ref!r} to ONNX: " + " | ".join(errors))
+    return export_to_onnx(spec, target, opset).note
 
 
 def onnx_for(spec: ModelSpec, opset: int = DEFAULT_OPSET) -> CachedArtifact:
@@ -136,5 +96,8 @@ def onnx_for(spec: ModelSpec, opset: int = DEFAULT_OPSET) -> CachedArtifact:
     from importlib.metadata import version
 
     # The exporter's version from package metadata: importing torch here would add seconds to every load.
-    key = {"model": spec.content_hash, "torch": version("torch"), "opset": opset, "dynamic": "batch", "v": 1}
+    from infermeter.models.onnx_export import default_dynamic_axes
+
+    dynamic = {name: sorted(axes.items()) for name, axes in default_dynamic_axes(spec).items()}
+    key = {"model": spec.content_hash, "torch": version("torch"), "opset": opset, "dynamic": dynamic, "v": 2}
     return cached_build("onnx", key, ".onnx", lambda target: export_onnx(spec, target, opset))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,13 +20,19 @@ _SHAPE_RE = re.compile(r"^\s*([^:]+):\s*(\d+(?:\s*[xX,]\s*\d+)*)\s*$")
 @dataclass(frozen=True)
 class InputSpec:
     """One model input: name, numpy dtype name, shape (symbolic dims are strings), and the value range for
-    integer inputs (low inclusive, high exclusive). The first dimension is the batch when `batch_axis` is 0."""
+    integer inputs (low inclusive, high exclusive). The first dimension is the batch when `batch_axis` is 0.
+
+    `dim_defaults` gives a size to symbolic dims that no `--input` override sets (e.g. (("seq", 128),)).
+    `feeds_hook` ("package.module:function") names a generator of realistic feeds, e.g. tokenized sentences;
+    it is called as `function(inputs, shapes, count, seed) -> list[Feeds]` by `generate_feeds`."""
 
     name: str
     dtype: str
     shape: tuple[Dim, ...]
     int_range: tuple[int, int] = (0, 100)
     batch_axis: int | None = 0
+    dim_defaults: tuple[tuple[str, int], ...] = ()
+    feeds_hook: str | None = None
 
     def describe(self) -> str:
         """Human-readable `name dtype[d0, d1, ...]`."""
@@ -53,7 +60,9 @@ def resolve_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """Concrete shapes for every input: the batch axis follows `batch`, symbolic dims come from `overrides`.
 
-    Raises InputSpecError naming the input and dimension when a shape cannot be resolved or does not fit.
+    A symbolic dim shared by several inputs (e.g. `seq` of input_ids and attention_mask) takes the size that an
+    override of any of them gives; otherwise its `dim_defaults` size. Raises InputSpecError naming the input and
+    dimension when a shape cannot be resolved or does not fit.
     """
     known = {spec.name for spec in inputs}
     override_map = dict(overrides)
@@ -62,6 +71,7 @@ def resolve_shapes(
         raise InputSpecError(
             f"--input names {', '.join(unknown)} but the model's inputs are {', '.join(sorted(known))}"
         )
+    symbols = _symbol_sizes(inputs, override_map)
     shapes: dict[str, tuple[int, ...]] = {}
     for spec in inputs:
         given = override_map.get(spec.name)
@@ -81,6 +91,10 @@ def resolve_shapes(
                 dims.append(given[axis])
             elif isinstance(dim, int):
                 dims.append(dim)
+            elif dim in symbols:
+                dims.append(symbols[dim])
+            elif dim in dict(spec.dim_defaults):
+                dims.append(dict(spec.dim_defaults)[dim])
             else:
                 raise InputSpecError(
                     f"input {spec.name!r} has symbolic dim {axis} ({dim!r}); set it with "
@@ -95,6 +109,22 @@ def resolve_shapes(
                 )
         shapes[spec.name] = tuple(dims)
     return shapes
+
+
+def _symbol_sizes(inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    # Sizes that overrides give to named symbolic dims (batch excluded: it follows --batch).
+    sizes: dict[str, int] = {}
+    for spec in inputs:
+        given = override_map.get(spec.name)
+        if given is None or len(given) != len(spec.shape):
+            continue
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, str) and axis != spec.batch_axis and sizes.setdefault(dim, given[axis]) != given[axis]:
+                raise InputSpecError(
+                    f"--input gives the shared dim {dim!r} two sizes ({sizes[dim]} and {given[axis]}); "
+                    "inputs that share a dimension must agree"
+                )
+    return sizes
 
 
 def _values_for(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -121,6 +151,28 @@ def generate_feeds(
     count: int,
     seed: int = 0,
 ) -> list[Feeds]:
-    """`count` distinct feed sets (rotated by the measurement loop so no single input is cached hot)."""
+    """`count` distinct feed sets (rotated by the measurement loop so no single input is cached hot).
+
+    When the inputs name a `feeds_hook` (e.g. a text model's tokenizer over real sentences), that generator makes
+    them; otherwise values are random (floats standard normal, integers in `int_range`, masks ones)."""
+    hooks = sorted({spec.feeds_hook for spec in inputs if spec.feeds_hook})
+    if hooks:
+        return _hook_feeds(hooks[0], inputs, shapes, count, seed)
     rng = np.random.default_rng(seed)
     return [{spec.name: _values_for(spec, shapes[spec.name], rng) for spec in inputs} for _ in range(count)]
+
+
+def _hook_feeds(
+    hook: str, inputs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]], count: int, seed: int
+) -> list[Feeds]:
+    module_name, _, function_name = hook.partition(":")
+    try:
+        function: Callable[..., list[Feeds]] = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise InputSpecError(f"the feed generator {hook!r} of this model cannot be loaded: {exc}") from exc
+    feed_sets = function(inputs, shapes, count, seed)
+    for feeds in feed_sets:
+        for spec in inputs:
+            if spec.name not in feeds or tuple(feeds[spec.name].shape) != tuple(shapes[spec.name]):
+                raise InputSpecError(f"the feed generator {hook!r} gave no {spec.name} of shape {shapes[spec.name]}")
+    return feed_sets

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 class ModelSpec:
     """A resolved model: its identity (`content_hash`), inputs and outputs, and where it comes from.
 
-    `kind` is `zoo` (built-in, defined in code), `onnx` (a user .onnx file); other sources add kinds.
+    `kind` is `zoo` (built-in, defined in code), `onnx` (a user .onnx file), `python` (`file.py:factory` or
+    `package.module:factory`) or `pt2` (a torch.export program); see `models/sources.py`.
     Picklable, so that it can be handed to an isolated worker process.
     """
 
@@ -106,7 +107,8 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
 
 
 def resolve_model(ref: str) -> ModelSpec:
-    """Turn a MODEL argument (a zoo name or a path to an .onnx file) into a ModelSpec, or raise ModelError."""
+    """Turn a MODEL argument (a zoo name, an .onnx or .pt2 file, or `file.py:factory` / `package.module:factory`)
+    into a ModelSpec, or raise ModelError. Pickle checkpoints (.pt/.pth) are refused with the reason."""
     if ref in ZOO:
         entry = ZOO[ref]
         return ModelSpec(
@@ -125,9 +127,17 @@ def resolve_model(ref: str) -> ModelSpec:
         from infermeter.models.tflite_spec import tflite_spec
 
         return tflite_spec(ref, path)
+    from infermeter.models import sources
+
+    if path.suffix.lower() == ".pt2":
+        return sources.pt2_spec(ref, path)
+    if path.suffix.lower() in sources.PICKLE_SUFFIXES:
+        sources.refuse_pickle(path)
+    if sources.parse_python_ref(ref) is not None:
+        return sources.python_spec(ref)
     raise ModelError(
-        f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`) "
-        "or a path to an .onnx file"
+        f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`), "
+        "a path to an .onnx or .pt2 file, or path/to/file.py:factory or package.module:factory"
     )
 
 
@@ -137,6 +147,14 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models import zoo_torch
 
         return zoo_torch.build(spec.name, ZOO[spec.name].seed)
+    if spec.kind == "python":
+        from infermeter.models.sources import load_python_module
+
+        return load_python_module(spec)
+    if spec.kind == "pt2":
+        from infermeter.models.sources import load_pt2_module
+
+        return load_pt2_module(spec)
     raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; use an ONNX-based backend")
 
 

@@ -157,8 +157,14 @@ FACTORIES = {"mobilenet_v2": MobileNetV2, "resnet18": ResNet18, "tiny_cnn": Tiny
 
 
 def build(name: str, seed: int) -> nn.Module:
-    """The zoo model `name` in eval mode with weights drawn from `seed` (same seed, same weights)."""
+    """The zoo model `name` in eval mode with weights drawn from `seed` (same seed, same weights); text models
+    come from `zoo_text` (`minilm` has real pretrained weights, so `seed` does not apply to it)."""
+    from infermeter.models import zoo_text
+
+    if name == "minilm":
+        return zoo_text.build_minilm()
+    factories: dict[str, type[nn.Module]] = {**FACTORIES, **zoo_text.FACTORIES}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = FACTORIES[name]()
+        model = factories[name]()
     return model.eval()

@@ -1,0 +1,388 @@
+"""`infermeter export`: PyTorch -> ONNX, then proof that the file computes what the PyTorch model computes.
+
+The export itself is `models.onnx_export.export_to_onnx` (torch.export-based first, TorchScript-based as the
+fallback with its reason). Then, in order: the ONNX checker (full check), strict shape inference, optional
+simplification with onnxslim, and verification with ONNX Runtime:
+
+- numerics: outputs match PyTorch on several input sets, every element within `atol + rtol * |reference|`
+  (fp32 defaults 1e-5 and 1e-4: the seeds' 1e-5 bar), and the largest errors found are reported;
+- dynamic axes: every declared axis is symbolic in the graph (an axis frozen at export names its fixed size), and
+  the model runs and matches PyTorch at two more sizes of it (an axis that is symbolic on the outside but
+  frozen inside the graph, e.g. by a Reshape to a constant, fails here).
+
+Each step is a `Check`; the report is also written next to the model as `<model>.verify.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infermeter.errors import UsageError
+from infermeter.models.inputs import Feeds, generate_feeds
+from infermeter.models.onnx_export import (
+    DEFAULT_OPSET,
+    DynamicAxes,
+    ExportError,
+    default_dynamic_axes,
+    export_to_onnx,
+    trace_feeds,
+)
+from infermeter.models.spec import ModelSpec
+
+REPORT_VERSION = 1
+EXPORTERS = {"auto": ("dynamo", "torchscript"), "dynamo": ("dynamo",), "torchscript": ("torchscript",)}
+DEFAULT_ATOL = 1e-5
+DEFAULT_RTOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification step: `status` is `pass`, `fail` or `skip`; `detail` says what was found."""
+
+    name: str
+    status: str
+    detail: str
+
+
+@dataclass
+class ExportReport:
+    """Everything `infermeter export` found; `ok` is True when no check failed."""
+
+    source: str
+    output: str
+    opset: int
+    dynamic_axes: DynamicAxes
+    atol: float
+    rtol: float
+    exporter: str | None = None
+    fallback_reason: str | None = None
+    unsupported_op: str | None = None
+    simplified: bool = False
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    checks: list[Check] = field(default_factory=list)
+    report_version: int = REPORT_VERSION
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed or was skipped."""
+        return all(check.status != "fail" for check in self.checks)
+
+    def add(self, name: str, passed: bool | None, detail: str) -> bool:
+        """Record a check (None = skipped) and return whether it did not fail."""
+        self.checks.append(Check(name, "skip" if passed is None else "pass" if passed else "fail", detail))
+        return passed is not False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the `.verify.json` file)."""
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["dynamic_axes"] = {name: {str(k): v for k, v in axes.items()} for name, axes in self.dynamic_axes.items()}
+        return data
+
+
+def parse_dynamic(texts: Sequence[str], spec: ModelSpec) -> DynamicAxes:
+    """`NAME:AXIS=label` flags -> {input name: {axis: label}}, checked against the model's inputs."""
+    axes: DynamicAxes = {}
+    names = {item.name: item for item in spec.inputs}
+    for text in texts:
+        name, sep, rest = text.rpartition(":")
+        axis_text, eq, label = rest.partition("=")
+        if not sep or not eq or not axis_text.strip().isdigit() or not label.strip():
+            raise UsageError(f"--dynamic {text!r} is not NAME:AXIS=label; write it like --dynamic input_ids:1=seq")
+        if name not in names:
+            raise UsageError(f"--dynamic {text!r}: the model's inputs are {', '.join(names)}")
+        axis = int(axis_text)
+        rank = len(names[name].shape)
+        if axis >= rank:
+            raise UsageError(f"--dynamic {text!r}: input {name} has {rank} axes (0..{rank - 1})")
+        axes.setdefault(name, {})[axis] = label.strip()
+    return axes
+
+
+def _probe_sizes(label: str, base: int) -> list[int]:
+    # Two sizes besides the traced one: below and above it (batch 1 is the case exporters most often freeze).
+    if label == "batch" or base <= 2:
+        return [1, base + 1]
+    return [max(1, base // 2), base + base // 2]
+
+
+def _compare(
+    reference: list[np.ndarray], actual: list[np.ndarray], atol: float, rtol: float
+) -> tuple[bool, float, float, str]:
+    """(within tolerance, max abs error, max rel error, detail) over every output."""
+    if len(reference) != len(actual):
+        return (
+            False,
+            float("inf"),
+            float("inf"),
+            f"{len(actual)} outputs from ONNX Runtime, {len(reference)} from PyTorch",
+        )
+    worst_abs = worst_rel = 0.0
+    ok = True
+    for index, (ref, got) in enumerate(zip(reference, actual, strict=True)):
+        if ref.shape != got.shape:
+            return False, float("inf"), float("inf"), f"output {index} has shape {got.shape}, PyTorch gives {ref.shape}"
+        ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
+        diff = np.abs(ref64 - got64)
+        if diff.size:
+            worst_abs = max(worst_abs, float(diff.max()))
+            worst_rel = max(worst_rel, float((diff / np.maximum(np.abs(ref64), 1e-12)).max()))
+            ok = ok and bool(np.all(diff <= atol + rtol * np.abs(ref64)))
+    return ok, worst_abs, worst_rel, f"max abs error {worst_abs:.3g}, max rel error {worst_rel:.3g}"
+
+
+class _Runner:
+    """Runs the same feeds through PyTorch and ONNX Runtime."""
+
+    def __init__(self, spec: ModelSpec, module: Any, onnx_path: Path) -> None:
+        import onnxruntime as ort
+        import torch
+
+        self._torch = torch
+        self.spec = spec
+        self.module = module
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # shape-mismatch warnings are what the checks report, not log noise
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.input_names = [i.name for i in self.session.get_inputs()]
+
+    def reference(self, feeds: Feeds) -> list[np.ndarray]:
+        args = tuple(self._torch.from_numpy(np.ascontiguousarray(feeds[i.name])) for i in self.spec.inputs)
+        with self._torch.no_grad():
+            out = self.module(*args)
+        items = out if isinstance(out, tuple | list) else [out]
+        return [t.detach().numpy() for t in items]
+
+    def onnx(self, feeds: Feeds) -> list[np.ndarray]:
+        return [np.asarray(o) for o in self.session.run(None, {n: feeds[n] for n in self.input_names})]
+
+
+def _frozen_axes(onnx_path: Path, axes: DynamicAxes) -> list[str]:
+    import onnx
+
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    dims = {value.name: list(value.type.tensor_type.shape.dim) for value in graph.input}
+    problems = []
+    for name, named in axes.items():
+        for axis, label in sorted(named.items()):
+            found = dims.get(name)
+            if found is None:
+                problems.append(f"input {name} is not an input of the ONNX graph")
+            elif axis < len(found) and found[axis].HasField("dim_value"):
+                problems.append(f"input {name} axis {axis} ({label}) is fixed to {found[axis].dim_value}")
+    return problems
+
+
+def verify_onnx(
+    report: ExportReport,
+    spec: ModelSpec,
+    module: Any,
+    onnx_path: Path,
+    axes: DynamicAxes,
+    samples: int = 3,
+    seed: int = 0,
+) -> None:
+    """Add the numerics and dynamic-axis checks of `onnx_path` against the PyTorch `module` to `report`."""
+    frozen = _frozen_axes(onnx_path, axes)
+    declared = ", ".join(f"{n}:{a}={label}" for n, named in axes.items() for a, label in sorted(named.items()))
+    report.add(
+        "dynamic axes declared",
+        not frozen,
+        "; ".join(frozen) if frozen else (f"symbolic in the graph: {declared}" if declared else "none declared"),
+    )
+    try:
+        runner = _Runner(spec, module, onnx_path)
+    except Exception as exc:
+        report.add("onnxruntime load", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+        return
+    base_sets = trace_feeds(spec, count=samples, seed=seed)
+    base_shapes = {name: tuple(array.shape) for name, array in base_sets[0].items()}
+    ok, worst_abs, worst_rel = True, 0.0, 0.0
+    detail = ""
+    for feeds in base_sets:
+        try:
+            within, abs_err, rel_err, detail = _compare(
+                runner.reference(feeds), runner.onnx(feeds), report.atol, report.rtol
+            )
+        except Exception as exc:
+            within, abs_err, rel_err = False, float("inf"), float("inf")
+            detail = f"ONNX Runtime failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+        ok, worst_abs, worst_rel = ok and within, max(worst_abs, abs_err), max(worst_rel, rel_err)
+        if not within:
+            break
+    report.max_abs_error, report.max_rel_error = worst_abs, worst_rel
+    shape_text = ", ".join(f"{n}{list(s)}" for n, s in base_shapes.items())
+    bar = f"tolerance atol {report.atol:g} + rtol {report.rtol:g}"
+    if ok:
+        detail = f"{samples} input sets at {shape_text}: max abs error {worst_abs:.3g} (max rel {worst_rel:.3g}); {bar}"
+    else:
+        detail = f"at {shape_text}: {detail}; {bar}"
+    report.add("outputs match PyTorch", ok, detail)
+    _check_dynamic_sizes(report, spec, runner, axes, base_shapes, seed)
+
+
+def _check_dynamic_sizes(
+    report: ExportReport,
+    spec: ModelSpec,
+    runner: _Runner,
+    axes: DynamicAxes,
+    base_shapes: dict[str, tuple[int, ...]],
+    seed: int,
+) -> None:
+    # Axes sharing a label change together (seq of input_ids and attention_mask).
+    by_label: dict[str, list[tuple[str, int]]] = {}
+    for name, named in axes.items():
+        for axis, label in named.items():
+            by_label.setdefault(label, []).append((name, axis))
+    for label, members in by_label.items():
+        name0, axis0 = members[0]
+        base = base_shapes[name0][axis0]
+        results, failure = [], None
+        for size in _probe_sizes(label, base):
+            shapes = dict(base_shapes)
+            for name, axis in members:
+                dims = list(shapes[name])
+                dims[axis] = size
+                shapes[name] = tuple(dims)
+            feeds = generate_feeds(spec.inputs, shapes, 1, seed + size)[0]
+            where = f"{label}={size} ({', '.join(f'{n} axis {a}' for n, a in members)})"
+            try:
+                reference = runner.reference(feeds)
+            except Exception as exc:
+                failure = f"PyTorch itself cannot run at {where}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                break
+            try:
+                actual = runner.onnx(feeds)
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                failure = f"ONNX Runtime fails at {where}: the axis is frozen inside the graph ({first[:300]})"
+                break
+            within, abs_err, _, detail = _compare(reference, actual, report.atol, report.rtol)
+            if not within:
+                failure = f"at {where}: {detail} (tolerance atol {report.atol:g} + rtol {report.rtol:g})"
+                break
+            results.append(f"{size} (max abs error {abs_err:.3g})")
+        sizes_text = ", ".join(results)
+        report.add(f"dynamic axis {label}", failure is None, failure or f"runs and matches at {label}={sizes_text}")
+
+
+def _check_and_infer(report: ExportReport, path: Path) -> bool:
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+        report.add("onnx checker", True, "full check passed")
+    except Exception as exc:
+        report.add("onnx checker", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        return False
+    try:
+        model = onnx.load(str(path))
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        outputs = [
+            f"{o.name}[{', '.join(d.dim_param or str(d.dim_value) for d in o.type.tensor_type.shape.dim)}]"
+            for o in inferred.graph.output
+        ]
+        report.add("shape inference", True, f"strict mode; outputs {'; '.join(outputs)}")
+    except Exception as exc:
+        report.add("shape inference", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        return False
+    return True
+
+
+def _simplify(report: ExportReport, path: Path) -> None:
+    try:
+        import onnx
+        import onnxslim
+    except ImportError:
+        report.add("simplify", None, "onnxslim is not installed (pip install onnxslim); kept the exporter's graph")
+        return
+    before = onnx.load(str(path))
+    nodes_before = len(before.graph.node)
+    try:
+        slimmed = onnxslim.slim(before)
+        onnx.checker.check_model(slimmed, full_check=True)
+    except Exception as exc:
+        report.add(
+            "simplify", None, f"onnxslim failed ({type(exc).__name__}: {str(exc)[:200]}); kept the exporter's graph"
+        )
+        return
+    tmp = path.with_suffix(path.suffix + ".slim.tmp")
+    onnx.save(slimmed, str(tmp))
+    os.replace(tmp, path)
+    report.simplified = True
+    report.add("simplify", True, f"onnxslim: {nodes_before} -> {len(slimmed.graph.node)} nodes")
+
+
+def export_model(
+    spec: ModelSpec,
+    output: Path,
+    opset: int = DEFAULT_OPSET,
+    dynamic: DynamicAxes | None = None,
+    simplify: bool = True,
+    atol: float = DEFAULT_ATOL,
+    rtol: float = DEFAULT_RTOL,
+    samples: int = 3,
+    module: Any = None,
+    exporter: str = "auto",
+) -> ExportReport:
+    """Export `spec` to `output`, check, optionally simplify and verify it; write `<output>.verify.json`.
+
+    `dynamic` adds axes to the model's default dynamic axes (its symbolic dims: batch, and seq for transformers).
+    `exporter`: `auto` (torch.export-based, then TorchScript-based), `dynamo` or `torchscript` (that one only).
+    Raises InfermeterError for bad input (no torch form, unreadable model); every other problem is a failed check.
+    """
+    from infermeter.errors import ModelError
+    from infermeter.models.spec import load_torch_module
+
+    if not spec.has_torch_form:
+        raise ModelError(
+            f"{spec.ref} is already an ONNX file; export takes a zoo model, a .py factory or a .pt2 program"
+        )
+    axes = {name: dict(named) for name, named in default_dynamic_axes(spec).items()}
+    for name, named in (dynamic or {}).items():
+        axes.setdefault(name, {}).update(named)
+    report = ExportReport(spec.ref, str(output), opset, axes, atol, rtol)
+    module = load_torch_module(spec) if module is None else module
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        outcome = export_to_onnx(
+            spec, output, opset, axes, module=None if spec.kind == "pt2" else module, exporters=EXPORTERS[exporter]
+        )
+        report.exporter, report.fallback_reason = outcome.exporter, outcome.fallback_reason
+        detail = f"{outcome.exporter} exporter, opset {opset}"
+        if outcome.fallback_reason:
+            detail += f"; torch.export-based failed: {outcome.fallback_reason}"
+        report.add("export", True, detail)
+    except ExportError as exc:
+        report.unsupported_op = exc.unsupported_op
+        report.add("export", False, str(exc))
+    if report.ok and _check_and_infer(report, output):
+        if simplify:
+            _simplify(report, output)
+        else:
+            report.add("simplify", None, "--no-simplify")
+        verify_onnx(report, spec, module, output, axes, samples)
+    write_report(report, output)
+    return report
+
+
+def report_path(output: Path) -> Path:
+    """Where the verification report of `output` is written: `<output>.verify.json`."""
+    return output.with_name(output.name + ".verify.json")
+
+
+def write_report(report: ExportReport, output: Path) -> Path:
+    """Write the report as JSON next to the model (atomically) and return its path."""
+    path = report_path(output)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    os.replace(tmp, path)
+    return path
