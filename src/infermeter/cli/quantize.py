@@ -27,6 +27,7 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 @click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
 @click.option("--calib-size", type=int, default=300, show_default=True, help="Calibration samples used at most.")
 @click.option("--method", default="minmax", show_default=True, help="Calibration: minmax, entropy, percentile.")
+@click.option("--activations", default="u8", show_default=True, help="Static activations: u8 (fast on x86) or s8.")
 @click.option("--per-channel", is_flag=True, help="Per-output-channel weight scales.")
 @click.option("--exclude", multiple=True, help="Node names to keep in float (repeat or comma-separate).")
 @click.option("--eval", "eval_data", help="Evaluation data (with `labels`: task metric; without: FP32 agreement).")
@@ -46,6 +47,7 @@ def quantize(
     calib: str | None,
     calib_size: int,
     method: str,
+    activations: str,
     per_channel: bool,
     exclude: tuple[str, ...],
     eval_data: str | None,
@@ -70,7 +72,7 @@ def quantize(
         model=model,
         output=output,
         engine=engine,
-        config=QuantConfig(mode, method, per_channel, tuple(split_values(exclude))),
+        config=QuantConfig(mode, method, per_channel, tuple(split_values(exclude)), activations),
         calib=calib,
         calib_size=calib_size,
         eval=eval_data,
