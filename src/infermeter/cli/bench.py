@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infermeter.case import PRECISIONS, SHAPE_MODES, MeasureSettings
+from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
 from infermeter.cli.common import (
     choose,
     parse_options,
@@ -27,7 +27,7 @@ from infermeter.measure.coldstart import cold_start_plan
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.measure.shapes import parse_sizes
 from infermeter.models.inputs import parse_input_override, resolve_shapes
-from infermeter.models.spec import resolve_model
+from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
 from infermeter.report.summary import (
     COLD_START_COLUMNS,
@@ -96,13 +96,15 @@ def print_summary(table: SummaryTable, cases: Sequence[CaseResult] = ()) -> None
         stdout.print(escape(note), soft_wrap=True)
 
 
-def _backend_chains(backend: tuple[str, ...], fallback: tuple[str, ...]) -> list[tuple[str, ...]]:
-    from infermeter.backends.registry import backend_names, default_backends
+def _backend_chains(
+    backend: tuple[str, ...], fallback: tuple[str, ...], specs: Sequence[ModelSpec]
+) -> list[tuple[str, ...]]:
+    """The backends to run, each a fallback chain (usually of one). Without --backend/--fallback: every available
+    CPU backend that can run the models' form (a `.tflite`-only backend is left out for a zoo model, with a note)."""
+    from infermeter.backends.registry import backend_names, default_backends, get_backend
 
     chains: list[tuple[str, ...]] = [(name,) for name in split_values(backend)]
     chains += [tuple(split_values([chain])) for chain in fallback]
-    if not chains:
-        chains = [(name,) for name in default_backends()]
     known = backend_names()
     for chain in chains:
         for name in chain:
@@ -110,7 +112,28 @@ def _backend_chains(backend: tuple[str, ...], fallback: tuple[str, ...]) -> list
                 raise UsageError(
                     f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
                 )
+    if chains:
+        return chains
+    for name in default_backends():
+        reasons = [get_backend(name).unsupported_reason(spec, Case(spec.ref, name)) for spec in specs]
+        if all(reason is not None for reason in reasons):
+            stderr.print(f"[dim]not running {name}: {escape(str(reasons[0]))}[/]", soft_wrap=True)
+        else:
+            chains.append((name,))
     return chains
+
+
+def _annotate_roofline(results: ResultsFile, path: Path) -> None:
+    """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
+    from infermeter.graph.peak import cached_peak
+    from infermeter.graph.roofline import annotate_roofline
+    from infermeter.results.io import write_results
+
+    if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
+        stderr.print("[dim]measuring this machine's compute and memory ceilings once (infermeter peak)...[/]")
+    with stderr.status("roofline: counting FLOPs per model"):
+        annotate_roofline(results)
+    write_results(path, results)
 
 
 def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -207,6 +230,9 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
 @click.option(
     "--check-parity", is_flag=True, help="Check each case's outputs against the fp32 reference; no speedup when wrong."
 )
+@click.option(
+    "--no-roofline", is_flag=True, help="Skip achieved GFLOP/s and the fraction of this machine's measured peak."
+)
 @click.option("--no-history", is_flag=True, help="Do not record this run in the history database.")
 @click.option(
     "--cold-start", is_flag=True, help="Time a fresh process to its first result per backend, without and with caches."
@@ -240,6 +266,7 @@ def bench(
     output: Path | None,
     resume: Path | None,
     check_parity: bool,
+    no_roofline: bool,
     no_history: bool,
     cold_start: bool,
     no_isolation: bool,
@@ -258,7 +285,8 @@ def bench(
     require_positive(threads, "--threads", allow_zero=True)
     if seq_len is not None:
         require_positive(seq_len, "--seq-len")
-    chains = _backend_chains(backend, fallback)
+    specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
+    chains = _backend_chains(backend, fallback, specs)
     precisions = choose(precision, PRECISIONS, "--precision")
     shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
     batches = parse_positive_ints(batch, "--batch")
@@ -268,7 +296,6 @@ def bench(
     if (dynamic or buckets) and "dynamic" not in shape_modes:
         raise UsageError("--dynamic and --buckets apply to --shape-mode dynamic; add --shape-mode dynamic")
     overrides = tuple(parse_input_override(text) for text in inputs or ())
-    specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
     all_names = {i.name for spec in specs for i in spec.inputs}
     if len(specs) == 1 or any(name not in all_names for name, _ in overrides):
         # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
@@ -306,6 +333,8 @@ def bench(
     results.command = ["infermeter", *sys.argv[1:]]
     write_results(path, results)
     _run_plan(plan, results, path, isolate=not no_isolation)
+    if not no_roofline and not cold_start:
+        _annotate_roofline(results, path)
     planned_ids = {case.id for item in plan for case in item.chain}
     shown = [c for c in results.cases if c.id in planned_ids]
     if cold_start:

@@ -261,6 +261,21 @@ def measure_peak(threads: int | None = None, progress: ProgressFn | None = None)
     return result
 
 
+def cached_peak(threads: int | None = None) -> dict[str, Any] | None:
+    """This machine's cached ceilings, or None when they have not been measured (or the cache is stale)."""
+    from infermeter.results.env import default_threads
+
+    key = peak_cache_key(threads or default_threads())
+    path = _cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        cached: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return cached if cached.get("key") == key else None
+
+
 def load_or_measure_peak(
     refresh: bool = False, threads: int | None = None, progress: ProgressFn | None = None
 ) -> tuple[dict[str, Any], bool]:
@@ -271,13 +286,9 @@ def load_or_measure_peak(
     threads = threads or default_threads()
     key = peak_cache_key(threads)
     path = _cache_path(key)
-    if not refresh and path.is_file():
-        try:
-            cached = json.loads(path.read_text())
-            if cached.get("key") == key:
-                return cached, True
-        except (OSError, ValueError):
-            pass  # unreadable: measure again and overwrite
+    cached = None if refresh else cached_peak(threads)
+    if cached is not None:
+        return cached, True
     result = measure_peak(threads, progress)
     result["key"] = key
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -93,21 +93,23 @@ def annotate_case(case: CaseResult, flops: int, bytes_moved: int, peak: dict[str
 
 
 def annotate_roofline(results: ResultsFile, peak: dict[str, Any] | None = None) -> None:
-    """Add the roofline fields to every ok case of `results` and the ceilings to `results.extra["peak"]`.
+    """Add the roofline fields to every ok, non-synthetic case of `results` and the ceilings to
+    `results.extra["peak"]`.
 
     `peak` defaults to this machine's cached `infermeter peak` measurement (measured now, ~20 s, on a miss).
     FLOPs are computed once per (model, input shapes). A model whose graph cannot be analysed (no ONNX form,
     onnx missing) gets `extra["roofline_error"]` instead, and the other cases go on.
     """
+    measured = [case for case in results.cases if case.ok and not case.synthetic]
+    if not measured:
+        return  # nothing ran real work (synthetic or failed cases only): no ceiling to measure against
     if peak is None:
         from infermeter.graph.peak import load_or_measure_peak
 
         peak, _cache_hit = load_or_measure_peak()
     results.extra["peak"] = peak_summary(peak)
     costs: dict[tuple[str, str, int], tuple[int, int] | str] = {}
-    for case in results.cases:
-        if not case.ok:
-            continue
+    for case in measured:
         shapes_key = repr(sorted((k, tuple(v)) for k, v in case.input_shapes.items()))
         cache_key = (case.model, shapes_key, case.batch)
         if cache_key not in costs:

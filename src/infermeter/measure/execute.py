@@ -54,6 +54,7 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
         input_shapes={name: list(dims) for name, dims in case.input_shapes},
         started=now_iso(),
         streams=case.streams,
+        synthetic=backend.synthetic,
         dynamic={name: list(sizes) for name, sizes in case.dynamic},
     )
 

@@ -77,6 +77,7 @@ class CaseResult:
     options: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     isolated: bool = True
+    synthetic: bool = False  # from the `null` test backend: its latencies are made up, not measured work
     streams: int = 1
     dynamic: dict[str, list[int]] = field(default_factory=dict)
     per_shape: list[dict[str, Any]] = field(default_factory=list)
