@@ -120,3 +120,18 @@ def test_bad_requests(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
         )
     with pytest.raises(UsageError, match=r"writes a \.xml"):
         quantize_model(QuantizeRequest(str(model), tmp_path / "q.onnx", engine="openvino"))
+
+
+@pytest.mark.slow
+def test_openvino_engine_writes_int8_ir(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    from infermeter.quantize.ov_quant import ir_precision
+
+    model, calib, evaluation = plain
+    out = tmp_path / "mlp.xml"
+    outcome = quantize_model(
+        QuantizeRequest(str(model), out, engine="openvino", calib=str(calib), eval=str(evaluation), latency=False)
+    )
+    assert out.is_file() and out.with_suffix(".bin").is_file()
+    assert ir_precision(out) == "int8" and ir_precision(out) != ir_precision(model)
+    accuracy = outcome.rows[1].accuracy
+    assert accuracy is not None and accuracy.metric == "top1" and accuracy.value > 0.5

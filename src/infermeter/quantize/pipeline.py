@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import UsageError
+from infermeter.errors import InfermeterError, UsageError
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
 from infermeter.quantize.data import SampleSet, calibration_warnings, load_samples, random_samples
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
@@ -283,7 +283,11 @@ def _time_rows(
     shapes = _sample_shapes(evaluation)
     for row in outcome.rows:
         progress(f"timing {row.label}")
-        row.timing = measure_file(row.path, request.threads, shapes)
+        try:
+            row.timing = measure_file(row.path, request.threads, shapes)
+        except InfermeterError as exc:  # e.g. a file kind `bench` cannot load yet: accuracy still stands
+            outcome.notes.append(f"{row.label} not timed: {exc}")
+            continue
         if row.timing.precision_effective:
             row.precision = row.timing.precision_effective
 
