@@ -8,6 +8,7 @@ import click
 
 from infermeter import __version__
 from infermeter.cli import bench as bench_cmd
+from infermeter.cli import generate as generate_cmd
 from infermeter.cli import export as export_cmd
 from infermeter.cli import info
 from infermeter.cli import parity as parity_cmd
@@ -46,6 +47,9 @@ app.add_command(peak_cmd.peak)
 app.add_command(serve_cmd.serve)
 app.add_command(load_cmd.load)
 app.add_command(load_cmd.tune_batching)
+app.add_command(generate_cmd.generate_bench)
+app.add_command(generate_cmd.gguf)
+app.add_command(generate_cmd.load_openai)
 
 
 def main(argv: list[str] | None = None) -> None:

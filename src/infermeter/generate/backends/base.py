@@ -1,0 +1,112 @@
+"""The contract of a generation backend: load a causal LM, generate a fixed number of tokens, report each token.
+
+The clock stays outside backends, as in the core: `GenerationSession.generate` calls `on_token()` once per
+decode step, right after the step's token(s) exist on the host, and the driver (`generate.runner`) reads the
+clock there. Generation is greedy and runs exactly `gen_len` steps (EOS is ignored), so every backend does
+the same amount of work for the same case.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from infermeter.backends.base import package_version
+
+OnToken = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class GenerateCase:
+    """One generation case: which model on which backend, how long a prompt, how many tokens, how many at once.
+
+    `model` is a GGUF path (llama-cpp), a Hugging Face folder (transformers, vllm, tensorrt-llm), or the word
+    `tiny-llama` (the offline test model, built on demand). `requests` is the number of timed requests,
+    `warmup` the untimed ones before them.
+    """
+
+    model: str
+    backend: str
+    prompt_len: int = 64
+    gen_len: int = 32
+    batch: int = 1
+    threads: int = 1
+    requests: int = 5
+    warmup: int = 1
+    options: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 600.0
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        """A readable, stable identifier of the controlled variables."""
+        opts = ",".join(f"{k}={v}" for k, v in self.options)
+        return (
+            f"{self.backend}-p{self.prompt_len}-g{self.gen_len}-b{self.batch}-t{self.threads}"
+            + (f"-{opts}" if opts else "")
+            + "-"
+            + hashlib.sha256(f"{self.model}|{opts}".encode()).hexdigest()[:8]
+        )
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        """The value of option `key`, or `default`."""
+        return dict(self.options).get(key, default)
+
+
+@dataclass
+class GenerationSession(ABC):
+    """A loaded causal LM. `load_phases_s` and `notes` as in `infermeter.backends.base.Session`."""
+
+    load_phases_s: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @abstractmethod
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` in this model's vocabulary (no BOS)."""
+
+    @abstractmethod
+    def generate(self, prompt_ids: list[int], gen_len: int, batch: int, on_token: OnToken) -> list[list[int]]:
+        """Greedy-generate exactly `gen_len` tokens for `batch` copies of `prompt_ids`, calling `on_token()`
+        after each step; returns the generated ids per sequence. Any cached state of an earlier call is
+        dropped first: a repeated prompt must pay its prefill again."""
+
+    @abstractmethod
+    def effective_precision(self) -> str:
+        """What the weights really are (GGUF file type, torch dtype…)."""
+
+    def model_size_mb(self) -> float | None:
+        """Size of the model's weights on disk, when known."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Free the model."""
+
+
+class GenerationBackend(ABC):
+    """A way to run causal LMs. Class attributes as in `infermeter.backends.base.Backend`."""
+
+    name: str = ""
+    device: str = "cpu"
+    distribution: str = ""
+    description: str = ""
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> str | None:
+        """None when usable here, else the reason with the install hint."""
+
+    @classmethod
+    def version(cls) -> str | None:
+        """The installed framework version."""
+        return package_version(cls.distribution) if cls.distribution else None
+
+    @classmethod
+    def unsupported_reason(cls, case: GenerateCase) -> str | None:
+        """Why this backend cannot run `case` (checked before loading), or None."""
+        return None
+
+    @abstractmethod
+    def load(self, case: GenerateCase) -> GenerationSession:
+        """Load `case.model`; all slow work happens here and is named in `load_phases_s`."""

@@ -1,0 +1,65 @@
+"""`fake`: a scripted generation backend on a fake clock, so that metric definitions can be checked exactly.
+
+Options: `fake.prefill_ms` (per request, default 10), `fake.decode_ms` (per token after the first, default 2).
+With the clock from `FakeClock`, TTFT is exactly prefill_ms and TPOT exactly decode_ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
+
+
+class FakeClock:
+    """A clock that only moves when told to (seconds)."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward."""
+        self.now_s += seconds
+
+
+@dataclass
+class FakeSession(GenerationSession):
+    """Generates token ids 0, 1, 2… and advances `clock` by the scripted step times."""
+
+    clock: FakeClock | None = None
+    prefill_ms: float = 10.0
+    decode_ms: float = 2.0
+
+    def tokenize(self, text: str) -> list[int]:
+        return [ord(c) % 256 for c in text]
+
+    def generate(self, prompt_ids: list[int], gen_len: int, batch: int, on_token: OnToken) -> list[list[int]]:
+        for step in range(gen_len):
+            if self.clock is not None:
+                self.clock.advance((self.prefill_ms if step == 0 else self.decode_ms) / 1e3)
+            on_token()
+        return [list(range(gen_len)) for _ in range(batch)]
+
+    def effective_precision(self) -> str:
+        return "fp32"
+
+
+class FakeBackend(GenerationBackend):
+    """Scripted timings; not a framework."""
+
+    name = "fake"
+    description = "scripted token timings on a fake clock (for tests)"
+
+    @classmethod
+    def available(cls) -> str | None:
+        return None
+
+    def load(self, case: GenerateCase) -> GenerationSession:
+        return FakeSession(
+            clock=FakeClock(),
+            prefill_ms=float(case.option("fake.prefill_ms", "10") or 10),
+            decode_ms=float(case.option("fake.decode_ms", "2") or 2),
+        )

@@ -1,0 +1,123 @@
+"""`llama-cpp`: GGUF models through llama-cpp-python (llama.cpp), on the CPU here.
+
+Options: `llama-cpp.n_batch` (prompt batch size, default 512), `llama-cpp.n_gpu_layers` (default 0: CPU),
+`llama-cpp.flash_attn` (0/1). One sequence at a time: the high-level API has no batched decoding; for
+concurrent requests, benchmark llama.cpp's server with `infermeter load-openai`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infermeter.errors import ModelError
+from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
+
+INSTALL_HINT = (
+    "llama-cpp-python is not installed; install the `llm` extra (`make install-llm`, or "
+    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'infermeter[llm]'; it compiles llama.cpp, several minutes)"
+)
+
+
+def gguf_file_type(path: Path) -> str:
+    """The GGUF file type of `path` as a lowercase name (`f16`, `q4_k_m`…), read from its header."""
+    from gguf import GGUFReader, LlamaFileType
+
+    reader = GGUFReader(str(path))
+    field = reader.get_field("general.file_type")
+    if field is None:
+        return "unknown"
+    value = int(field.parts[field.data[0]][0])
+    try:
+        name = LlamaFileType(value).name
+    except ValueError:
+        return f"file_type_{value}"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_").lower()
+
+
+@dataclass
+class LlamaCppSession(GenerationSession):
+    """A loaded llama.cpp model (llama_cpp.Llama)."""
+
+    llm: Any = None
+    path: Path | None = None
+    file_type: str = "unknown"
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.llm.tokenize(text.encode(), add_bos=False, special=False))
+
+    def generate(self, prompt_ids: list[int], gen_len: int, batch: int, on_token: OnToken) -> list[list[int]]:
+        # reset() drops the evaluated prefix: without it, llama-cpp-python reuses the KV cache of a repeated
+        # prompt and the next request's prefill (TTFT) would cost nothing.
+        self.llm.reset()
+        out: list[int] = []
+        # temp 0 = greedy inside llama.cpp's sampler; EOS is not checked here, so every request runs gen_len steps.
+        for token in self.llm.generate(prompt_ids, temp=0.0, top_k=1, reset=True):
+            out.append(int(token))
+            on_token()
+            if len(out) >= gen_len:
+                break
+        return [out]
+
+    def effective_precision(self) -> str:
+        return self.file_type
+
+    def model_size_mb(self) -> float | None:
+        return self.path.stat().st_size / 2**20 if self.path else None
+
+    def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+            self.llm = None
+
+
+class LlamaCppBackend(GenerationBackend):
+    """llama.cpp through llama-cpp-python."""
+
+    name = "llama-cpp"
+    distribution = "llama-cpp-python"
+    description = "GGUF models through llama-cpp-python (llama.cpp), CPU"
+
+    @classmethod
+    def available(cls) -> str | None:
+        import importlib.util
+
+        return None if importlib.util.find_spec("llama_cpp") else INSTALL_HINT
+
+    @classmethod
+    def unsupported_reason(cls, case: GenerateCase) -> str | None:
+        if case.batch != 1:
+            return (
+                "llama-cpp runs one sequence at a time (llama-cpp-python has no batched decoding); use --batch 1, "
+                "or benchmark concurrent requests against llama.cpp's server with `infermeter load-openai`"
+            )
+        return None
+
+    def load(self, case: GenerateCase) -> GenerationSession:
+        from infermeter.generate.models import resolve_gguf
+
+        path = resolve_gguf(case.model)
+        phases: dict[str, float] = {}
+        start = time.perf_counter()
+        from llama_cpp import Llama
+
+        phases["import"] = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            llm = Llama(
+                model_path=str(path),
+                n_ctx=case.prompt_len + case.gen_len + 8,
+                n_batch=int(case.option("llama-cpp.n_batch", "512") or 512),
+                n_threads=case.threads,
+                n_threads_batch=case.threads,
+                n_gpu_layers=int(case.option("llama-cpp.n_gpu_layers", "0") or 0),
+                flash_attn=case.option("llama-cpp.flash_attn", "0") == "1",
+                seed=case.seed,
+                verbose=False,
+            )
+        except ValueError as exc:
+            raise ModelError(f"llama.cpp could not load {path}: {exc}; is it a valid GGUF file?") from exc
+        phases["load_model"] = time.perf_counter() - start
+        return LlamaCppSession(load_phases_s=phases, llm=llm, path=path, file_type=gguf_file_type(path))

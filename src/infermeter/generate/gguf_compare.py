@@ -1,0 +1,103 @@
+"""Produce GGUF quantization levels of one model and compare them: size on disk, memory, load, TTFT,
+tokens/s and quality (perplexity on the shipped text, top-1 agreement with the F16 variant)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from infermeter.errors import ModelError
+from infermeter.generate.backends.base import GenerateCase
+from infermeter.generate.gguf_quant import quantized_gguf
+from infermeter.generate.metrics import SLO
+from infermeter.generate.models import TINY, gguf_from_hf, resolve_gguf, resolve_hf_folder, tiny_llama_folder
+from infermeter.generate.quality import NextTokenScores, agreement, score_worker
+from infermeter.generate.runner import run_generate_isolated, run_in_worker
+from infermeter.generate.tinyllama import corpus_text
+from infermeter.results.schema import CaseResult
+
+REFERENCE_LEVEL = "f16"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One quantization level of a model, as a GGUF file."""
+
+    level: str
+    path: Path
+    size_mb: float
+
+
+def source_gguf(source: str) -> Path:
+    """The highest-precision GGUF to quantize from: F32 conversion of `tiny-llama` / an HF folder, or the
+    given GGUF file itself."""
+    if source == TINY:
+        return gguf_from_hf(tiny_llama_folder(), "f32")
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return gguf_from_hf(resolve_hf_folder(source), "f32")
+    return resolve_gguf(source)
+
+
+def make_variants(source: str, levels: list[str], out_dir: Path | None = None) -> list[Variant]:
+    """Quantize `source` to each level (llama.cpp's quantizer; cached), copied into `out_dir` when given."""
+    base = source_gguf(source)
+    variants = []
+    for level in levels:
+        path = quantized_gguf(base, level)
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            stem = Path(source).stem if source != TINY else TINY
+            copy = out_dir / f"{stem}-{level}.gguf"
+            shutil.copyfile(path, copy)
+            path = copy
+        variants.append(Variant(level, path, path.stat().st_size / 2**20))
+    return variants
+
+
+def score_variant(path: Path, threads: int, timeout_s: float) -> NextTokenScores:
+    """Perplexity/top-1 scores of one GGUF on the shipped text, in its own worker process."""
+    kind, payload = run_in_worker(score_worker, (path, corpus_text(), threads), timeout_s)
+    if kind != "result":
+        raise ModelError(f"scoring {path.name} failed: {payload}")
+    nll, top1 = payload
+    return NextTokenScores(np.asarray(nll), np.asarray(top1))
+
+
+def compare_levels(
+    variants: list[Variant],
+    template: GenerateCase,
+    slo: SLO | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Benchmark every variant with `template` (its `model` replaced) and attach size and quality to each result.
+
+    Agreement is against the `f16` variant when it is among `variants`, else against the first one.
+    """
+    scores: dict[str, NextTokenScores] = {}
+    results: list[CaseResult] = []
+    for variant in variants:
+        case = replace(template, model=str(variant.path), backend="llama-cpp")
+        result = run_generate_isolated(case, slo)
+        result.extra["gguf_level"] = variant.level
+        result.extra["size_on_disk_mb"] = variant.size_mb
+        try:
+            scores[variant.level] = score_variant(variant.path, template.threads, template.timeout_s)
+            result.extra["perplexity"] = scores[variant.level].perplexity
+            result.extra["scored_tokens"] = len(scores[variant.level].nll)
+        except ModelError as exc:
+            result.notes.append(f"quality not measured: {exc}")
+        results.append(result)
+        if on_result:
+            on_result(result)
+    reference = REFERENCE_LEVEL if REFERENCE_LEVEL in scores else next(iter(scores), None)
+    for result in results:
+        level = result.extra["gguf_level"]
+        if reference is not None and level in scores:
+            result.extra["top1_agreement"] = agreement(scores[level], scores[reference])
+            result.extra["agreement_reference"] = reference
+    return results

@@ -1,0 +1,211 @@
+"""Running generation cases: the timed driver, and each case in its own worker process like the core does.
+
+The driver owns the clock: it reads it before a request, in each `on_token()` callback and after the
+backend returns. Warm-up requests run first and are not counted; the first of them is kept as the cold
+figure. A case's result is a core `CaseResult` with the generation metrics in `extra["generate"]`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import resource
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from infermeter.errors import InfermeterError
+from infermeter.generate.backends import get_generation_backend
+from infermeter.generate.backends.base import GenerateCase, GenerationSession
+from infermeter.generate.metrics import SLO, RequestTiming, summarize
+from infermeter.generate.tinyllama import corpus_text
+from infermeter.measure.execute import now_iso
+from infermeter.measure.worker import THREAD_VARIABLES
+from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
+from infermeter.stats import assess_run, latency_stats
+
+Clock = Callable[[], float]
+
+
+def time_request(
+    session: GenerationSession, prompt_ids: list[int], gen_len: int, batch: int, clock: Clock = time.perf_counter
+) -> list[RequestTiming]:
+    """Run one (batched) generation and return one `RequestTiming` per sequence (they share the timeline)."""
+    token_times: list[float] = []
+    start = clock()
+    session.generate(prompt_ids, gen_len, batch, lambda: token_times.append(clock()))
+    end = clock()
+    if len(token_times) != gen_len:
+        raise InfermeterError(f"backend reported {len(token_times)} token steps for --gen-len {gen_len}")
+    timing = RequestTiming(start_s=start, end_s=end, token_times_s=tuple(token_times), prompt_tokens=len(prompt_ids))
+    return [timing] * batch
+
+
+def prompt_ids_for(session: GenerationSession, prompt_len: int) -> list[int]:
+    """Exactly `prompt_len` token ids: the shipped text, tokenized by the model and repeated as needed."""
+    ids = session.tokenize(corpus_text())
+    if not ids:
+        raise InfermeterError("the model's tokenizer produced no tokens for the shipped text")
+    while len(ids) < prompt_len:
+        ids = ids + ids
+    return ids[:prompt_len]
+
+
+def blank_generate_result(case: GenerateCase, status: str, error: str | None = None) -> CaseResult:
+    """A result with the case's controlled variables and a status."""
+    backend = get_generation_backend(case.backend)
+    return CaseResult(
+        id=case.id,
+        model=case.model,
+        backend=case.backend,
+        backend_version=backend.version(),
+        device=backend.device,
+        batch=case.batch,
+        shape_mode="static",
+        precision=case.option("precision", "native") or "native",
+        precision_effective=None,
+        threads=case.threads,
+        status=status,
+        error=error,
+        options=dict(case.options),
+        input_shapes={"prompt": [case.batch, case.prompt_len]},
+        started=now_iso(),
+        extra={"task": "generate", "prompt_len": case.prompt_len, "gen_len": case.gen_len},
+    )
+
+
+def unavailable_reason(case: GenerateCase) -> str | None:
+    """Why `case` cannot run here, checked without loading."""
+    backend = get_generation_backend(case.backend)
+    return backend.available() or backend.unsupported_reason(case)
+
+
+def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clock = time.perf_counter) -> CaseResult:
+    """Load, warm up and measure `case` in this process; framework errors become a `failed` result."""
+    result = blank_generate_result(case, "ok")
+    reason = unavailable_reason(case)
+    if reason:
+        result.status, result.error = "unavailable", reason
+        return result
+    started = time.perf_counter()
+    session: GenerationSession | None = None
+    timings: list[RequestTiming] = []
+    warmup_e2e_ms: list[float] = []
+    try:
+        result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+        load_start = time.perf_counter()
+        session = get_generation_backend(case.backend)().load(case)
+        result.load_s = time.perf_counter() - load_start
+        result.load_phases_s = dict(session.load_phases_s)
+        result.notes = list(session.notes)
+        clock = getattr(session, "clock", None) or clock  # the fake backend brings its own clock
+        prompt = prompt_ids_for(session, case.prompt_len)
+        for _ in range(case.warmup):
+            warm = time_request(session, prompt, case.gen_len, case.batch, clock)[0]
+            warmup_e2e_ms.append((warm.end_s - warm.start_s) * 1e3)
+        for _ in range(case.requests):
+            timings.extend(time_request(session, prompt, case.gen_len, case.batch, clock))
+        result.precision_effective = session.effective_precision()
+        size_mb = session.model_size_mb()
+    except InfermeterError as exc:
+        result.status, result.error = "failed", str(exc)
+    except Exception as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        result.status, result.error = "failed", f"{type(exc).__name__}: {first_line}"
+        result.notes.append(traceback.format_exc(limit=8))
+    finally:
+        if session is not None:
+            session.close()
+    result.duration_s = time.perf_counter() - started
+    if result.status != "ok":
+        return result
+    summary = summarize(timings, slo)
+    # One sample per request (a batch's sequences share one timeline): the core's latency fields hold E2E.
+    e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in timings[:: case.batch]]
+    result.latency_ms = latency_stats(e2e_ms, case.seed)
+    result.samples_ms = e2e_ms
+    result.iterations = len(e2e_ms)
+    result.warmup_iterations = len(warmup_e2e_ms)
+    result.warmup_ms = warmup_e2e_ms
+    result.first_inference_ms = warmup_e2e_ms[0] if warmup_e2e_ms else None
+    result.throughput = summary.output_tokens_per_s
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.warnings = assess_run(e2e_ms, result.latency_ms, result.first_inference_ms)
+    # The core's warning says `--iterations`; a generation case counts requests instead.
+    result.warnings = [
+        CaseWarning(w.code, w.message.replace("--iterations", "--requests").replace("iterations", "requests"), w.detail)
+        if w.code == "too_few_samples"
+        else w
+        for w in result.warnings
+    ]
+    result.extra["generate"] = summary.to_dict()
+    result.extra["model_size_mb"] = size_mb
+    result.extra["throughput_unit"] = "output tokens/s"
+    return result
+
+
+def _child_main(conn: multiprocessing.connection.Connection, case: GenerateCase, slo: SLO | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = str(case.threads)
+    try:
+        conn.send(("result", case_to_dict(execute_generate_case(case, slo))))
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def run_generate_isolated(case: GenerateCase, slo: SLO | None = None) -> CaseResult:
+    """Run `case` in a fresh spawned worker with a `case.timeout_s` limit; crashes and hangs become results."""
+    reason = unavailable_reason(case)
+    if reason:
+        return blank_generate_result(case, "unavailable", reason)
+    outcome = run_in_worker(_child_main, (case, slo), case.timeout_s)
+    kind, payload = outcome
+    if kind == "result":
+        return case_from_dict(payload)
+    status = {"timeout": "timeout", "crashed": "crashed"}.get(kind, "failed")
+    return blank_generate_result(case, status, str(payload))
+
+
+def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
+    """Run `target(conn, *args)` in a spawned process that sends one ("result"|"error", payload) message.
+
+    Returns that message, ("timeout", reason) or ("crashed", reason). The same pattern as
+    `infermeter.measure.worker.run_isolated`, for workers that are not core cases.
+    """
+    context = multiprocessing.get_context("spawn")
+    parent_conn, child_conn = context.Pipe(duplex=False)
+    process = context.Process(target=target, args=(child_conn, *args), daemon=True)
+    process.start()
+    child_conn.close()
+    try:
+        if parent_conn.poll(timeout_s):
+            try:
+                message: tuple[str, Any] = parent_conn.recv()
+            except EOFError:
+                message = ("crashed", "")
+        else:
+            message = ("timeout", f"no result within {timeout_s:g} s; the worker was killed")
+    except BaseException:
+        process.kill()
+        process.join()
+        raise
+    process.join(timeout=5)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    if message[0] == "crashed":
+        code = process.exitcode or 0
+        try:
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+        message = ("crashed", f"the worker process {how} before reporting a result")
+    return message
