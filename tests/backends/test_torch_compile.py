@@ -35,7 +35,8 @@ def test_compiles_in_load_and_matches_torch(tiny_cnn, make_case):
 @pytest.mark.slow
 def test_second_process_hits_the_inductor_cache(tmp_path):
     """Across processes (the default isolation) the on-disk FX-graph cache serves the second compile. In one
-    process Dynamo would reuse its in-memory code instead, which tests nothing about the disk cache."""
+    process Dynamo would reuse its in-memory code instead, which tests nothing about the disk cache. Batch 5: a
+    shape no other test compiles, so the first run is a miss."""
     hits = []
     for run in range(2):
         out = tmp_path / f"r{run}.json"
