@@ -21,6 +21,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
+    parser.add_argument("--modes", default="dynamic,static")
     args = parser.parse_args()
     sentences = load_sentences()
     half = len(sentences) // 2
@@ -29,10 +31,11 @@ def main() -> None:
         np.savez(folder / "calib.npz", **tokenize(sentences[:half], args.seq))
         np.savez(folder / "eval.npz", **tokenize(sentences[half:], args.seq))
         print(f"{len(sentences)} shipped sentences: {half} calibrate, {len(sentences) - half} evaluate, seq {args.seq}")
-        for mode in ("dynamic", "static"):
+        for mode in args.modes.split(","):
             outcome = quantize_model(
                 QuantizeRequest(
-                    "minilm", folder / f"minilm-{mode}.onnx", config=QuantConfig(mode=mode),
+                    "minilm", folder / f"minilm-{mode}.onnx",
+                    config=QuantConfig(mode=mode, per_channel=args.per_channel),
                     calib=str(folder / "calib.npz"), eval=str(folder / "eval.npz"), threads=args.threads,
                 )
             )  # fmt: skip
