@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Appended, not prepended: `from conftest import run_cli` must still find tests/conftest.py first.
+sys.path.append(str(Path(__file__).parent))
 
 needs_llama_cpp = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
