@@ -128,7 +128,7 @@ def test_cli_catches_a_batch_frozen_inside_the_graph(sources: Path, tmp_path: Pa
     assert "max abs error" in checks["dynamic axis batch"]["detail"]
     assert "verification failed: dynamic axis batch" in done.stderr
     # The torch.export-based exporter gets it right: the verification passes.
-    assert run_cli(*args[:-2]).returncode == 0
+    assert export_model(resolve_model(f"{sources}:freezes_batch"), tmp_path / "ok.onnx", simplify=False).ok
 
 
 def test_unsupported_operator_is_named(sources: Path, tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "minilm"])
 def test_zoo_model_exports_verified(name: str, tmp_path: Path) -> None:
     out = tmp_path / f"{name}.onnx"
-    report = export_model(resolve_model(name), out, samples=2)
+    report = export_model(resolve_model(name), out, samples=2, simplify=name == "minilm")
     assert report.ok, [c for c in report.checks if c.status == "fail"]
     assert _dims(out)[resolve_model(name).inputs[0].name][0] == "batch"
     if name == "minilm":

