@@ -63,6 +63,20 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "the load generator issued requests behind schedule",
         "latency still counts from the schedule; give the generator a free core or lower --qps",
     ),
+    "random_calibration": (
+        "int8 calibrated on random inputs",
+        "its accuracy is unknown: calibrate on real data (--option quantize.calib=DATA) and check it "
+        "(infermeter quantize --calib DATA --eval DATA)",
+    ),
+    "small_calibration_set": ("calibration set is small", "calibrate on at least 100 representative samples"),
+    "calibration_unrepresentative": (
+        "calibration data look unlike the evaluation data",
+        "calibrate on data drawn from what the model will see in production",
+    ),
+    "accuracy_budget_missed": (
+        "no quantized variant met the accuracy budget",
+        "keep more layers in float (--max-drop), calibrate on more data, or fine-tune (--finetune)",
+    ),
     "memory_growth": (
         "resident memory grew steadily through the run",
         "allocator fragmentation under varying shapes: pad inputs into a few --buckets, or cap the shape range",

@@ -78,6 +78,8 @@ class Backend(ABC):
     synthetic: ClassVar[bool] = False
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     description: ClassVar[str] = ""
+    # True when `--precision int8` on a float model should be served as an INT8 (QDQ) ONNX graph made on the fly.
+    quantizes_on_the_fly: ClassVar[bool] = False
 
     @classmethod
     def version(cls) -> str | None:

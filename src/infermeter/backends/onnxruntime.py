@@ -91,6 +91,7 @@ class OnnxRuntimeBackend(Backend):
     providers: ClassVar[tuple[str, ...]] = ("CPUExecutionProvider",)
     # Whether `load` keeps ORT's optimized graph in the cache (CPU only: GPU graphs are partitioned per session).
     optimized_model_cache: ClassVar[bool] = True
+    quantizes_on_the_fly = True
 
     @classmethod
     def available(cls) -> str | None:
@@ -114,7 +115,7 @@ class OnnxRuntimeBackend(Backend):
                 "GPU execution provider for reduced precision"
             )
         if case.precision == "int8":
-            return "int8 needs a quantized ONNX model (see the quantize command); pass that model with fp32 inputs"
+            return None  # a QDQ graph runs as it is; a float model is quantized on the fly by the measure core
         return super().unsupported_reason(model, case)
 
     def provider_options(self, case: Case) -> list[tuple[str, dict[str, str]]]:

@@ -84,6 +84,33 @@ def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoin
     return sets, points, shapes
 
 
+def _int8_model(spec: ModelSpec, case: Case, result: CaseResult) -> tuple[ModelSpec, list[CaseWarning]]:
+    """For `--precision int8` on a float model and a backend that runs QDQ graphs: the model quantized on the fly
+    (static QDQ, cached), with a `random_calibration` warning unless `quantize.calib` named real data."""
+    backend = get_backend(case.backend)
+    if case.precision != "int8" or not backend.quantizes_on_the_fly:
+        return spec, []
+    import warnings
+
+    from infermeter.backends.onnxruntime import onnx_graph_precision
+    from infermeter.models.convert import onnx_for
+    from infermeter.models.spec import resolve_model
+    from infermeter.quantize.onthefly import RandomCalibrationWarning, quantize_on_the_fly
+
+    if onnx_graph_precision(str(onnx_for(spec).path)) == "int8":
+        return spec, []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RandomCalibrationWarning)
+        path = quantize_on_the_fly(spec, case)
+    result.notes.append(f"int8: quantized on the fly to {path}")
+    found = [
+        CaseWarning("random_calibration", str(w.message), "calibrated on random inputs")
+        for w in caught
+        if issubclass(w.category, RandomCalibrationWarning)
+    ]
+    return resolve_model(str(path)), found
+
+
 def _per_shape(
     points: list[ShapePoint], samples_ms: list[float], set_indices: list[int], seed: int
 ) -> list[dict[str, Any]]:
@@ -164,9 +191,14 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
         phase("loading")
         load_start = time.perf_counter()
-        session = get_backend(case.backend)().load(spec, case)
+        model, quantize_warnings = _int8_model(spec, case, result)
+        quantized = time.perf_counter()
+        session = get_backend(case.backend)().load(model, case)
         result.load_s = time.perf_counter() - load_start
         result.load_phases_s = dict(session.load_phases_s)
+        if model is not spec:
+            result.load_phases_s["quantize_s"] = quantized - load_start
+        result.warnings.extend(quantize_warnings)
         result.notes = list(session.notes)
         result.cache_hit = session.cache_hit
         prepared = [session.prepare(feeds) for feeds in feed_sets]
@@ -209,7 +241,7 @@ def _fill_measurements(result: CaseResult, case: Case, points: list[ShapePoint],
     result.first_inference_ms = measured["first_ns"] / 1e6
     result.throughput = _items_processed(case, points, measured["set_indices"]) / (measured["wall_ns"] / 1e9)
     result.peak_rss_mb = measured["peak_rss_mb"]
-    result.warnings = assess_run(samples_ms, stats, result.first_inference_ms)
+    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms)
     if points:
         result.per_shape = _per_shape(points, samples_ms, measured["set_indices"], settings.seed)
     sampler = measured["sampler"]
