@@ -339,9 +339,14 @@ def export_model(
     `exporter`: `auto` (torch.export-based, then TorchScript-based), `dynamo` or `torchscript` (that one only).
     Raises InfermeterError for bad input (no torch form, unreadable model); every other problem is a failed check.
     """
+    import importlib.util
+
     from infermeter.errors import ModelError
     from infermeter.models.spec import load_torch_module
 
+    for package, hint in (("torch", "torch==2.13.0"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")):
+        if importlib.util.find_spec(package) is None:
+            raise ModelError(f"export needs {package}, which is not installed: pip install {hint}")
     if not spec.has_torch_form:
         raise ModelError(
             f"{spec.ref} is already an ONNX file; export takes a zoo model, a .py factory or a .pt2 program"
