@@ -5,8 +5,12 @@ BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.test-installed-stamp
+LLM_STAMP := $(VENV)/.llm-installed-stamp
+# llama.cpp built portable (no -march=native) and without its CLI tools, server binary or multimodal library.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test run test lint typecheck unit clean benchmarks browser
+.PHONY: install install-test run test lint typecheck unit clean benchmarks browser install-llm test-llm
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +27,19 @@ $(TEST_STAMP): $(STAMP)
 install: $(STAMP)
 
 install-test: $(TEST_STAMP)
+
+# The optional `llm` extra: llama-cpp-python compiles llama.cpp from source (no Linux wheel on PyPI); pip
+# caches the built wheel, so only the first install on a machine pays for the compile.
+$(LLM_STAMP): $(TEST_STAMP)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(BIN)/python -m pip install --quiet -e '.[frameworks,test,llm]' torch==$(TORCH_VERSION)
+	touch $(LLM_STAMP)
+
+install-llm: $(LLM_STAMP)
+
+# The generation tests that need llama.cpp (they skip, saying why, under `make test` without the extra).
+test-llm: $(LLM_STAMP)
+	$(BIN)/python -m pytest -q tests/generate/test_llm.py
 
 # The main job: benchmark the built-in default model on every available CPU backend and print the table.
 run: $(STAMP)

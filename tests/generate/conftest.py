@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -10,15 +9,6 @@ import pytest
 
 # Appended, not prepended: `from conftest import run_cli` must still find tests/conftest.py first.
 sys.path.append(str(Path(__file__).parent))
-
-needs_llama_cpp = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed (optional `llm` extra; `make test-llm` installs it and runs these)",
-)
-needs_transformers = pytest.mark.skipif(
-    importlib.util.find_spec("transformers") is None or importlib.util.find_spec("tokenizers") is None,
-    reason="transformers/tokenizers are not installed (optional `llm` extra; `make test-llm` installs them)",
-)
 
 
 @pytest.fixture(scope="session")
