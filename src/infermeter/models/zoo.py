@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from infermeter.models.inputs import Feeds, InputSpec, generate_feeds
 
 # Bump when an architecture or its weight initialisation changes: it invalidates cached conversions.
-ZOO_VERSION = 1
+ZOO_VERSION = 2
 DEFAULT_MODEL = "mobilenet_v2"
 
 

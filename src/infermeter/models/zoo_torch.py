@@ -167,4 +167,31 @@ def build(name: str, seed: int) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = factories[name]()
+        if name in FACTORIES:
+            _calibrate_batchnorm(model, name)
     return model.eval()
+
+
+def _calibrate_batchnorm(model: nn.Module, name: str) -> None:
+    """Set every BatchNorm's running statistics from one seeded batch of random images, as training would.
+
+    With untrained statistics (mean 0, variance 1) the activations of a random deep CNN shrink layer after layer:
+    MobileNetV2's logits fall to ~1e-9 and its middle layers into denormal floats, which some CPUs compute up
+    to 100x slower, so eager PyTorch would be measured on a pathology no trained model has. Calibrated
+    statistics keep every layer at unit scale, like a trained network's.
+    """
+    from infermeter.models.zoo import ZOO
+
+    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    if not norms:
+        return
+    sizes = [d for d in ZOO[name].inputs[0].shape if isinstance(d, int)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one batch sets the statistics exactly
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(8, *sizes))
+    for norm in norms:
+        norm.momentum = 0.1
+    model.eval()
