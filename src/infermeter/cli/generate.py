@@ -145,6 +145,41 @@ def generate_bench(
     A MODEL is `tiny-llama` (built offline), `tiny-llama:q4_k_m`, a .gguf path (llama-cpp) or a Hugging Face
     folder (transformers, vllm, tensorrt-llm). Temporary hook until `bench --task generate` is wired.
     """
+    run_generation_cases(
+        models,
+        split_values(backend),
+        parse_positive_ints(batch, "--batch"),
+        prompt_len,
+        gen_len,
+        requests,
+        warmup,
+        threads,
+        parse_options(option),
+        _slo(slo_ttft_ms, slo_tpot_ms),
+        timeout,
+        output,
+        isolate=not no_isolation,
+    )
+
+
+def run_generation_cases(
+    models: tuple[str, ...] | list[str],
+    backends: list[str],
+    batches: list[int],
+    prompt_len: int,
+    gen_len: int,
+    requests: int,
+    warmup: int,
+    threads: int,
+    options: tuple[tuple[str, str], ...],
+    slo: SLO,
+    timeout: float,
+    output: Path | None,
+    isolate: bool = True,
+) -> ResultsFile:
+    """The whole `--task generate` flow for a CLI command: check, run each case, save after each, print.
+
+    Hook for `bench --task generate`: call it with bench's parsed flags (models, backends, batches…)."""
     from infermeter.generate.backends import get_generation_backend
     from infermeter.generate.backends.base import GenerateCase
     from infermeter.generate.runner import execute_generate_case, run_generate_isolated
@@ -152,10 +187,8 @@ def generate_bench(
     for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
         require_positive(value, flag)
     require_positive(warmup, "--warmup", allow_zero=True)
-    backends = split_values(backend)
     for name in backends:
         get_generation_backend(name)  # unknown names are a usage error before any case runs
-    slo = _slo(slo_ttft_ms, slo_tpot_ms)
     cases = [
         GenerateCase(
             model=model,
@@ -166,22 +199,23 @@ def generate_bench(
             threads=_threads(threads),
             requests=requests,
             warmup=warmup,
-            options=parse_options(option),
+            options=options,
             timeout_s=timeout,
         )
         for model in (models or ("tiny-llama",))
-        for b in parse_positive_ints(batch, "--batch")
+        for b in batches
         for name in backends
     ]
     results = _results_file()
     for case in cases:
         stderr.print(f"[dim]{escape(case.backend)} · {escape(case.model)} · batch {case.batch}…[/dim]")
-        result = execute_generate_case(case, slo) if no_isolation else run_generate_isolated(case, slo)
+        result = run_generate_isolated(case, slo) if isolate else execute_generate_case(case, slo)
         results.cases.append(result)
         _save(output, results)
     stdout.print(generation_table(results.cases, f"generation: prompt {prompt_len}, gen {gen_len} tokens"))
     if output:
         stdout.print(f"results: {escape(str(output))}")
+    return results
 
 
 @click.group("gguf")

@@ -1,0 +1,77 @@
+"""LLM generation figures on the tiny offline Llama: GGUF levels (size, memory, TTFT, TPOT, tokens/s, quality),
+llama.cpp vs transformers, and llama.cpp's OpenAI-compatible server under concurrency 1, 4, 16.
+
+Runs the real CLI (`infermeter gguf compare`, `generate-bench`, `load-openai`) and prints its tables; the
+results files land in the output folder. Needs the `llm` extra (`make install-llm`). Take the figures on a
+quiet machine: other processes on the same cores change every number here.
+
+    python benchmarks/llm_generation.py [--out results/llm] [--requests 10] [--gen-len 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def run(*args: str) -> None:
+    command = [sys.executable, "-m", "infermeter", *args]
+    print("$", shlex.join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("results/llm"))
+    parser.add_argument("--requests", type=int, default=10)
+    parser.add_argument("--prompt-len", type=int, default=128)
+    parser.add_argument("--gen-len", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    common = ["--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "--requests", str(args.requests)]
+    common += ["--threads", str(args.threads)]
+    run("gguf", "compare", "tiny-llama", *common, "-o", str(args.out / "gguf-levels.json"))
+    run("generate-bench", "tiny-llama", "-b", "llama-cpp,transformers", *common, "-o", str(args.out / "backends.json"))
+
+    from infermeter.generate.models import resolve_gguf
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf("tiny-llama")), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "2048", "--model_alias", "tiny"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{url}/v1/models", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.3)
+        run(
+            "load-openai", url, "--model", "tiny", "--concurrency", "1,4,16", "--prompt-len", str(args.prompt_len),
+            "--gen-len", str(args.gen_len), "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
+            "-o", str(args.out / "endpoint.json"),
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
