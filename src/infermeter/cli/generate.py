@@ -36,11 +36,13 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
     for result in results:
         gen = result.extra.get("generate") or {}
         name = str(result.extra.get("gguf_level") or result.extra.get("concurrency") or result.backend)
+        if label == "backend" and result.batch > 1:
+            name += f" ×{result.batch}"
         agree = result.extra.get("top1_agreement")
         size = result.extra.get("size_on_disk_mb") or result.extra.get("model_size_mb")
         row = [
             name,
-            result.status if result.status == "ok" else f"{result.status}: {result.error or ''}"[:80],
+            result.status if result.status == "ok" else f"{result.status}: {result.error or ''}"[:160],
             f"{_fmt(_dist(gen, 'ttft_ms', 'p50'), 2)} / {_fmt(_dist(gen, 'ttft_ms', 'p99'), 2)}",
             f"{_fmt(_dist(gen, 'tpot_ms', 'p50'), 2)} / {_fmt(_dist(gen, 'tpot_ms', 'p99'), 2)}",
             _fmt(_dist(gen, "e2e_ms", "p50")),
