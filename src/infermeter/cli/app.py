@@ -19,6 +19,7 @@ from infermeter.cli import history as history_cmd
 from infermeter.cli import report as report_cmd
 from infermeter.cli import inspect as inspect_cmd
 from infermeter.cli import serve as serve_cmd
+from infermeter.cli import optimize as optimize_cmd
 from infermeter.cli import load as load_cmd
 from infermeter.cli import peak as peak_cmd
 from infermeter.errors import InfermeterError
@@ -45,6 +46,7 @@ app.add_command(parity_cmd.parity)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(peak_cmd.peak)
 app.add_command(serve_cmd.serve)
+app.add_command(optimize_cmd.optimize)
 app.add_command(load_cmd.load)
 app.add_command(load_cmd.tune_batching)
 app.add_command(generate_cmd.generate_bench)

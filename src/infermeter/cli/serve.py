@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 
 from infermeter.case import PRECISIONS
@@ -40,9 +42,14 @@ BACKEND_OPTION = click.option(
 )
 
 
+def _is_deploy_folder(model: str) -> bool:
+    """True when MODEL is a folder (an optimize output, judged by its deploy.json when it is read)."""
+    return Path(model).is_dir()
+
+
 @click.command("serve")
 @click.argument("model")
-@BACKEND_OPTION
+@click.option("--backend", "-b", help="Backend to serve with (required unless MODEL is an optimize output folder).")
 @serve_options
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Most rows in one batch.")
 @click.option(
@@ -61,7 +68,7 @@ BACKEND_OPTION = click.option(
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     model: str,
-    backend: str,
+    backend: str | None,
     precision: str,
     threads: int,
     inputs: tuple[str, ...],
@@ -80,6 +87,9 @@ def serve(
 ) -> None:
     """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
 
+    MODEL may be the output folder of `infermeter optimize`: its deploy.json gives the artifact, backend,
+    precision, threads, options and batching (flags given on the command line still win for batching/threads).
+
     Endpoints: /v2/health/live, /v2/health/ready, /v2/models/NAME, /v2/models/NAME/ready,
     POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus).
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
@@ -87,6 +97,24 @@ def serve(
     from infermeter.serve.model import ServeConfig
     from infermeter.serve.server import API_KEY_VARIABLE, LISTENING_PREFIX, serve_foreground
 
+    if model and _is_deploy_folder(model):
+        from infermeter.optimize.deploy import serve_settings
+
+        chosen = serve_settings(Path(model))
+        if backend is not None and backend != chosen.backend:
+            raise UsageError(f"{model} was optimized for --backend {chosen.backend}; drop --backend {backend}")
+        given = click.get_current_context().get_parameter_source
+        explicit = {
+            name for name in ("max_batch", "max_delay_ms", "threads") if given(name) == ParameterSource.COMMANDLINE
+        }
+        model, backend, precision, option = chosen.model, chosen.backend, chosen.precision, option
+        option = tuple(f"{k}={v}" for k, v in chosen.options) + option
+        max_batch = max_batch if "max_batch" in explicit else chosen.max_batch
+        max_delay_ms = max_delay_ms if "max_delay_ms" in explicit else chosen.max_delay_ms
+        threads = threads if "threads" in explicit else chosen.threads
+        stderr.print(f"deploy manifest: serving the chosen {escape(chosen.label)} ({escape(model)})")
+    if backend is None:
+        raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")
     require_positive(max_batch, "--max-batch")
     require_positive(max_delay_ms, "--max-delay-ms", allow_zero=True)
     require_positive(workers, "--workers")

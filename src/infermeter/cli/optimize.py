@@ -1,0 +1,215 @@
+"""`infermeter optimize`: baseline → verified ONNX → every backend at FP32 → reduced precision → shapes and
+batching → the pick, with a live account of each step and a deployable output folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from infermeter.advise import OBJECTIVES
+from infermeter.cli.common import parse_options, parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.optimize.request import (
+    DEFAULT_BUDGET_MINUTES,
+    DEFAULT_MAX_ACCURACY_DROP_PCT,
+    DEFAULT_SETTINGS,
+    DEVICES,
+    THROUGHPUT_BATCHES,
+)
+
+EXIT_NO_PICK = 3
+
+
+class LiveView:
+    """Prints each step, decision and result as it happens, with a spinner line for the case in flight."""
+
+    def __init__(self) -> None:
+        self.status = stderr.status("starting", spinner="dots")
+        self.baseline_p50: dict[int, float] = {}
+
+    def __call__(self, event: object) -> None:
+        from infermeter.optimize.pipeline import OptimizeEvent
+
+        assert isinstance(event, OptimizeEvent)
+        kind, text, label = event.kind, escape(event.message), escape(event.label)
+        if kind == "step":
+            stderr.print(f"\n[bold]▶ {label}[/]\n  [dim]why: {text}[/]", soft_wrap=True)
+        elif kind == "note":
+            stderr.print(f"  · {text}", soft_wrap=True)
+        elif kind == "skip":
+            stderr.print(f"  [yellow]– skip {label}[/]: {text}", soft_wrap=True)
+        elif kind == "warning":
+            stderr.print(f"  [yellow]warning[/] {text}", soft_wrap=True)
+        elif kind in ("case", "phase"):
+            self.status.update(f"{label}: {text or 'starting'}")
+        elif kind == "done" and event.result is not None:
+            self._done(event.step, label, event.result, text)
+
+    def _done(self, step: str, label: str, result: object, text: str) -> None:
+        from infermeter.results.schema import CaseResult
+
+        assert isinstance(result, CaseResult)
+        self.status.update("")
+        if not result.ok:
+            stderr.print(f"  [red]✗ {label}: {result.status}[/]: {escape(result.error or '')}", soft_wrap=True)
+            return
+        assert result.latency_ms is not None
+        p50 = result.latency_ms.p50
+        if step == "baseline":
+            self.baseline_p50[result.batch] = p50
+        parts = [f"P50 {p50:.3f} ms", f"P99 {result.latency_ms.p99:.3f} ms", f"{result.throughput or 0:,.1f}/s"]
+        base = self.baseline_p50.get(result.batch)
+        if base and step != "baseline":
+            parts.append(f"[bold]{base / p50:.2f}x[/] vs baseline")
+        parity = result.extra.get("parity")
+        if isinstance(parity, dict):
+            parts.append("parity [green]pass[/]" if parity.get("passed") else "parity [red]FAIL[/]")
+        if text:
+            parts.append(f"[dim]{text}[/]")
+        stderr.print(f"  [green]✓[/] {label}: " + ", ".join(parts), soft_wrap=True)
+
+
+def _print_outcome(outcome: object) -> None:
+    from infermeter.advise import describe
+    from infermeter.optimize.finish import Outcome
+    from infermeter.report.summary import case_label
+
+    assert isinstance(outcome, Outcome)
+    advice = outcome.advice
+    if advice.ranked:
+        table = Table(header_style="bold", title="candidates meeting the constraints (best first)")
+        for column in ("#", "configuration", "measured", "accuracy"):
+            table.add_column(column)
+        for rank, case in enumerate(advice.ranked[:8], 1):
+            acc = case.extra.get("accuracy")
+            acc_text = f"drop {acc['drop_pct']:.2f}" if isinstance(acc, dict) else "—"
+            table.add_row(str(rank), escape(case_label(case)), escape(describe(case)), acc_text)
+        stdout.print(table)
+    for line in outcome.explanation:
+        stdout.print(escape(line), soft_wrap=True)
+    if outcome.fallback is not None:
+        stdout.print(f"Fallback: {escape(case_label(outcome.fallback))}: {escape(describe(outcome.fallback))}.")
+    stdout.print(f"report: {escape(str(outcome.report))}")
+    if outcome.deploy_md is not None:
+        stdout.print(
+            f"deploy: {escape(str(outcome.deploy_md))}; serve with `infermeter serve {escape(str(outcome.folder))}`"
+        )
+
+
+@click.command("optimize")
+@click.argument("model")
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True, help="Target device.")
+@click.option("--batch", multiple=True, help="Batch sizes; the first is the main comparison (default 1; 1,8,32 for "
+              "--objective throughput).")  # fmt: skip
+@click.option("--max-accuracy-drop", type=float, default=DEFAULT_MAX_ACCURACY_DROP_PCT, show_default=True,
+              help="Accuracy budget in points (top-1 with labelled --eval, else agreement with FP32).")  # fmt: skip
+@click.option("--calib", help="Calibration data for INT8: image folder, .npz/.npy, or file.py:function.")
+@click.option("--eval", "eval_data", help="Evaluation data (with `labels`: task metric; without: FP32 agreement).")
+@click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
+@click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
+@click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True)
+@click.option("--budget-minutes", type=float, default=DEFAULT_BUDGET_MINUTES, show_default=True,
+              help="Time this invocation may spend; dominated configurations are pruned to fit.")  # fmt: skip
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Output folder (default optimize-<model>).")
+@click.option("--backends", "-b", multiple=True, help="Only these backends (default: every one of the device).")
+@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (prefixed keys go to that backend).")
+@click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
+@click.option("--warmup", type=int, default=DEFAULT_SETTINGS.warmup_iterations, show_default=True)
+@click.option("--iterations", type=int, default=DEFAULT_SETTINGS.min_iterations, show_default=True,
+              help="Minimum timed iterations per case.")  # fmt: skip
+@click.option("--min-time", type=float, default=DEFAULT_SETTINGS.min_time_s, show_default=True)
+@click.option("--max-time", type=float, default=DEFAULT_SETTINGS.max_time_s, show_default=True)
+@click.option("--case-timeout", type=float, default=DEFAULT_SETTINGS.case_timeout_s, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def optimize(
+    model: str,
+    device: str,
+    batch: tuple[str, ...],
+    max_accuracy_drop: float,
+    calib: str | None,
+    eval_data: str | None,
+    max_p99_ms: float | None,
+    max_memory_mb: float | None,
+    max_load_s: float | None,
+    objective: str,
+    budget_minutes: float,
+    output: Path | None,
+    backends: tuple[str, ...],
+    option: tuple[str, ...],
+    threads: int,
+    warmup: int,
+    iterations: int,
+    min_time: float,
+    max_time: float,
+    case_timeout: float,
+    seed: int,
+) -> None:
+    """Find the fastest configuration of MODEL that meets the constraints, and leave it ready to serve.
+
+    Steps: 1 baseline (PyTorch eager FP32, or ONNX Runtime FP32 for an .onnx), 2 ONNX export verified,
+    3 every backend at FP32 with parity, 4 INT8 (calibrated; mixed precision when it breaks the accuracy budget)
+    and BF16/FP16 where the CPU has them, each accuracy-checked, 5 static vs dynamic shapes and batching,
+    6 the pick with its runner-up and the ONNX Runtime FP32 fallback. Rerun with the same -o to resume.
+    Exit 0: a pick was made; 3: nothing meets the constraints; 2: bad input.
+    """
+    from dataclasses import replace
+
+    from infermeter.backends.registry import backend_names
+    from infermeter.errors import UsageError
+    from infermeter.optimize.main import run_optimize
+    from infermeter.optimize.request import OptimizeRequest
+    from infermeter.results.env import default_threads
+
+    require_positive(threads, "--threads", allow_zero=True)
+    require_positive(warmup, "--warmup", allow_zero=True)
+    require_positive(iterations, "--iterations")
+    require_positive(min_time, "--min-time", allow_zero=True)
+    require_positive(max_time, "--max-time")
+    require_positive(case_timeout, "--case-timeout")
+    require_positive(budget_minutes, "--budget-minutes")
+    batches = parse_positive_ints(batch, "--batch") or (list(THROUGHPUT_BATCHES) if objective == "throughput" else [1])
+    chosen = split_values(backends)
+    unknown = [name for name in chosen if name not in backend_names()]
+    if unknown:
+        raise UsageError(f"unknown backend(s) {', '.join(unknown)}; known: {', '.join(backend_names())}")
+    folder = output or Path(f"optimize-{Path(model).stem.replace(':', '-')}")
+    request = OptimizeRequest(
+        model=model,
+        output=folder.resolve(),
+        device=device,
+        batches=tuple(batches),
+        max_accuracy_drop_pct=max_accuracy_drop,
+        calib=calib,
+        eval=eval_data,
+        max_p99_ms=max_p99_ms,
+        max_memory_mb=max_memory_mb,
+        max_load_s=max_load_s,
+        objective=objective,
+        budget_s=budget_minutes * 60,
+        backends=tuple(chosen),
+        options=parse_options(option),
+        threads=threads or default_threads(),
+        settings=replace(
+            DEFAULT_SETTINGS,
+            warmup_iterations=warmup,
+            min_iterations=iterations,
+            min_time_s=min_time,
+            max_time_s=max_time,
+            case_timeout_s=case_timeout,
+        ),
+        seed=seed,
+    )
+    view = LiveView()
+    try:
+        with view.status:
+            outcome = run_optimize(request, view)
+    except KeyboardInterrupt:
+        stderr.print(f"interrupted: finished steps and cases are saved in {escape(str(folder))}; rerun the same "
+                     "command to resume", soft_wrap=True)  # fmt: skip
+        raise SystemExit(130) from None
+    _print_outcome(outcome)
+    if outcome.advice.pick is None:
+        raise SystemExit(EXIT_NO_PICK)

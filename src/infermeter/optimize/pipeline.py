@@ -1,0 +1,201 @@
+"""The optimize run: state shared by the steps (request, model, results file, journal, budget) and the measuring
+of one case. The steps themselves live in `optimize.steps`; `run_optimize` runs them in order."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from infermeter.case import Case
+from infermeter.errors import UsageError
+from infermeter.measure.plan import PlanItem
+from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.optimize.candidates import Budget, GainLog
+from infermeter.optimize.journal import Journal
+from infermeter.optimize.request import OptimizeRequest
+from infermeter.results.schema import CaseResult, ResultsFile
+
+RESULTS_NAME = "results.json"
+ARTIFACTS = "artifacts"
+FP32_ONNX = f"{ARTIFACTS}/model.fp32.onnx"
+INT8_ONNX = f"{ARTIFACTS}/model.int8.onnx"
+MIXED_ONNX = f"{ARTIFACTS}/model.mixed.onnx"
+# Backends that compile for fixed shapes when asked (static) and for symbolic ones otherwise: the only ones on
+# which static vs dynamic shapes is a real choice.
+SHAPE_AWARE_BACKENDS = ("onnxruntime", "openvino", "onnxruntime-cuda", "onnxruntime-tensorrt", "tensorrt")
+
+
+@dataclass(frozen=True)
+class OptimizeEvent:
+    """Progress for a live view. `kind`: step (a step starts; `message` says why), note, skip (`message` is the
+    reason), case (a case starts), phase (the running case's phase), done (a case finished; `result`),
+    warning."""
+
+    kind: str
+    step: str
+    message: str = ""
+    label: str = ""
+    result: CaseResult | None = None
+
+
+EventCallback = Callable[[OptimizeEvent], None]
+
+
+def case_variant_label(case: Case | CaseResult, variant: str = "") -> str:
+    """`onnxruntime int8 b1 static` (plus the variant when it says more than the precision)."""
+    text = f"{case.backend} {case.precision} b{case.batch} {case.shape_mode}"
+    return f"{text} ({variant})" if variant else text
+
+
+@dataclass
+class Run:
+    """Everything the steps share. `results` is the results file (written after every case and every step)."""
+
+    request: OptimizeRequest
+    spec: ModelSpec
+    results: ResultsFile
+    emit: EventCallback
+    budget: Budget
+    gains: GainLog = field(default_factory=GainLog)
+    # Loaded once per invocation by the steps that need them: evaluation data and the FP32 reference outputs.
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        """The output folder."""
+        return self.request.output
+
+    @property
+    def results_path(self) -> Path:
+        """The results file of the run."""
+        return self.folder / RESULTS_NAME
+
+    @property
+    def journal(self) -> Journal:
+        """The story of the run, kept in the results file."""
+        return Journal(self.results)
+
+    def path(self, relative: str) -> Path:
+        """A path inside the output folder."""
+        return self.folder / relative
+
+    def save(self) -> None:
+        """Write the results file (atomically)."""
+        from infermeter.results.io import write_results
+
+        write_results(self.results_path, self.results)
+
+    def options_for(self, backend: str) -> tuple[tuple[str, str], ...]:
+        """The user's backend options that apply to `backend` (unprefixed keys go to every backend)."""
+        from infermeter.backends.registry import backend_names
+
+        prefixes = tuple(f"{name}." for name in backend_names())
+        return tuple(
+            (k, v) for k, v in self.request.options if k.startswith(f"{backend}.") or not k.startswith(prefixes)
+        )
+
+    def case(
+        self,
+        model_ref: str,
+        backend: str,
+        precision: str = "fp32",
+        batch: int | None = None,
+        shape_mode: str = "static",
+        check_parity: bool = True,
+    ) -> Case:
+        """A case of this run with its measurement settings."""
+        settings = replace(self.request.settings, check_parity=check_parity, seed=self.request.seed)
+        return Case(
+            model_ref,
+            backend,
+            precision,
+            batch or self.request.batch,
+            shape_mode,
+            self.request.threads,
+            (),
+            self.options_for(backend),
+            settings,
+        )
+
+    def measured(self) -> list[CaseResult]:
+        """Every case the run has measured (this invocation and resumed ones)."""
+        return self.journal.all_cases()
+
+    def measure(
+        self, step: str, spec: ModelSpec, case: Case, variant: str = "", artifact: str | None = None
+    ) -> CaseResult | None:
+        """Measure `case` in an isolated worker (unless the results file already holds it: a resumed run) and
+        tag it with the step; None when the budget does not allow it (recorded as a skip)."""
+        from infermeter.measure.sweep import SweepEvent, run_sweep
+
+        label = case_variant_label(case, variant)
+        journal = self.journal
+        existing = journal.case(case.id)
+        if existing is None:
+            reason = self.budget.case_reason(case.backend, self.measured())
+            if reason:
+                journal.skip(step, label, reason)
+                self.emit(OptimizeEvent("skip", step, reason, label))
+                return None
+            self.emit(OptimizeEvent("case", step, label=label))
+
+            def on_event(event: SweepEvent) -> None:
+                if event.kind == "phase":
+                    self.emit(OptimizeEvent("phase", step, event.phase, label))
+
+            run_sweep([PlanItem(spec, (case,))], self.results, self.results_path, isolate=True, on_event=on_event)
+            result = self.results.cases[-1]
+        else:
+            result = existing
+        result.extra["optimize"] = {"step": step, "variant": variant, "artifact": artifact}
+        journal.add_case(step, result.id)
+        self.save()
+        self.emit(OptimizeEvent("done", step, "resumed: measured earlier" if existing else "", label, result))
+        return result
+
+    def fp32_case_of(self, backend: str, batch: int | None = None) -> CaseResult | None:
+        """The FP32 static case of `backend` at the main batch measured by the baseline or FP32 step."""
+        for step in ("baseline", "fp32"):
+            for c in self.journal.step_cases(step):
+                if c.backend == backend and c.batch == (batch or self.request.batch) and c.shape_mode == "static":
+                    return c
+        return None
+
+
+def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
+    """Resolve the model and open the output folder: a fresh results file, or the one of an earlier run of the
+    same request (resume). A folder holding another model's run is refused."""
+    from infermeter.results.env import collect_environment
+    from infermeter.results.io import read_results
+
+    spec = resolve_model(request.model)
+    path = request.output / RESULTS_NAME
+    if path.exists():
+        results = read_results(path)
+        earlier = Journal(results).data.get("request", {})
+        if earlier.get("model") != request.model:
+            raise UsageError(
+                f"{request.output} holds an optimize run of {earlier.get('model') or 'something else'!r}, not "
+                f"{request.model!r}; give another -o folder (or delete that one)"
+            )
+        differs = [k for k in ("batches", "device", "threads") if earlier.get(k) != request.to_dict()[k]]
+        if differs:
+            raise UsageError(
+                f"{request.output} holds a run with other {', '.join(differs)}; rerun with the same settings to "
+                "resume it, or give another -o folder"
+            )
+        emit(OptimizeEvent("note", "start", f"resuming {path}: {len(results.cases)} case(s) already measured"))
+    else:
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        results = ResultsFile(created=created, environment=collect_environment())
+    results.command = ["infermeter", *sys.argv[1:]]
+    journal = Journal(results)
+    journal.data["model"] = request.model
+    journal.data["request"] = request.to_dict()
+    run = Run(request, spec, results, emit, Budget(request.budget_s))
+    run.save()
+    return run

@@ -1,0 +1,110 @@
+"""What `infermeter optimize` was asked to do, checked before anything slow runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infermeter.advise import OBJECTIVES, Constraints
+from infermeter.case import MeasureSettings
+from infermeter.errors import UsageError
+
+DEVICES = ("cpu", "cuda")
+# Enough for a stable median and a P99 with a confidence interval on small models, short enough that a whole
+# optimize run of a mid-size CNN fits in minutes. `bench` is there for longer measurements of the pick.
+DEFAULT_SETTINGS = MeasureSettings(
+    warmup_iterations=10, min_iterations=50, min_time_s=1.0, max_time_s=10.0, input_sets=4, case_timeout_s=600.0
+)
+DEFAULT_MAX_ACCURACY_DROP_PCT = 1.0
+DEFAULT_BUDGET_MINUTES = 8.0
+# Batch sizes tried by the batching step when the objective is throughput and no --batch was given.
+THROUGHPUT_BATCHES = (1, 8, 32)
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """Everything `optimize` needs. `batches[0]` is the batch of the main comparison (steps 1-5); the others are
+    tried by the batching step. `backends` empty means every backend of `device`; `options` are backend options
+    (`KEY=VALUE`, as `bench -O`): a key prefixed with a backend's name goes to that backend's cases only."""
+
+    model: str
+    output: Path
+    device: str = "cpu"
+    batches: tuple[int, ...] = (1,)
+    max_accuracy_drop_pct: float = DEFAULT_MAX_ACCURACY_DROP_PCT
+    calib: str | None = None
+    eval: str | None = None
+    max_p99_ms: float | None = None
+    max_memory_mb: float | None = None
+    max_load_s: float | None = None
+    objective: str = "latency"
+    budget_s: float = DEFAULT_BUDGET_MINUTES * 60
+    backends: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+    threads: int = 1
+    settings: MeasureSettings = field(default_factory=lambda: DEFAULT_SETTINGS)
+    calib_size: int = 300
+    eval_size: int = 512
+    seed: int = 0
+
+    @property
+    def batch(self) -> int:
+        """The batch of the main comparison."""
+        return self.batches[0]
+
+    def constraints(self) -> Constraints:
+        """The limits the pick must meet, as `advise` takes them."""
+        return Constraints(
+            max_p99_ms=self.max_p99_ms,
+            max_memory_mb=self.max_memory_mb,
+            max_load_s=self.max_load_s,
+            max_accuracy_drop_pct=self.max_accuracy_drop_pct,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary kept in the results file (what a resumed run must agree with)."""
+        return {
+            "model": self.model,
+            "device": self.device,
+            "batches": list(self.batches),
+            "max_accuracy_drop_pct": self.max_accuracy_drop_pct,
+            "calib": self.calib,
+            "eval": self.eval,
+            "max_p99_ms": self.max_p99_ms,
+            "max_memory_mb": self.max_memory_mb,
+            "max_load_s": self.max_load_s,
+            "objective": self.objective,
+            "budget_s": self.budget_s,
+            "backends": list(self.backends),
+            "options": dict(self.options),
+            "threads": self.threads,
+        }
+
+
+def check_request(request: OptimizeRequest) -> None:
+    """UsageError for values that cannot work, before any slow step."""
+    if request.device not in DEVICES:
+        raise UsageError(f"--device {request.device!r} is not one of {', '.join(DEVICES)}")
+    if request.objective not in OBJECTIVES:
+        raise UsageError(f"--objective {request.objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if not request.batches or any(b <= 0 for b in request.batches):
+        raise UsageError("--batch needs positive batch sizes, e.g. --batch 1 or --batch 1,8")
+    if request.max_accuracy_drop_pct < 0:
+        raise UsageError(f"--max-accuracy-drop {request.max_accuracy_drop_pct:g} must be zero or more (points)")
+    for value, flag in (
+        (request.max_p99_ms, "--max-p99-ms"),
+        (request.max_memory_mb, "--max-memory-mb"),
+        (request.max_load_s, "--max-load-s"),
+    ):
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} {value:g} must be positive")
+    if request.budget_s <= 0:
+        raise UsageError("--budget-minutes must be positive")
+    if request.threads <= 0:
+        raise UsageError(f"--threads {request.threads} must be positive")
+    if request.output.exists() and not request.output.is_dir():
+        raise UsageError(f"-o {str(request.output)!r} is a file; give a folder (it is created when missing)")
+    for ref, flag in ((request.calib, "--calib"), (request.eval, "--eval")):
+        if ref is not None and ".py:" not in ref and not Path(ref).exists():
+            raise UsageError(f"{flag} {ref!r} does not exist (a folder of images, an .npz/.npy, or file.py:function)")
