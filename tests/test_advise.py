@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from crafted_results import make_case, make_results
 from infermeter.advise import Constraints, advise
 from infermeter.report.pareto import pareto_front

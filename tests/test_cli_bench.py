@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 
 FAST = ["--warmup", "2", "--iterations", "20", "--min-time", "0", "--max-time", "5"]
 

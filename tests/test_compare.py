@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from crafted_results import ENVIRONMENT, draw_samples, make_case, make_results
 from infermeter.compare import compare_cases, compare_results, pair_cases, parse_threshold
 from infermeter.results.io import write_results

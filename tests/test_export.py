@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from infermeter.errors import UsageError
 from infermeter.export import ExportReport, export_model, parse_dynamic, verify_onnx
 from infermeter.models.onnx_export import ExportError, export_to_onnx

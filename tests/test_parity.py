@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 from infermeter.backends.registry import backend_names, get_backend
 from infermeter.case import Case
 from infermeter.errors import InputSpecError, UsageError

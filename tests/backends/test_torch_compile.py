@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from backend_helpers import feeds_for, torch_reference
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 from infermeter.backends.torch_compile import TorchCompileBackend
 from infermeter.errors import UsageError
 

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from graph.onnx_builders import make_model, weight
 
 

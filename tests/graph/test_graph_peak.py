@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from infermeter.graph import peak as peak_module
 from infermeter.graph.peak import PRECISION_KEYS, load_or_measure_peak, peak_cache_key, run_probe, time_workload
 from infermeter.graph.peak_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 
 FAST = ["--warmup", "1", "--iterations", "30", "--min-time", "0", "--max-time", "10"]
 

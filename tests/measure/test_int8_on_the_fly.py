@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 
 
 def test_int8_on_a_float_model_is_quantized_and_reported_as_int8(tmp_path: Path) -> None:

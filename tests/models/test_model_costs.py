@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from infermeter.models.stats import measure_cost, model_costs
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from quant_models import mlp, mlp_data
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from crafted_results import ENVIRONMENT, make_case, make_results, sample_results
 from infermeter.report.charts import report_charts
 from infermeter.report.csv import COLUMN_TYPES, csv_records, decode_json_cell, parse_csv, render_csv

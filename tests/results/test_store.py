@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from cli_helpers import run_cli
 from crafted_results import draw_samples, make_case, make_results
 from infermeter.errors import ResultsError
 from infermeter.history import case_trends
