@@ -51,7 +51,7 @@ def main() -> None:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf("tiny-llama")), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "tiny"],
+         "--port", str(port), "--n_ctx", "2048", "--model_alias", "tiny", "--interrupt_requests", "False"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

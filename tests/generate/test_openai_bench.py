@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAIServer
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
 from infermeter.generate.openai_bench import EndpointSettings, make_prompt, run_endpoint_benchmark
@@ -52,6 +52,13 @@ def test_failures_mid_stream_are_counted_by_kind_not_crashed_on() -> None:
         "stream_error_event": 2,
     }
     assert result.status == "ok" and gen["slo_met"] == 2
+
+
+def test_streams_shorter_than_asked_are_counted() -> None:
+    with FakeOpenAIServer(["ok"], tokens=3) as server:
+        (result,) = run_endpoint_benchmark(EndpointSettings(server.url, gen_len=5, concurrency=(2,), requests=4))
+    assert result.status == "ok" and result.extra["short_outputs"] == 4
+    assert any("ended before 5 tokens" in note for note in result.notes)
 
 
 def test_unreachable_server_is_a_failed_level_with_connect_errors() -> None:

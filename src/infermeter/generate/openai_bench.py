@@ -226,6 +226,16 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
             "throughput_unit": "output tokens/s",
         },
     )
+    # A server may end a stream early without an error (llama-cpp-python's server interrupts a stream when the
+    # next request arrives, unless started with --interrupt_requests False): count it so that tokens/s is read
+    # with that in mind.
+    short = sum(1 for t in ok if t.output_tokens < settings.gen_len)
+    result.extra["short_outputs"] = short
+    if short:
+        result.notes.append(
+            f"{short} of {len(ok)} streams ended before {settings.gen_len} tokens (EOS, a stop, or the server "
+            "cut them short); use --ignore-eos where the server supports it for equal-length requests"
+        )
     if ok:
         e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in ok]
         result.latency_ms = latency_stats(e2e_ms)
