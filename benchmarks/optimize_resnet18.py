@@ -2,7 +2,9 @@
 same run (target: >= 4x faster at P50).
 
 Speed only: the zoo's resnet18 has seeded random weights, so INT8 is calibrated on random inputs and its
-accuracy is agreement with FP32 on random inputs (reported, and held to --max-accuracy-drop; not a task metric).
+"accuracy" is top-1 agreement with FP32 on random inputs, where a random network's logits are near ties (a few
+flips in 64 samples are points of "drop" that mean nothing). The default --max-accuracy-drop here is therefore
+10 points, stated in the output; the accuracy budget is exercised on real data by optimize_digits.py.
 Run on a quiet machine:
     python benchmarks/optimize_resnet18.py [--budget-minutes M] [--min-time S] [-o DIR] [--max-accuracy-drop PCT]
 """
@@ -63,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-minutes", type=float, default=10.0)
     parser.add_argument("--min-time", type=float, default=2.0)
-    parser.add_argument("--max-accuracy-drop", type=float, default=1.0)
+    parser.add_argument("--max-accuracy-drop", type=float, default=10.0)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import load_json, run_cli
+from cli_helpers import load_json, run_cli
 
 STEPS = ["baseline", "export", "fp32", "int8", "half", "shapes", "batching", "advise"]
 # Short measurements: these tests check the procedure, never the figures.

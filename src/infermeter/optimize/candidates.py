@@ -1,10 +1,10 @@
 """Which configurations are worth trying: backends of the device (with the reason for each one left out), the
 precisions this hardware computes natively, pruning of configurations that cannot win, and the time budget.
 
-Pruning is derived from measured figures: a reduced-precision configuration is skipped when its backend's FP32
-latency divided by the largest gain that precision could plausibly bring is still no better than the best
-admissible configuration already measured. "Plausible" is the largest gain that precision has shown on this
-machine in this run (with a margin), or a prior ceiling before it has been measured anywhere.
+Pruning is derived from measured figures: a reduced-precision configuration is skipped when its backend's measured
+FP32 latency divided by the largest gain that precision could plausibly bring is still no better than the best
+admissible configuration already measured. "Plausible" is a prior ceiling per precision, raised (never lowered)
+by a larger gain measured on this machine in this run, with a margin.
 """
 
 from __future__ import annotations
@@ -120,13 +120,18 @@ class GainLog:
 
     def ceiling(self, precision: str) -> tuple[float, str]:
         """The largest gain `precision` is believed able to bring, and where that belief comes from."""
+        prior = PRIOR_GAIN_CEILING.get(precision, 4.0)
         seen = self.gains.get(precision)
         if not seen:
-            prior = PRIOR_GAIN_CEILING.get(precision, 4.0)
-            return prior, f"no {precision} measured yet; prior ceiling {prior:g}x"
+            return prior, f"no {precision} measured yet; ceiling {prior:g}x"
+        # Engines differ widely in how much a precision gains them, so another engine's smaller gain never lowers
+        # the ceiling below the prior; a larger one (with margin) raises it.
         backend, gain = max(seen, key=lambda item: item[1])
-        ceiling = max(gain * GAIN_MARGIN, 1.0)
-        return ceiling, f"largest {precision} gain measured here {gain:.2f}x ({backend}), with margin {ceiling:.2f}x"
+        ceiling = max(gain * GAIN_MARGIN, prior)
+        return (
+            ceiling,
+            f"ceiling {ceiling:.2f}x ({precision} prior {prior:g}x; largest measured here {gain:.2f}x, {backend})",
+        )
 
 
 def prune_reason(

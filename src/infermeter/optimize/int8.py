@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ def search_mixed(
     max_drop_pct: float,
     scratch: Path,
     threads: int,
+    on_progress: Callable[[str], None] | None = None,
 ) -> MixedOutcome:
     """Rank layers by sensitivity, then keep the most sensitive in float, greedily, until the accuracy drop is
     within `max_drop_pct`; write the chosen (or the most accurate) model to `target`."""
@@ -80,6 +82,7 @@ def search_mixed(
         reference.outputs,
         scratch,
         prepared.calibration_cache,
+        on_progress,
     )
     frontier, best = greedy_mixed(
         prepared.fp32,
@@ -92,6 +95,7 @@ def search_mixed(
         max_drop_pct,
         scratch,
         prepared.calibration_cache,
+        on_progress=on_progress,
     )
     chosen = best if best is not None else min(frontier, key=lambda p: p.accuracy.drop_pct)
     target.parent.mkdir(parents=True, exist_ok=True)

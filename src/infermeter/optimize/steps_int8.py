@@ -4,6 +4,7 @@ breaks the accuracy budget; each INT8 artifact measured on the engines that run 
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from infermeter.results.schema import CaseResult
 
 # The engines that execute a quantized (QDQ) ONNX graph in int8 on this device.
 INT8_ENGINES = {"cpu": ("onnxruntime", "openvino"), "cuda": ("onnxruntime-tensorrt", "tensorrt")}
+
+
+class _OutOfBudget(Exception):
+    """Raised from the mixed search's progress callback when the time budget is spent: stops the search."""
 
 
 def int8_spec(run: Run, ref: str) -> ModelSpec:
@@ -130,11 +135,14 @@ def _plain(
             prepared = int8.prepare(fp32_onnx, Path(scratch))
             seconds = int8.quantize_plain(prepared, target, data)
             layers = int8.layer_count(prepared)
+        started = time.perf_counter()
         accuracy = score_file(target, reference, data.evaluation, run.request.threads)
+        score_s = time.perf_counter() - started
         details["plain"] = {
             "file": INT8_ONNX,
             "accuracy": accuracy.to_dict(),
             "seconds": round(seconds, 3),
+            "score_seconds": round(score_s, 3),
             "layers": layers,
             "method": f"static QDQ, {int8.CONFIG.method}, per-tensor",
             "calibration": f"{data.calib.count} samples from {data.calib.source}",
@@ -158,20 +166,38 @@ def _mixed(
     assert isinstance(plain, dict)
     if "mixed" not in details or not target.is_file():
         layers = int(plain["layers"])
-        estimate = 2 * layers * max(float(plain["seconds"]), 0.5)
+        # Each probe re-quantizes (calibration ranges cached) and re-scores the model: sensitivity ranks every
+        # layer once, the greedy search may try as many again.
+        per_probe = max(float(plain["seconds"]), 0.5) + float(plain.get("score_seconds", 1.0))
+        estimate = 2 * layers * per_probe
         reason = run.budget.work_reason(
-            "the sensitivity-guided mixed-precision search", estimate, f"2 x {layers} layers x one quantization"
+            "the sensitivity-guided mixed-precision search",
+            estimate,
+            f"2 x {layers} layers x {per_probe:.1f} s (one quantization and one scoring, as measured)",
         )
         if reason:
             skip(run, "int8", "mixed precision", reason)
             return None
         note(run, "int8", f"plain INT8 breaks the {run.request.max_accuracy_drop_pct:g}-point budget: ranking "
              f"{layers} layers by sensitivity, then keeping the most sensitive in float until it is met")  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="infermeter-optimize-") as scratch:
-            prepared = int8.prepare(fp32_onnx, Path(scratch))
-            outcome = int8.search_mixed(
-                prepared, target, data, reference, run.request.max_accuracy_drop_pct, Path(scratch), run.request.threads
-            )
+
+        def progress(message: str) -> None:
+            run.emit(OptimizeEvent("phase", "int8", message, "mixed precision"))
+            if run.budget.remaining_s() < 0:
+                raise _OutOfBudget(message)
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="infermeter-optimize-") as scratch:
+                prepared = int8.prepare(fp32_onnx, Path(scratch))
+                outcome = int8.search_mixed(
+                    prepared, target, data, reference, run.request.max_accuracy_drop_pct, Path(scratch),
+                    run.request.threads, progress,
+                )  # fmt: skip
+        except _OutOfBudget as stop:
+            skip(run, "int8", "mixed precision", f"budget: spent while searching (stopped at {stop}); the estimate "
+                 f"was {estimate:.0f} s")  # fmt: skip
+            target.unlink(missing_ok=True)
+            return None
         details["mixed"] = {
             "file": MIXED_ONNX,
             "accuracy": outcome.accuracy.to_dict(),
