@@ -57,7 +57,8 @@ def report(folder: Path, target: float) -> None:
     base, pick = found["baseline"], found["pick"]
     if base and pick:
         speedup = base["latency_ms"]["p50"] / pick["latency_ms"]["p50"]
-        print(f"pick vs PyTorch eager FP32 (P50, same run): {speedup:.2f}x (target >= {target:g}x)")
+        what = f"{base['backend']} {base['precision']}"
+        print(f"pick vs the baseline, {what} (P50, same run): {speedup:.2f}x (target >= {target:g}x)")
     print(f"measured cases: {len(found['cases'])}; report: {folder / 'report.html'}")
 
 
