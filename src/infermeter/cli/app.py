@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 
 import click
 
 from infermeter import __version__
-from infermeter.cli import bench as bench_cmd
-from infermeter.cli import generate as generate_cmd
-from infermeter.cli import export as export_cmd
-from infermeter.cli import info
-from infermeter.cli import parity as parity_cmd
-from infermeter.cli import quantize as quantize_cmd
 from infermeter.cli import advise as advise_cmd
+from infermeter.cli import bench as bench_cmd
 from infermeter.cli import compare as compare_cmd
+from infermeter.cli import export as export_cmd
+from infermeter.cli import generate as generate_cmd
 from infermeter.cli import history as history_cmd
-from infermeter.cli import report as report_cmd
+from infermeter.cli import info
 from infermeter.cli import inspect as inspect_cmd
-from infermeter.cli import serve as serve_cmd
-from infermeter.cli import optimize as optimize_cmd
 from infermeter.cli import load as load_cmd
+from infermeter.cli import optimize as optimize_cmd
+from infermeter.cli import parity as parity_cmd
 from infermeter.cli import peak as peak_cmd
+from infermeter.cli import quantize as quantize_cmd
+from infermeter.cli import report as report_cmd
+from infermeter.cli import serve as serve_cmd
 from infermeter.errors import InfermeterError
 
 
@@ -42,9 +45,9 @@ app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
 app.add_command(export_cmd.export)
-app.add_command(parity_cmd.parity)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(peak_cmd.peak)
+app.add_command(parity_cmd.parity)
 app.add_command(serve_cmd.serve)
 app.add_command(optimize_cmd.optimize)
 app.add_command(load_cmd.load)
@@ -54,9 +57,31 @@ app.add_command(generate_cmd.gguf)
 app.add_command(generate_cmd.load_openai)
 
 
+def _interrupt_once() -> None:
+    """Ctrl-C raises KeyboardInterrupt once; while the command then saves what it measured, a second Ctrl-C only
+    says so, and a third stops the process at once. An interrupt landing in the middle of that clean-up would
+    otherwise kill the process before the results file and the exit code are right."""
+    presses = 0
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            raise KeyboardInterrupt
+        if presses == 2:
+            print("saving what was measured; press Ctrl-C again to stop at once", file=sys.stderr)
+            return
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    signal.signal(signal.SIGINT, handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the app; InfermeterError and usage errors become `error: ...` on stderr, exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is threading.main_thread():
+        _interrupt_once()
     debug = "--debug" in args
     try:
         code = app.main(args=args, prog_name="infermeter", standalone_mode=False)

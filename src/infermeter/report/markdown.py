@@ -31,7 +31,8 @@ def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     ratios = speedups(cases, allow_mixed_precision)
     groups: dict[tuple[object, ...], list[CaseResult]] = {}
     for case in cases:
-        if case.ok and ratios.get(case.id, (None, ""))[0] is not None:
+        ratio, mark = ratios.get(case.id, (None, ""))
+        if case.ok and (ratio is not None or mark == "parity"):  # parity failures: named below, never the winner
             groups.setdefault((case.model, case.batch, case.shape_mode, case.threads), []).append(case)
     lines = []
     for members in groups.values():
