@@ -5,6 +5,7 @@ a bf16 figure off as fp32."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,18 @@ class OpenVinoSession(Session):
         # share_inputs: the prepared arrays outlive the call, so OpenVINO may read them in place (no copy in
         # the timed region, as in benchmark_app); outputs are copied out so that results of earlier runs stay valid.
         return self.infer_request.infer(prepared, share_inputs=True, share_outputs=False)
+
+    def stream_runner(self, index: int) -> Callable[[Any], Any]:
+        """Stream 0 uses the session's request; every other stream gets an infer request of its own (a request
+        holds per-inference state, so two threads must never share one)."""
+        if index == 0:
+            return self.run
+        request = self.compiled_model.create_infer_request()
+
+        def run(prepared: Any) -> Any:
+            return request.infer(prepared, share_inputs=True, share_outputs=False)
+
+        return run
 
     def start_async(self, prepared: Any) -> None:
         """Start one inference on this session's request without waiting (pair with `wait`)."""

@@ -83,6 +83,8 @@ class TFLiteBackend(Backend):
                 f"the tflite backend runs .tflite files and {model.ref} is a {model.kind} model; "
                 "pass a .tflite file (infermeter does not convert to TFLite)"
             )
+        if case.streams > 1:
+            return "a LiteRT interpreter is not thread-safe: --streams > 1 is not supported by the tflite backend"
         return super().unsupported_reason(model, case)
 
     def load(self, model: ModelSpec, case: Case) -> Session:
