@@ -1,40 +1,13 @@
-"""What torch-based compiled backends (TorchScript, torch.compile) share: module preparation and read-back."""
+"""What torch-based compiled backends (TorchScript, torch.compile) share: the compiled session."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from infermeter.backends._common import dummy_feeds, precision_from_dtype_name
-from infermeter.backends.torch_eager import TORCH_DTYPES, TorchEagerSession
+from infermeter.backends.torch_eager import TorchEagerSession
 from infermeter.case import Case
-from infermeter.errors import BackendError
-from infermeter.models.spec import ModelSpec, load_torch_module
-
-
-def torch_unsupported_reason(model: ModelSpec, case: Case, backend: str, precisions: tuple[str, ...]) -> str | None:
-    """The checks every torch backend makes before loading (a torch form exists; precision is doable here)."""
-    from infermeter.backends._common import cpu_precision_reason
-
-    if not model.has_torch_form:
-        return f"{model.ref} has no PyTorch form; {backend} needs a PyTorch model (zoo name or Python source)"
-    if case.precision not in precisions:
-        return f"{backend} does not support precision {case.precision} (supports {', '.join(precisions)})"
-    return cpu_precision_reason(case.precision, backend)
-
-
-def build_module(model: ModelSpec, case: Case) -> tuple[Any, Any]:
-    """The model's torch module in eval mode, cast to the case's precision, and that torch dtype."""
-    import torch
-
-    torch.set_num_threads(case.threads)
-    try:
-        module = load_torch_module(model).eval()
-        dtype = getattr(torch, TORCH_DTYPES[case.precision])
-        return module.to(dtype), dtype
-    except BackendError:
-        raise
-    except Exception as exc:
-        raise BackendError(f"torch could not build {model.ref}: {exc}") from exc
+from infermeter.models.spec import ModelSpec
 
 
 class CompiledTorchSession(TorchEagerSession):

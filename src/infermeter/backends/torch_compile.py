@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 from infermeter.backends._common import cache_enabled
-from infermeter.backends._torch_common import CompiledTorchSession, build_module, torch_unsupported_reason
-from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends._torch_common import CompiledTorchSession
+from infermeter.backends.base import Session
+from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.convert import cache_root
@@ -50,7 +51,7 @@ def _cache_counters(counters: Any) -> tuple[int, int, int]:
     )
 
 
-class TorchCompileBackend(Backend):
+class TorchCompileBackend(TorchFamilyBackend):
     """torch.compile, Inductor (`torch-compile`). Compile time is part of load and reported as `compile_s`.
 
     Options: `torch-compile.mode` (default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs);
@@ -59,21 +60,16 @@ class TorchCompileBackend(Backend):
     the compiled graph came from it."""
 
     name = "torch-compile"
-    distribution = "torch"
-    precisions = ("fp32", "bf16")
     description = "torch.compile (Inductor)"
 
     @classmethod
     def available(cls) -> str | None:
-        if package_version("torch") is None:
-            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
+        missing = super().available()
+        if missing:
+            return missing
         if shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("c++") is None:
             return "Inductor compiles C++ on CPU and no C++ compiler was found: apt-get install g++"
         return None
-
-    @classmethod
-    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        return torch_unsupported_reason(model, case, cls.name, cls.precisions)
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         mode = case.option("torch-compile.mode", "default") or "default"

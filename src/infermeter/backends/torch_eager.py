@@ -50,13 +50,27 @@ class TorchEagerSession(Session):
         return {v: k for k, v in TORCH_DTYPES.items()}.get(str(dtype).removeprefix("torch."), str(dtype))
 
 
-class TorchEagerBackend(Backend):
-    """PyTorch eager mode (`torch`): the baseline every other backend is compared with."""
+def build_module(model: ModelSpec, case: Case) -> tuple[Any, Any]:
+    """The model's torch module in eval mode, cast to the case's precision, and that torch dtype."""
+    import torch
 
-    name = "torch"
+    torch.set_num_threads(case.threads)
+    try:
+        module = load_torch_module(model).eval()
+        dtype = getattr(torch, TORCH_DTYPES[case.precision])
+        return module.to(dtype), dtype
+    except BackendError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"torch could not build {model.ref}: {exc}") from exc
+
+
+class TorchFamilyBackend(Backend):
+    """What every PyTorch-based backend shares: availability, and the checks before loading (a torch form of
+    the model exists; the precision is one torch runs natively on this CPU)."""
+
     distribution = "torch"
     precisions = ("fp32", "bf16")
-    description = "PyTorch eager, torch.inference_mode"
 
     @classmethod
     def available(cls) -> str | None:
@@ -66,22 +80,28 @@ class TorchEagerBackend(Backend):
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        from infermeter.backends._common import cpu_precision_reason
+
         if not model.has_torch_form:
-            return f"{model.ref} is an ONNX file; the torch backend needs a PyTorch model (zoo name or Python source)"
-        return super().unsupported_reason(model, case)
+            return (
+                f"{model.ref} is a {model.kind} model with no PyTorch form; {cls.name} needs a PyTorch model "
+                "(zoo name, Python source or .pt2)"
+            )
+        return super().unsupported_reason(model, case) or cpu_precision_reason(case.precision, cls.name)
+
+
+class TorchEagerBackend(TorchFamilyBackend):
+    """PyTorch eager mode (`torch`): the baseline every other backend is compared with."""
+
+    name = "torch"
+    description = "PyTorch eager, torch.inference_mode"
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         start = time.perf_counter()
-        import torch
+        import torch  # noqa: F401 - timed on its own: the framework's import is part of a cold start
 
-        torch.set_num_threads(case.threads)
         imported = time.perf_counter()
-        try:
-            module = load_torch_module(model)
-            dtype = getattr(torch, TORCH_DTYPES[case.precision])
-            module = module.to(dtype)
-        except Exception as exc:
-            raise BackendError(f"torch could not build {model.ref}: {exc}") from exc
+        module, dtype = build_module(model, case)
         session = TorchEagerSession(module, [i.name for i in model.inputs], dtype)
         session.load_phases_s = {"import_s": imported - start, "build_s": time.perf_counter() - imported}
         return session

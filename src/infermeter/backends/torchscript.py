@@ -7,33 +7,22 @@ import warnings
 from typing import Any
 
 from infermeter.backends._common import dummy_feeds
-from infermeter.backends._torch_common import CompiledTorchSession, build_module, torch_unsupported_reason
-from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends._torch_common import CompiledTorchSession
+from infermeter.backends.base import Session
+from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.spec import ModelSpec
 
 
-class TorchScriptBackend(Backend):
+class TorchScriptBackend(TorchFamilyBackend):
     """TorchScript (`torchscript`): traced on the case's shapes, frozen (weights folded into the graph) and
     optimized for inference (conv/bn folding, MKLDNN layouts where torch chooses them).
 
     Option `torchscript.optimize=off` stops after freezing (to measure what optimize_for_inference adds)."""
 
     name = "torchscript"
-    distribution = "torch"
-    precisions = ("fp32", "bf16")
     description = "TorchScript: trace + freeze + optimize_for_inference"
-
-    @classmethod
-    def available(cls) -> str | None:
-        if package_version("torch") is None:
-            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
-        return None
-
-    @classmethod
-    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        return torch_unsupported_reason(model, case, cls.name, cls.precisions)
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         start = time.perf_counter()

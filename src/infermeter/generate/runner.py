@@ -13,7 +13,6 @@ import os
 import resource
 import signal
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from infermeter.generate.backends import get_generation_backend
 from infermeter.generate.backends.base import GenerateCase, GenerationSession
 from infermeter.generate.metrics import SLO, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
-from infermeter.measure.execute import now_iso
+from infermeter.measure.execute import now_iso, record_failure
 from infermeter.measure.worker import THREAD_VARIABLES
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
 from infermeter.stats import assess_run, latency_stats
@@ -112,12 +111,8 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
             timings.extend(time_request(session, prompt, case.gen_len, case.batch, clock))
         result.precision_effective = session.effective_precision()
         size_mb = session.model_size_mb()
-    except InfermeterError as exc:
-        result.status, result.error = "failed", str(exc)
     except Exception as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result.status, result.error = "failed", f"{type(exc).__name__}: {first_line}"
-        result.notes.append(traceback.format_exc(limit=8))
+        record_failure(result, exc)
     finally:
         if session is not None:
             session.close()

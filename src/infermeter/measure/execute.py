@@ -59,6 +59,18 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
     )
 
 
+def record_failure(result: CaseResult, exc: Exception) -> None:
+    """Mark `result` failed by `exc`: our own errors keep their message; a framework's exception keeps its type
+    and first line, with the traceback in the notes."""
+    result.status = "failed"
+    if isinstance(exc, InfermeterError):
+        result.error = str(exc)
+        return
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    result.error = f"{type(exc).__name__}: {first_line}"
+    result.notes.append(traceback.format_exc(limit=8))
+
+
 def unavailable_reason(spec: ModelSpec, case: Case) -> str | None:
     """Why `case` cannot run here (framework missing, precision unsupported…), checked without loading."""
     backend = get_backend(case.backend)
@@ -211,13 +223,8 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
 
             phase("parity check")
             result.extra["parity"] = check_case_parity(spec, case, session=session)
-    except InfermeterError as exc:
-        result.status, result.error = "failed", str(exc)
     except Exception as exc:
-        # A framework's own exception: keep its type and first line, the full trace goes to the notes.
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result.status, result.error = "failed", f"{type(exc).__name__}: {first_line}"
-        result.notes.append(traceback.format_exc(limit=8))
+        record_failure(result, exc)
     finally:
         if session is not None:
             session.close()
