@@ -46,8 +46,8 @@ run: $(STAMP)
 	$(BIN)/infermeter bench -o results/default.json
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --no-cache --check src tests benchmarks
+	$(BIN)/ruff check --no-cache src tests benchmarks
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from backend_helpers import FAST
 
+from backend_helpers import FAST
 from infermeter.case import Case
 from infermeter.models.spec import ModelSpec, resolve_model
 

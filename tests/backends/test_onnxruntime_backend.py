@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backend_helpers import feeds_for, outputs_of, torch_reference
 
+from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
 from infermeter.backends.onnxruntime_gpu import OnnxRuntimeCudaBackend, OnnxRuntimeTensorRTBackend
 from infermeter.backends.registry import get_backend

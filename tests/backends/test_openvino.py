@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backend_helpers import feeds_for, outputs_of, torch_reference
 
+from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.openvino_backend import OpenVinoBackend, OpenVinoSession, read_back_precision
 from infermeter.errors import UsageError
 from infermeter.measure.worker import execute_case

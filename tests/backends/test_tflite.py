@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backend_helpers import FAST, write_tflite_mlp
 
+from backend_helpers import FAST, write_tflite_mlp
 from infermeter.backends.tflite import TFLiteBackend
 from infermeter.case import Case
 from infermeter.measure.worker import execute_case

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backend_helpers import feeds_for, outputs_of, torch_reference
 
+from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.torchscript import TorchScriptBackend
 from infermeter.measure.worker import execute_case
 from infermeter.models.spec import resolve_model
