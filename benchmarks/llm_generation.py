@@ -1,9 +1,9 @@
 """LLM generation figures on the tiny offline Llama: GGUF levels (size, memory, TTFT, TPOT, tokens/s, quality),
 llama.cpp vs transformers, and llama.cpp's OpenAI-compatible server under concurrency 1, 4, 16.
 
-Runs the real CLI (`infermeter gguf compare`, `generate-bench`, `load-openai`) and prints its tables; the
-results files land in the output folder. Needs the `llm` extra (`make install-llm`). Take the figures on a
-quiet machine: other processes on the same cores change every number here.
+Runs the real CLI (`infermeter quantize --format gguf --compare`, `bench --task generate`, `load --api openai`)
+and prints its tables; the results files land in the output folder. Needs the `llm` extra (`make install-llm`).
+Take the figures on a quiet machine: other processes on the same cores change every number here.
 
     python benchmarks/llm_generation.py [--out results/llm] [--requests 10] [--gen-len 64]
 """
@@ -43,8 +43,11 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     common = ["--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "--requests", str(args.requests)]
     common += ["--threads", str(args.threads)]
-    run("gguf", "compare", "tiny-llama", *common, "-o", str(args.out / "gguf-levels.json"))
-    run("generate-bench", "tiny-llama", "-b", "llama-cpp,transformers", *common, "-o", str(args.out / "backends.json"))
+    levels = ["--levels", "q4_k_m,q5_k_m,q8_0,f16"]
+    run("quantize", "tiny-llama", "--format", "gguf", *levels, "--compare", *common,
+        "--results", str(args.out / "gguf-levels.json"))  # fmt: skip
+    run("bench", "--task", "generate", "tiny-llama", "-b", "llama-cpp,transformers", *common,
+        "-o", str(args.out / "backends.json"))  # fmt: skip
 
     from infermeter.generate.models import resolve_gguf
 
@@ -64,9 +67,9 @@ def main() -> None:
             except OSError:
                 time.sleep(0.3)
         run(
-            "load-openai", url, "--model", "tiny", "--concurrency", "1,4,16", "--prompt-len", str(args.prompt_len),
-            "--gen-len", str(args.gen_len), "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
-            "-o", str(args.out / "endpoint.json"),
+            "load", url, "--api", "openai", "--model-name", "tiny", "--concurrency", "1,4,16",
+            "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
+            "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "-o", str(args.out / "endpoint.json"),
         )  # fmt: skip
     finally:
         server.terminate()

@@ -111,10 +111,31 @@ def test_quantization_levels_are_built_loaded_and_compared(tmp_path: Path) -> No
 
 @needs_llama_cpp
 @needs_transformers
+def test_quantize_gguf_cli_writes_and_compares_the_levels(tmp_path: Path) -> None:
+    from infermeter.generate.backends.llama_cpp import gguf_file_type
+
+    out_dir, results = tmp_path / "variants", tmp_path / "levels.json"
+    proc = run_cli("quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0,f16", "-o", str(out_dir))
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(out_dir.glob("*.gguf"))
+    assert [gguf_file_type(f) for f in files] == ["f16", "q8_0"] and "q8_0" in proc.stdout
+    proc = run_cli(
+        "quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0,f16", "--compare", "--prompt-len", "8",
+        "--gen-len", "4", "--requests", "1", "--threads", "1", "--results", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cases = load_json(results)["cases"]
+    assert [c["gguf_level"] for c in cases] == ["q8_0", "f16"]
+    assert all(c["status"] == "ok" and c["perplexity"] > 1 for c in cases)
+    assert cases[1]["top1_agreement"] == 1.0 and "top-1 agree" in proc.stdout
+
+
+@needs_llama_cpp
+@needs_transformers
 def test_generate_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
     out = tmp_path / "gen.json"
     proc = run_cli(
-        "generate-bench", "tiny-llama", "-b", "llama-cpp,vllm", "--prompt-len", "16", "--gen-len", "8",
+        "bench", "--task", "generate", "tiny-llama", "-b", "llama-cpp,vllm", "--prompt-len", "16", "--gen-len", "8",
         "--requests", "3", "--threads", "1", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -171,7 +192,7 @@ def llama_server() -> Iterator[str]:
 def test_endpoint_benchmark_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
     out = tmp_path / "endpoint.json"
     proc = run_cli(
-        "load-openai", llama_server, "--model", "tiny", "--concurrency", "1,4", "--requests", "4",
+        "load", llama_server, "--api", "openai", "--model-name", "tiny", "--concurrency", "1,4", "--requests", "4",
         "--prompt-len", "16", "--gen-len", "8", "--slo-ttft-ms", "60000", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

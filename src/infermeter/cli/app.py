@@ -14,7 +14,6 @@ from infermeter.cli import advise as advise_cmd
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import compare as compare_cmd
 from infermeter.cli import export as export_cmd
-from infermeter.cli import generate as generate_cmd
 from infermeter.cli import history as history_cmd
 from infermeter.cli import info
 from infermeter.cli import inspect as inspect_cmd
@@ -52,9 +51,6 @@ app.add_command(serve_cmd.serve)
 app.add_command(optimize_cmd.optimize)
 app.add_command(load_cmd.load)
 app.add_command(load_cmd.tune_batching)
-app.add_command(generate_cmd.generate_bench)
-app.add_command(generate_cmd.gguf)
-app.add_command(generate_cmd.load_openai)
 
 
 def _interrupt_once() -> None:

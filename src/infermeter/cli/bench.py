@@ -177,6 +177,13 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
 @click.command("bench")
 @click.argument("models", nargs=-1)
 @click.option(
+    "--task",
+    type=click.Choice(["infer", "generate"]),
+    default="infer",
+    show_default=True,
+    help="infer: one forward pass per request; generate: LLM token generation (TTFT, TPOT, tokens/s).",
+)
+@click.option(
     "--backend", "-b", multiple=True, help="Backends (repeat or comma-separate). Default: every available CPU backend."
 )
 @click.option(
@@ -184,7 +191,9 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
     multiple=True,
     help="A fallback chain: the first of these backends that runs here, e.g. tensorrt,onnxruntime-cuda,onnxruntime.",
 )
-@click.option("--batch", multiple=True, default=["1,16"], show_default=True, help="Batch sizes, e.g. 1,16.")
+@click.option(
+    "--batch", multiple=True, help="Batch sizes, e.g. 1,16 (default: 1,16; with --task generate: sequences, 1)."
+)
 @click.option("--precision", multiple=True, default=["fp32"], show_default=True, help="fp32, fp16, bf16, int8.")
 @click.option("--shape-mode", multiple=True, default=["static"], show_default=True, help="static and/or dynamic.")
 @click.option(
@@ -196,7 +205,13 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
     "--streams", multiple=True, default=["1"], show_default=True, help="Concurrent inference requests, e.g. 1,4."
 )
 @click.option("--threads", type=int, default=0, help="Intra-op threads for every backend (0: physical cores).")
-@click.option("--warmup", type=int, default=10, show_default=True, help="Warm-up iterations after the first inference.")
+@click.option(
+    "--warmup",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Warm-up iterations after the first inference (--task generate: untimed requests, default 1).",
+)
 @click.option("--iterations", type=int, default=100, show_default=True, help="Minimum timed iterations.")
 @click.option("--min-time", type=float, default=1.0, show_default=True, help="Minimum seconds of timed loop.")
 @click.option(
@@ -240,8 +255,16 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
 @click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
 @click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+@click.option("--prompt-len", type=int, default=64, show_default=True, help="--task generate: prompt tokens.")
+@click.option("--gen-len", type=int, default=32, show_default=True, help="--task generate: tokens generated.")
+@click.option("--requests", type=int, default=5, show_default=True, help="--task generate: timed requests per case.")
+@click.option("--slo-ttft-ms", type=float, help="--task generate: goodput SLO, time to first token at most this.")
+@click.option("--slo-tpot-ms", type=float, help="--task generate: goodput SLO, time per output token at most this.")
+@click.pass_context
 def bench(
+    ctx: click.Context,
     models: tuple[str, ...],
+    task: str,
     backend: tuple[str, ...],
     fallback: tuple[str, ...],
     batch: tuple[str, ...],
@@ -272,8 +295,25 @@ def bench(
     no_isolation: bool,
     allow_mixed_precision: bool,
     seed: int,
+    prompt_len: int,
+    gen_len: int,
+    requests: int,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
 ) -> None:
-    """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time."""
+    """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time.
+
+    With --task generate, MODELS are LLMs (default tiny-llama, built offline; `tiny-llama:q4_k_m`, a .gguf path,
+    or a Hugging Face folder) on generation backends (default llama-cpp; also transformers, vllm, tensorrt-llm).
+    """
+    if task == "generate":
+        from infermeter.cli.generate import run_bench_generate
+
+        run_bench_generate(ctx, output or _default_output())
+        return
+    from infermeter.cli.generate import GENERATE_ONLY, reject_flags
+
+    reject_flags(ctx, GENERATE_ONLY, "to --task generate (add --task generate)")
     from infermeter.results.env import collect_environment, default_threads
     from infermeter.results.io import read_results, write_results
 
@@ -289,7 +329,7 @@ def bench(
     chains = _backend_chains(backend, fallback, specs)
     precisions = choose(precision, PRECISIONS, "--precision")
     shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
-    batches = parse_positive_ints(batch, "--batch")
+    batches = parse_positive_ints(batch or ["1,16"], "--batch")
     stream_counts = parse_positive_ints(streams, "--streams")
     if not (precisions and shape_modes and batches and chains and stream_counts):
         raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")

@@ -1,18 +1,23 @@
-"""LLM commands: `generate-bench` (TTFT/TPOT/tokens/s per backend), `gguf` (build, quantize, compare levels) and
-`load-openai` (streaming benchmark of an OpenAI-compatible server under concurrency)."""
+"""LLM generation for the shared commands: `bench --task generate` (TTFT/TPOT/tokens/s per backend),
+`quantize --format gguf` (llama.cpp levels, `--compare` for size/memory/speed/quality) and `load URL --api openai`
+(streaming benchmark of an OpenAI-compatible server under concurrency). Only flow and printing live here; the
+measuring is in `infermeter.generate`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import parse_options, parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.cli.common import require_positive, stderr, stdout
+from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -28,7 +33,7 @@ def _dist(summary: dict[str, Any], key: str, stat: str) -> Any:
 
 def generation_table(results: list[CaseResult], title: str, label: str = "backend") -> Table:
     """One row per case: TTFT, TPOT (P50/P99), E2E P50, tokens/s, memory, load, errors, GGUF size/quality."""
-    table = Table(title=title)
+    table = Table(title=escape(title))
     columns = [label, "status", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "E2E p50 ms", "out tok/s", "req/s"]
     columns += ["goodput req/s", "peak MB", "load s", "size MB", "ppl", "top-1 agree", "errors"]
     for column in columns:
@@ -76,7 +81,27 @@ def _save(path: Path | None, results: ResultsFile) -> None:
         write_results(path, results)
 
 
-def _slo(ttft_ms: float | None, tpot_ms: float | None) -> SLO:
+def given_flags(ctx: click.Context, names: Iterable[str]) -> list[str]:
+    """The flags (long spelling) of the parameters in `names` that the user set, in the command's order."""
+    wanted = set(names)
+    flags = []
+    for param in ctx.command.params:
+        if param.name not in wanted or not isinstance(param, click.Option):
+            continue
+        if ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+            flags.append(max(param.opts, key=len))
+    return flags
+
+
+def reject_flags(ctx: click.Context, names: Iterable[str], reason: str) -> None:
+    """UsageError naming every flag in `names` that was given: "--x applies only {reason}"."""
+    flags = given_flags(ctx, names)
+    if flags:
+        raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only {reason}")
+
+
+def make_slo(ttft_ms: float | None, tpot_ms: float | None) -> SLO:
+    """The goodput SLO of --slo-ttft-ms / --slo-tpot-ms (each optional, positive when given)."""
     for value, flag in ((ttft_ms, "--slo-ttft-ms"), (tpot_ms, "--slo-tpot-ms")):
         if value is not None:
             require_positive(value, flag)
@@ -92,75 +117,35 @@ def _threads(threads: int) -> int:
     return default_threads()
 
 
-_common_options = [
-    click.option("--prompt-len", type=int, default=64, show_default=True, help="Prompt tokens."),
-    click.option("--gen-len", type=int, default=32, show_default=True, help="Generated tokens per request."),
-    click.option("--requests", type=int, default=5, show_default=True, help="Timed requests per case."),
-    click.option("--warmup", type=int, default=1, show_default=True, help="Untimed requests first."),
-    click.option("--threads", type=int, default=0, help="CPU threads (0: physical cores)."),
-    click.option("--slo-ttft-ms", type=float, help="Goodput SLO: TTFT at most this."),
-    click.option("--slo-tpot-ms", type=float, help="Goodput SLO: TPOT at most this."),
-    click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per case."),
-    click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file (JSON)."),
-]
+# With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
+GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
+GENERATE_PARAMS |= {"no_isolation", "no_roofline", "no_history"}
+GENERATE_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms")
 
 
-def common_options(func: Any) -> Any:
-    """Apply the options shared by generate-bench and gguf compare."""
-    for option in reversed(_common_options):
-        func = option(func)
-    return func
+def run_bench_generate(ctx: click.Context, output: Path) -> ResultsFile:
+    """`bench --task generate` from bench's parsed parameters: refuse --task infer flags, apply the generation
+    defaults (backend llama-cpp, batch 1, one warm-up request) and run every model × batch × backend case."""
+    from infermeter.cli.common import parse_options, parse_positive_ints, split_values
 
-
-@click.command("generate-bench")
-@click.argument("models", nargs=-1)
-@click.option(
-    "--backend",
-    "-b",
-    multiple=True,
-    default=["llama-cpp"],
-    show_default=True,
-    help="llama-cpp, transformers, vllm, tensorrt-llm.",
-)
-@click.option("--batch", multiple=True, default=["1"], show_default=True, help="Sequences per request, e.g. 1,4.")
-@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. transformers.dtype=bfloat16.")
-@click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
-@common_options
-def generate_bench(
-    models: tuple[str, ...],
-    backend: tuple[str, ...],
-    batch: tuple[str, ...],
-    option: tuple[str, ...],
-    no_isolation: bool,
-    prompt_len: int,
-    gen_len: int,
-    requests: int,
-    warmup: int,
-    threads: int,
-    slo_ttft_ms: float | None,
-    slo_tpot_ms: float | None,
-    timeout: float,
-    output: Path | None,
-) -> None:
-    """Time generation (TTFT, TPOT, tokens/s, memory, load) of MODELS (default: tiny-llama) on each backend.
-
-    A MODEL is `tiny-llama` (built offline), `tiny-llama:q4_k_m`, a .gguf path (llama-cpp) or a Hugging Face
-    folder (transformers, vllm, tensorrt-llm). Temporary hook until `bench --task generate` is wired.
-    """
-    run_generation_cases(
-        models,
-        split_values(backend),
-        parse_positive_ints(batch, "--batch"),
-        prompt_len,
-        gen_len,
-        requests,
-        warmup,
-        threads,
-        parse_options(option),
-        _slo(slo_ttft_ms, slo_tpot_ms),
-        timeout,
+    params = ctx.params
+    infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
+    reject_flags(ctx, infer_only, "to --task infer, not --task generate")
+    warmup_given = ctx.get_parameter_source("warmup") not in (None, ParameterSource.DEFAULT)
+    return run_generation_cases(
+        split_values(params["models"]),
+        split_values(params["backend"]) or ["llama-cpp"],
+        parse_positive_ints(params["batch"] or ["1"], "--batch"),
+        params["prompt_len"],
+        params["gen_len"],
+        params["requests"],
+        params["warmup"] if warmup_given else 1,
+        params["threads"],
+        parse_options(params["option"]),
+        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+        params["case_timeout"],
         output,
-        isolate=not no_isolation,
+        isolate=not params["no_isolation"],
     )
 
 
@@ -179,9 +164,7 @@ def run_generation_cases(
     output: Path | None,
     isolate: bool = True,
 ) -> ResultsFile:
-    """The whole `--task generate` flow for a CLI command: check, run each case, save after each, print.
-
-    Hook for `bench --task generate`: call it with bench's parsed flags (models, backends, batches…)."""
+    """The whole `--task generate` flow: check, run each case, save after each (when `output`), print the table."""
     from infermeter.generate.backends import get_generation_backend
     from infermeter.generate.backends.base import GenerateCase
     from infermeter.generate.runner import execute_generate_case, run_generate_isolated
@@ -220,59 +203,32 @@ def run_generation_cases(
     return results
 
 
-@click.group("gguf")
-def gguf() -> None:
-    """GGUF models: build the offline tiny model, quantize to llama.cpp levels, compare the levels."""
-
-
-@gguf.command("build-tiny")
-def build_tiny() -> None:
-    """Build (or find in the cache) the tiny test Llama: HF folder and F16 GGUF."""
-    from infermeter.generate.models import gguf_from_hf, tiny_llama_folder
-
-    folder = tiny_llama_folder()
-    stdout.print(f"hf folder: {escape(str(folder))}")
-    stdout.print(f"gguf f16:  {escape(str(gguf_from_hf(folder, 'f16')))}")
-
-
-@gguf.command("quantize")
-@click.argument("source")
-@click.option("--levels", default="q4_k_m,q5_k_m,q8_0,f16", show_default=True, help="llama.cpp quantization levels.")
-@click.option("--output-dir", "-o", type=click.Path(path_type=Path), required=True, help="Folder for the variants.")
-def quantize(source: str, levels: str, output_dir: Path) -> None:
-    """Write the GGUF variants of SOURCE (tiny-llama, an HF Llama folder, or a F32/F16 .gguf) to a folder.
-
-    Temporary hook until `quantize --format gguf` is wired."""
-    from infermeter.generate.gguf_compare import make_variants
-    from infermeter.generate.gguf_quant import parse_levels
-
-    for variant in make_variants(source, parse_levels(levels), output_dir):
-        stdout.print(f"{variant.level:8} {variant.size_mb:9.2f} MB  {escape(str(variant.path))}")
-
-
-@gguf.command("compare")
-@click.argument("source")
-@click.option("--levels", default="q4_k_m,q5_k_m,q8_0,f16", show_default=True, help="llama.cpp quantization levels.")
-@common_options
-def compare(
+def run_gguf_quantize(
     source: str,
-    levels: str,
+    levels_text: str,
+    output_dir: Path | None,
+    compare: bool,
     prompt_len: int,
     gen_len: int,
     requests: int,
-    warmup: int,
     threads: int,
-    slo_ttft_ms: float | None,
-    slo_tpot_ms: float | None,
-    timeout: float,
-    output: Path | None,
+    results_path: Path | None,
 ) -> None:
-    """Quantize SOURCE to each level and compare size, memory, TTFT, tokens/s, perplexity and top-1 agreement."""
+    """`quantize --format gguf`: write the llama.cpp variants of `source` (to `output_dir` when given) and print
+    them; with `compare`, benchmark each (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16)."""
     from infermeter.generate.backends.base import GenerateCase
     from infermeter.generate.gguf_compare import compare_levels, make_variants
     from infermeter.generate.gguf_quant import parse_levels
 
-    variants = make_variants(source, parse_levels(levels))
+    for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
+        require_positive(value, flag)
+    levels = parse_levels(levels_text)
+    with stderr.status(f"quantizing {escape(source)} to {escape(', '.join(levels))}"):
+        variants = make_variants(source, levels, output_dir)
+    for variant in variants:
+        stdout.print(f"{variant.level:8} {variant.size_mb:9.2f} MB  {escape(str(variant.path))}", soft_wrap=True)
+    if not compare:
+        return
     template = GenerateCase(
         model=source,
         backend="llama-cpp",
@@ -280,71 +236,58 @@ def compare(
         gen_len=gen_len,
         threads=_threads(threads),
         requests=requests,
-        warmup=warmup,
-        timeout_s=timeout,
+        warmup=1,
     )
     results = _results_file()
 
-    def saved(result: CaseResult) -> None:
+    def measured(result: CaseResult) -> None:
         stderr.print(f"[dim]{escape(str(result.extra.get('gguf_level')))} measured[/dim]")
 
-    results.cases = compare_levels(variants, template, _slo(slo_ttft_ms, slo_tpot_ms), saved)
-    _save(output, results)
+    results.cases = compare_levels(variants, template, None, measured)
+    _save(results_path, results)
     stdout.print(generation_table(results.cases, f"GGUF levels of {source}", label="level"))
-    if output:
-        stdout.print(f"results: {escape(str(output))}")
+    if results_path:
+        stdout.print(f"results: {escape(str(results_path))}")
 
 
-@click.command("load-openai")
-@click.argument("url")
-@click.option("--model", "model_name", default="default", show_default=True, help="The `model` field sent.")
-@click.option("--api-kind", type=click.Choice(["completions", "chat"]), default="completions", show_default=True)
-@click.option("--concurrency", multiple=True, default=["1,4,16"], show_default=True, help="Levels, e.g. 1,4,16.")
-@click.option("--prompt-len", type=int, default=64, show_default=True, help="Prompt words (of the shipped text).")
-@click.option("--gen-len", type=int, default=32, show_default=True, help="max_tokens per request.")
-@click.option("--requests", type=int, help="Requests per level (default: max(8, 2 × concurrency)).")
-@click.option("--request-timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
-@click.option("--ignore-eos", is_flag=True, help="Send ignore_eos (vLLM, llama.cpp server) for exact lengths.")
-@click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (default: $OPENAI_API_KEY).")
-@click.option("--slo-ttft-ms", type=float, help="Goodput SLO: TTFT at most this.")
-@click.option("--slo-tpot-ms", type=float, help="Goodput SLO: TPOT at most this.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file (JSON).")
-def load_openai(
+def run_openai_load(
     url: str,
-    model_name: str,
-    api_kind: str,
-    concurrency: tuple[str, ...],
+    model_name: str | None,
+    chat: bool,
+    concurrency_text: str | None,
     prompt_len: int,
     gen_len: int,
     requests: int | None,
-    request_timeout: float,
+    request_timeout_s: float,
     ignore_eos: bool,
     api_key: str | None,
-    slo_ttft_ms: float | None,
-    slo_tpot_ms: float | None,
+    slo: SLO,
     output: Path | None,
 ) -> None:
-    """Stream completions from an OpenAI-compatible server at URL under each concurrency level.
-
-    Temporary hook until `load URL --api openai` is wired."""
+    """`load URL --api openai`: stream completions from an OpenAI-compatible server under each concurrency level,
+    save after each level and print the table; exit 1 when no level had a successful request."""
+    from infermeter.cli.common import parse_positive_ints
     from infermeter.generate.openai_bench import EndpointSettings, run_endpoint_benchmark
 
-    for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (request_timeout, "--request-timeout")):
+    for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (request_timeout_s, "--timeout")):
         require_positive(value, flag)
     if requests is not None:
         require_positive(requests, "--requests")
+    levels = parse_positive_ints([concurrency_text or "1,4,16"], "--concurrency")
+    if not levels:
+        raise UsageError("--concurrency needs at least one level, e.g. --concurrency 1,4,16")
     settings = EndpointSettings(
         url=url,
-        model=model_name,
-        api=api_kind,
+        model=model_name or "default",
+        api="chat" if chat else "completions",
         prompt_len=prompt_len,
         gen_len=gen_len,
-        concurrency=tuple(parse_positive_ints(concurrency, "--concurrency")),
+        concurrency=tuple(levels),
         requests=requests,
-        request_timeout_s=request_timeout,
+        request_timeout_s=request_timeout_s,
         ignore_eos=ignore_eos,
         api_key=api_key,
-        slo=_slo(slo_ttft_ms, slo_tpot_ms),
+        slo=slo,
     )
     results = _results_file()
 
@@ -354,11 +297,8 @@ def load_openai(
         stderr.print(f"[dim]concurrency {result.extra['concurrency']} done[/dim]")
 
     run_endpoint_benchmark(settings, on_level)
-    stdout.print(
-        generation_table(
-            results.cases, f"{escape(url)}: prompt {prompt_len} words, max {gen_len} tokens", label="concurrency"
-        )
-    )
+    title = f"{url}: prompt {prompt_len} words, max {gen_len} tokens"
+    stdout.print(generation_table(results.cases, title, label="concurrency"))
     if output:
         stdout.print(f"results: {escape(str(output))}")
     if not any(r.status == "ok" for r in results.cases):

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
 from infermeter.models.inputs import parse_input_override
@@ -136,12 +137,63 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
     stdout.print(f"results: {escape(str(path))}")
 
 
+def _one_int(text: str, flag: str) -> int:
+    """The single positive integer of a flag that takes a list only with --api openai."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not an integer (a list such as 1,4,16 needs --api openai)") from None
+    require_positive(value, flag)
+    return value
+
+
+def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
+    """`load URL --api openai`: refuse the KServe-only flags, then run the streaming endpoint benchmark."""
+    from infermeter.cli.generate import make_slo, run_openai_load
+
+    params = ctx.params
+    kserve_only = [p.name for p in ctx.command.params if p.name and p.name not in {*OPENAI_PARAMS, *OPENAI_ONLY}]
+    reject_flags(ctx, kserve_only, "to --api kserve, not --api openai")
+    timeout_given = ctx.get_parameter_source("timeout") not in (None, click.core.ParameterSource.DEFAULT)
+    run_openai_load(
+        url,
+        params["model_name"],
+        chat,
+        params["concurrency"],
+        params["prompt_len"],
+        params["gen_len"],
+        params["requests"],
+        params["timeout"] if timeout_given else 60.0,
+        params["ignore_eos"],
+        # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
+        params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
+        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+        params["output"],
+    )
+
+
+# With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
+OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output"}
+OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms", "ignore_eos")
+
+
 @click.command("load")
 @click.argument("target")
+@click.option(
+    "--api",
+    type=click.Choice(["kserve", "openai", "openai-chat"]),
+    default="kserve",
+    show_default=True,
+    help="kserve: the Open Inference Protocol (v2); openai / openai-chat: an OpenAI-compatible LLM server, "
+    "streaming /v1/completions or /v1/chat/completions.",
+)
 @click.option("--backend", "-b", help="Serve TARGET (a model) with this backend first; omit for a URL.")
 @click.option("--scenario", type=click.Choice(SCENARIOS), default="server", show_default=True)
 @click.option("--qps", type=float, help="Target queries per second (server scenario; top of a QPS sweep).")
-@click.option("--concurrency", type=int, default=16, show_default=True, help="Requests in flight (offline, sweep).")
+@click.option(
+    "--concurrency",
+    help="Requests in flight (offline, sweep; default 16); --api openai: levels, e.g. 1,4,16 (the default).",
+)
 @click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds per run.")
 @click.option("--slo-p99-ms", type=float, help="Latency SLO: a run is VALID only when its P99 is within it.")
 @click.option("--find-peak", is_flag=True, help="Search the highest QPS whose P99 meets --slo-p99-ms.")
@@ -149,17 +201,32 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
 @click.option("--batch", type=int, default=1, show_default=True, help="Rows per request.")
 @click.option("--model-name", help="The model's protocol name on a URL target (default: from the URL or /v2).")
 @click.option("--json", "use_json", is_flag=True, help="Send JSON tensors instead of the binary extension.")
-@click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY).")
+@click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for stragglers.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for stragglers (--api openai: seconds per request, default 60).",
+)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @serve_options
+@click.option("--prompt-len", type=int, default=64, show_default=True, help="--api openai: prompt words.")
+@click.option("--gen-len", type=int, default=32, show_default=True, help="--api openai: max_tokens per request.")
+@click.option("--requests", type=int, help="--api openai: requests per level (default: max(8, 2 × concurrency)).")
+@click.option("--slo-ttft-ms", type=float, help="--api openai: goodput SLO, time to first token at most this.")
+@click.option("--slo-tpot-ms", type=float, help="--api openai: goodput SLO, time per output token at most this.")
+@click.option("--ignore-eos", is_flag=True, help="--api openai: send ignore_eos (vLLM, llama.cpp) for exact lengths.")
+@click.pass_context
 def load(
+    ctx: click.Context,
     target: str,
+    api: str,
     backend: str | None,
     scenario: str,
     qps: float | None,
-    concurrency: int,
+    concurrency: str | None,
     duration: float,
     slo_p99_ms: float | None,
     find_peak: bool,
@@ -177,21 +244,34 @@ def load(
     option: tuple[str, ...],
     buckets: tuple[str, ...],
     max_queue: int,
+    prompt_len: int,
+    gen_len: int,
+    requests: int | None,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    ignore_eos: bool,
 ) -> None:
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME])
     or a MODEL served here with --backend.
+
+    With --api openai, TARGET is the URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server): streamed
+    completions at each --concurrency level give TTFT, TPOT, tokens/s, requests/s, goodput under the SLO, errors.
 
     Scenarios: server (Poisson arrivals at --qps; latency from each request's scheduled time), single-stream
     (one request in flight), offline (--concurrency requests in flight), sweep (QPS steps up to --qps, or
     concurrency 1, 2, 4 … --concurrency). Each run is VALID or INVALID against --slo-p99-ms, with the reason.
     """
+    if api != "kserve":
+        _load_openai(ctx, target, api == "openai-chat")
+        return
     from infermeter.serve.driver import find_peak as search_peak
     from infermeter.serve.driver import prepare_target, run_once, sweep_steps
     from infermeter.serve.server import API_KEY_VARIABLE
     from infermeter.serve.summary import summarize
 
+    reject_flags(ctx, OPENAI_ONLY, "to --api openai (add --api openai)")
+    concurrency_n = _one_int(concurrency or "16", "--concurrency")
     require_positive(duration, "--duration")
-    require_positive(concurrency, "--concurrency")
     require_positive(batch, "--batch")
     require_positive(steps, "--steps")
     require_positive(timeout, "--timeout")
@@ -220,7 +300,7 @@ def load(
 
         if find_peak:
             assert slo_p99_ms is not None
-            best, probes = search_peak(prepared, slo_p99_ms, duration, seed, concurrency, on_probe=progress)
+            best, probes = search_peak(prepared, slo_p99_ms, duration, seed, concurrency_n, on_probe=progress)
             summaries = probes
             _print_summaries(probes, f"peak search: {label}, SLO P99 ≤ {slo_p99_ms:g} ms")
             if best is None:
@@ -231,7 +311,7 @@ def load(
                     f"{best.stats.p99 if best.stats else float('nan'):.2f} ms ≤ {slo_p99_ms:g} ms (VALID)"
                 )
         elif scenario == "sweep":
-            for kind, value in sweep_steps(qps, concurrency, steps):
+            for kind, value in sweep_steps(qps, concurrency_n, steps):
                 run = run_once(
                     prepared, kind, duration, qps=value, concurrency=int(value), seed=seed, timeout_s=timeout
                 )
@@ -239,7 +319,9 @@ def load(
                 progress(summaries[-1])
             _print_summaries(summaries, f"sweep: {label}")
         else:
-            run = run_once(prepared, scenario, duration, qps=qps, concurrency=concurrency, seed=seed, timeout_s=timeout)
+            run = run_once(
+                prepared, scenario, duration, qps=qps, concurrency=concurrency_n, seed=seed, timeout_s=timeout
+            )
             summaries.append(summarize(run, slo_p99_ms, batch, seed))
             _print_summaries(summaries, f"{scenario}: {label}")
         _write(output, summaries, prepared, started, url)

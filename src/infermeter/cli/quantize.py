@@ -13,15 +13,35 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import require_positive, stderr, stdout
+from infermeter.errors import UsageError
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
+# With --format gguf, quantize takes these parameters (the others are ONNX/OpenVINO INT8 settings and are refused).
+GGUF_PARAMS = {"model", "format_", "output", "levels", "compare", "prompt_len", "gen_len", "requests"}
+GGUF_PARAMS |= {"threads", "results"}
+GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
+
+
 @click.command("quantize")
 @click.argument("model")
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Quantized model (.onnx / .xml).")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["onnx", "gguf"]),
+    default="onnx",
+    show_default=True,
+    help="onnx: INT8 ONNX/OpenVINO model; gguf: llama.cpp quantization levels of an LLM.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Quantized model (.onnx / .xml); with --format gguf, the folder for the variants.",
+)
 @click.option("--engine", default="onnxruntime", show_default=True, help="onnxruntime (QDQ) or openvino (NNCF, IR).")
 @click.option("--mode", default="static", show_default=True, help="static (calibrated) or dynamic.")
 @click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
@@ -39,9 +59,21 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 @click.option("--results", type=click.Path(path_type=Path), help="Also write the variants as a results file.")
 @click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated data.")
+@click.option("--levels", default="q4_k_m,q5_k_m,q8_0,f16", show_default=True, help="--format gguf: llama.cpp levels.")
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="--format gguf: measure each level (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16).",
+)
+@click.option("--prompt-len", type=int, default=64, show_default=True, help="--compare: prompt tokens.")
+@click.option("--gen-len", type=int, default=32, show_default=True, help="--compare: tokens generated per request.")
+@click.option("--requests", type=int, default=5, show_default=True, help="--compare: timed requests per level.")
+@click.pass_context
 def quantize(
+    ctx: click.Context,
     model: str,
-    output: Path,
+    format_: str,
+    output: Path | None,
     engine: str,
     mode: str,
     calib: str | None,
@@ -59,8 +91,34 @@ def quantize(
     results: Path | None,
     threads: int,
     seed: int,
+    levels: str,
+    compare: bool,
+    prompt_len: int,
+    gen_len: int,
+    requests: int,
 ) -> None:
-    """Quantize MODEL to INT8 and show accuracy against FP32 next to latency."""
+    """Quantize MODEL to INT8 and show accuracy against FP32 next to latency.
+
+    With --format gguf, MODEL is an LLM (tiny-llama, a Hugging Face Llama folder, or an F32/F16 .gguf): writes
+    its llama.cpp variants at --levels to the -o folder; --compare measures and compares them.
+    """
+    from infermeter.cli.generate import reject_flags
+
+    if format_ == "gguf":
+        from infermeter.cli.generate import run_gguf_quantize
+
+        onnx_only = [p.name for p in ctx.command.params if p.name and p.name not in GGUF_PARAMS]
+        reject_flags(ctx, onnx_only, "to --format onnx, not --format gguf")
+        if output is None and not compare:
+            raise UsageError("--format gguf needs -o FOLDER for the variants (or --compare to measure them)")
+        if results is not None and not compare:
+            raise UsageError("--results with --format gguf needs --compare: the results are the measured levels")
+        require_positive(threads, "--threads", allow_zero=True)
+        run_gguf_quantize(model, levels, output, compare, prompt_len, gen_len, requests, threads, results)
+        return
+    reject_flags(ctx, GGUF_ONLY, "to --format gguf (add --format gguf)")
+    if output is None:
+        raise UsageError("missing -o/--output: the path of the quantized model (.onnx / .xml)")
     from infermeter.cli.common import split_values
     from infermeter.quantize.ort_quant import QuantConfig
     from infermeter.quantize.pipeline import QuantizeRequest, check_request, outcome_results, quantize_model

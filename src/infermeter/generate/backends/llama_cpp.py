@@ -2,7 +2,7 @@
 
 Options: `llama-cpp.n_batch` (prompt batch size, default 512), `llama-cpp.n_gpu_layers` (default 0: CPU),
 `llama-cpp.flash_attn` (0/1). One sequence at a time: the high-level API has no batched decoding; for
-concurrent requests, benchmark llama.cpp's server with `infermeter load-openai`.
+concurrent requests, benchmark llama.cpp's server with `infermeter load URL --api openai`.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class LlamaCppBackend(GenerationBackend):
         if case.batch != 1:
             return (
                 "llama-cpp runs one sequence at a time (llama-cpp-python has no batched decoding); use --batch 1, "
-                "or benchmark concurrent requests against llama.cpp's server with `infermeter load-openai`"
+                "or benchmark concurrent requests against llama.cpp's server with `infermeter load URL --api openai`"
             )
         return None
 

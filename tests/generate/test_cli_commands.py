@@ -1,0 +1,109 @@
+"""The LLM flows of the shared commands: `bench --task generate`, `quantize --format gguf`, `load --api openai`
+(defaults per task/format/API, and flags of the other mode refused with exit 2 before anything runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAIServer
+
+from cli_helpers import load_json, run_cli
+
+
+def test_bench_generate_defaults_to_batch_1_and_runs_the_backend(tmp_path: Path) -> None:
+    out = tmp_path / "gen.json"
+    proc = run_cli(
+        "bench", "--task", "generate", "tiny-llama", "-b", "fake", "--prompt-len", "8", "--gen-len", "4",
+        "--requests", "3", "--slo-ttft-ms", "1000", "-O", "fake.decode_ms=3", "--no-isolation", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cases = load_json(out)["cases"]
+    assert [(c["backend"], c["batch"], c["status"]) for c in cases] == [("fake", 1, "ok")]
+    gen = cases[0]["generate"]
+    assert gen["succeeded"] == 3 and gen["output_tokens"] == 3 * 4
+    assert gen["tpot_ms"]["p50"] == pytest.approx(3.0)
+    assert gen["slo"]["ttft_ms"] == 1000
+    assert "TTFT" in proc.stdout
+
+
+def test_bench_generate_takes_a_batch_list(tmp_path: Path) -> None:
+    out = tmp_path / "gen.json"
+    proc = run_cli(
+        "bench", "--task", "generate", "-b", "fake", "--batch", "1,2", "--gen-len", "2", "--requests", "1",
+        "--warmup", "0", "--no-isolation", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cases = load_json(out)["cases"]
+    assert [c["batch"] for c in cases] == [1, 2]
+    assert cases[1]["generate"]["output_tokens"] == 2 * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--task", "generate", "--precision", "fp16", "--streams", "2"], "--precision, --streams apply only"),
+        (["--task", "generate", "--cold-start"], "--cold-start applies only to --task infer"),
+        (["tiny_cnn", "--prompt-len", "8"], "--prompt-len applies only to --task generate"),
+        (["tiny_cnn", "--slo-tpot-ms", "5", "--requests", "2"], "--requests, --slo-tpot-ms apply only to"),
+        (["--task", "generate", "-b", "nope"], "nope"),
+        (["--task", "generate", "-b", "fake", "--gen-len", "0"], "--gen-len 0 must be positive"),
+    ],
+)  # fmt: skip
+def test_bench_refuses_flags_of_the_other_task(args: list[str], named: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli("bench", *args, "-o", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert named in proc.stderr and proc.stderr.startswith("error:")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--format", "gguf", "-o", "out", "--calib", "x.npz", "--sensitivity"], "--calib, --sensitivity apply only"),
+        (["--format", "gguf"], "needs -o FOLDER"),
+        (["--format", "gguf", "-o", "out", "--results", "r.json"], "needs --compare"),
+        (["-o", "q.onnx", "--levels", "q8_0"], "--levels applies only to --format gguf"),
+        (["-o", "q.onnx", "--compare"], "--compare applies only to --format gguf"),
+        ([], "missing -o/--output"),
+    ],
+)
+def test_quantize_refuses_flags_of_the_other_format(args: list[str], named: str, tmp_path: Path) -> None:
+    proc = run_cli("quantize", "tiny-llama", *(str(tmp_path / a) if a in ("out", "r.json") else a for a in args))
+    assert proc.returncode == 2, proc.stderr
+    assert named in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--api", "openai", "--qps", "5", "--scenario", "offline"], "--scenario, --qps apply only to --api kserve"),
+        (["--api", "openai", "-b", "onnxruntime"], "--backend applies only to --api kserve"),
+        (["--api", "openai", "--concurrency", "1,x"], "--concurrency 'x' is not an integer"),
+        (["--scenario", "offline", "--gen-len", "8"], "--gen-len applies only to --api openai"),
+        (["--scenario", "offline", "--concurrency", "1,4"], "needs --api openai"),
+        (["--scenario", "offline", "--concurrency", "0"], "--concurrency 0 must be positive"),
+    ],
+)
+def test_load_refuses_flags_of_the_other_api(args: list[str], named: str) -> None:
+    proc = run_cli("load", "http://127.0.0.1:9", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert named in proc.stderr
+
+
+def test_load_openai_chat_sends_the_chosen_fields(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    with FakeOpenAIServer(["ok"], tokens=3) as server:
+        proc = run_cli(
+            "load", server.url, "--api", "openai-chat", "--model-name", "m1", "--concurrency", "2",
+            "--requests", "2", "--gen-len", "3", "--prompt-len", "5", "--ignore-eos", "--api-key", "k", "-o", str(out),
+        )  # fmt: skip
+        bodies = list(server.bodies)
+    assert proc.returncode == 0, proc.stderr
+    assert [c["concurrency"] for c in load_json(out)["cases"]] == [2]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert body["model"] == "m1" and body["max_tokens"] == 3 and body["ignore_eos"] is True
+        assert len(body["messages"][0]["content"].split()) == 5 and "prompt" not in body
