@@ -70,6 +70,13 @@ def _layout(fig: go.Figure, x_title: str, y_title: str, **extra: Any) -> go.Figu
     return fig
 
 
+def _needs_log_axis(values: Sequence[float]) -> bool:
+    """A log axis when values span more than 20x: on a linear one the small cases (or a case's body under its
+    tail) flatten to an invisible line."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) / min(positive) > 20
+
+
 def _plotted_samples(samples: Sequence[float]) -> list[float]:
     values = np.asarray(samples, dtype=np.float64)
     if len(values) > MAX_PLOTTED_SAMPLES:
@@ -87,8 +94,8 @@ def latency_distribution(cases: Sequence[CaseResult], labels: Sequence[str]) -> 
             fig.add_trace(go.Box(y=_plotted_samples(case.samples_ms), name=label, boxpoints="outliers"))
     if not fig.data:
         return None
-    spread = [max(c.samples_ms) / max(min(c.samples_ms), 1e-9) for c in cases if c.ok and c.samples_ms]
-    log = max(spread) > 20  # a tail 20x the fastest sample squashes every box on a linear axis
+    samples = [s for c in cases if c.ok for s in c.samples_ms]
+    log = _needs_log_axis(samples)
     _layout(fig, "", "latency (ms)" + (", log scale" if log else ""), showlegend=False)
     if log:
         fig.update_yaxes(type="log")
@@ -115,7 +122,10 @@ def percentile_bars(cases: Sequence[CaseResult], labels: Sequence[str]) -> Chart
                 error_y={"type": "data", "array": high, "arrayminus": low, "visible": True},
             )
         )
-    _layout(fig, "", "latency (ms)", barmode="group")
+    log = _needs_log_axis([getattr(c.latency_ms, k) for c, _ in ok for k in ("p50", "p99")])
+    _layout(fig, "", "latency (ms)" + (", log scale" if log else ""), barmode="group")
+    if log:
+        fig.update_yaxes(type="log")
     return Chart("percentiles", "P50 and P99 latency", fig, "Error bars: 95% confidence intervals.")
 
 
