@@ -43,7 +43,7 @@ test-llm: $(LLM_STAMP)
 
 # The main job: benchmark the built-in default model on every available CPU backend and print the table.
 run: $(STAMP)
-	$(BIN)/infermeter bench -o results/default.json
+	$(BIN)/infermeter bench --max-time 5 -o results/default.json
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff format --no-cache --check src tests benchmarks

@@ -204,3 +204,21 @@ def test_backends_and_env_commands() -> None:
     assert all(row["available"] or row["reason"] for row in rows.values())
     proc = run_cli("env", "--json", timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["logical_cores"] >= 1
+
+
+def test_worker_peak_memory_is_its_own_not_its_parents() -> None:
+    import numpy as np
+    import psutil
+
+    from infermeter.case import Case, MeasureSettings
+    from infermeter.measure.worker import run_isolated
+    from infermeter.models.spec import resolve_model
+
+    ballast = np.ones(400 * 2**20 // 8)  # 400 MB resident in this (parent) process
+    parent_rss_mb = psutil.Process().memory_info().rss / 2**20
+    settings = MeasureSettings(warmup_iterations=0, min_iterations=3, min_time_s=0.0)
+    result = run_isolated(resolve_model("tiny_cnn"), Case("tiny_cnn", "null", settings=settings))
+    assert result.status == "ok" and result.peak_rss_mb is not None
+    # The kernel carries ru_maxrss across fork+exec; the worker must report its own high-water mark.
+    assert result.peak_rss_mb < parent_rss_mb - 300, (result.peak_rss_mb, parent_rss_mb)
+    assert ballast.sum() > 0

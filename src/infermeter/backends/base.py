@@ -80,6 +80,9 @@ class Backend(ABC):
     description: ClassVar[str] = ""
     # True when `--precision int8` on a float model should be served as an INT8 (QDQ) ONNX graph made on the fly.
     quantizes_on_the_fly: ClassVar[bool] = False
+    # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before
+    # any case runs, so that no case's load time or peak memory carries the one-time export.
+    consumes_onnx: ClassVar[bool] = False
 
     @classmethod
     def version(cls) -> str | None:

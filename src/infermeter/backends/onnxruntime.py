@@ -85,6 +85,7 @@ class OnnxRuntimeBackend(Backend):
     optimized-model cache."""
 
     name = "onnxruntime"
+    consumes_onnx = True
     distribution = "onnxruntime"
     description = "ONNX Runtime, CPU execution provider"
     # Execution providers in preference order, as (name, provider options) pairs.

@@ -120,6 +120,7 @@ class OpenVinoBackend(Backend):
     shapes before compiling; dynamic keeps its symbolic dimensions."""
 
     name = "openvino"
+    consumes_onnx = True
     distribution = "openvino"
     precisions = ("fp32", "bf16", "fp16")
     description = "OpenVINO CPU plugin (precision hint set and read back)"

@@ -233,6 +233,7 @@ class TensorRTBackend(Backend):
     `max_shapes` (trtexec syntax), `tensorrt.workspace_mb` (default 2048); `cache=off` rebuilds the engine."""
 
     name = "tensorrt"
+    consumes_onnx = True
     device = "cuda"
     distribution = "tensorrt"
     precisions = ("fp32", "fp16", "int8")

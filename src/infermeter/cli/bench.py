@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from infermeter.cli.common import (
     stderr,
     stdout,
 )
-from infermeter.errors import UsageError
+from infermeter.errors import InfermeterError, UsageError
 from infermeter.measure.coldstart import cold_start_plan
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.measure.shapes import parse_sizes
@@ -121,6 +122,25 @@ def _backend_chains(
         else:
             chains.append((name,))
     return chains
+
+
+def _prepare_onnx(plan: Sequence[PlanItem]) -> None:
+    """Export each model's ONNX form once, before any case, when an ONNX-reading backend will need it: the export
+    is a one-time conversion (cached on disk), not part of any one backend's load time or peak memory."""
+    from infermeter.backends.registry import get_backend
+    from infermeter.models.convert import onnx_for
+
+    seen: set[str] = set()
+    for item in plan:
+        spec = item.spec
+        if spec.ref in seen or not spec.has_torch_form:
+            continue
+        if any(get_backend(c.backend).consumes_onnx and get_backend(c.backend).available() is None for c in item.chain):
+            seen.add(spec.ref)
+            status = stderr.status(escape(f"exporting {spec.ref} to ONNX (once; cached for later runs)"))
+            # An export error is not raised here: each case that needs the export reports it as its own failure.
+            with status, contextlib.suppress(InfermeterError):
+                onnx_for(spec)
 
 
 def _annotate_roofline(results: ResultsFile, path: Path) -> None:
@@ -372,6 +392,8 @@ def bench(
         path = output or _default_output()
     results.command = ["infermeter", *sys.argv[1:]]
     write_results(path, results)
+    if not cold_start:  # a cold start measures the conversion itself
+        _prepare_onnx(plan)
     _run_plan(plan, results, path, isolate=not no_isolation)
     if not no_roofline and not cold_start:
         _annotate_roofline(results, path)

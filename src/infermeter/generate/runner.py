@@ -10,7 +10,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
-import resource
 import signal
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from infermeter.generate.backends import get_generation_backend
 from infermeter.generate.backends.base import GenerateCase, GenerationSession
 from infermeter.generate.metrics import SLO, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
-from infermeter.measure.execute import now_iso, record_failure
+from infermeter.measure.execute import now_iso, peak_rss_mb, record_failure
 from infermeter.measure.worker import THREAD_VARIABLES
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
 from infermeter.stats import assess_run, latency_stats
@@ -129,7 +128,7 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
     result.warmup_ms = warmup_e2e_ms
     result.first_inference_ms = warmup_e2e_ms[0] if warmup_e2e_ms else None
     result.throughput = summary.output_tokens_per_s
-    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.peak_rss_mb = peak_rss_mb()
     result.warnings = assess_run(e2e_ms, result.latency_ms, result.first_inference_ms)
     # The core's warning says `--iterations`; a generation case counts requests instead.
     result.warnings = [

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import resource
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -77,9 +79,20 @@ def unavailable_reason(spec: ModelSpec, case: Case) -> str | None:
     return backend.available() or backend.unsupported_reason(spec, case)
 
 
-def _peak_rss_mb() -> float:
-    # ru_maxrss is in KiB on Linux: the high-water mark of this process's resident memory.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_rss_mb() -> float:
+    """High-water mark of this process's resident memory, in MB.
+
+    On Linux this is `VmHWM` of /proc/self/status: the peak of this process image alone. `ru_maxrss` is not
+    used there because the kernel carries it across fork and exec, so a worker spawned by a parent holding
+    600 MB (torch imported for an ONNX export) would report at least 600 MB whatever it did itself."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    # Elsewhere ru_maxrss (KiB on Linux, bytes on macOS) is the best there is.
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
 
 
 def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoint], dict[str, tuple[int, ...]]]:
@@ -217,7 +230,7 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         measured = _measure(session, case, prepared, points, phase)
         result.precision_effective = session.effective_precision()
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
-        measured["peak_rss_mb"] = _peak_rss_mb()
+        measured["peak_rss_mb"] = peak_rss_mb()
         if case.settings.check_parity:
             from infermeter.parity_run import check_case_parity
 
