@@ -11,6 +11,7 @@ import contextlib
 import io
 import logging
 import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,18 +64,27 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _scratch_cwd() -> Iterator[None]:
+    """Run ORT's quantization tools from a scratch folder that is removed afterwards: they round-trip large models
+    through external-data files named by uuid, and some land in the working directory (90 MB each for MiniLM)."""
+    with tempfile.TemporaryDirectory(prefix="infermeter-quant-") as scratch, contextlib.chdir(scratch):
+        yield
+
+
 def preprocess(source: Path, target: Path) -> str:
     """`quant_pre_process` (symbolic shape inference and ORT's basic graph optimisations, e.g. folding
     BatchNorm into Conv) from `source` to `target`; on failure the model is copied as is. Returns a note."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    source, target = source.resolve(), target.resolve()
     try:
-        with _quiet():
+        with _quiet(), _scratch_cwd():
             quant_pre_process(str(source), str(target), skip_symbolic_shape=False)
         return "pre-processed with onnxruntime quant_pre_process"
     except Exception as first:
         try:
-            with _quiet():
+            with _quiet(), _scratch_cwd():
                 quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
             return "pre-processed with onnxruntime quant_pre_process (without symbolic shape inference)"
         except Exception:
@@ -174,8 +184,10 @@ def quantize_onnx(
     if missing:
         hint = ", ".join(sorted(known)[:8]) + (" ..." if len(known) > 8 else "")
         raise UsageError(f"--exclude names node(s) not in the graph: {', '.join(missing)}; weighted nodes: {hint}")
+    source, target = source.resolve(), target.resolve()
+    calibration_cache = calibration_cache.resolve() if calibration_cache else None
     try:
-        with _quiet():
+        with _quiet(), _scratch_cwd():
             if config.mode == "dynamic":
                 quantize_dynamic(
                     str(source),
