@@ -24,6 +24,7 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.errors import InfermeterError, UsageError
+from infermeter.interrupts import deferred_interrupts
 from infermeter.measure.coldstart import cold_start_plan
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.measure.shapes import parse_sizes
@@ -139,7 +140,7 @@ def _prepare_onnx(plan: Sequence[PlanItem]) -> None:
             seen.add(spec.ref)
             status = stderr.status(escape(f"exporting {spec.ref} to ONNX (once; cached for later runs)"))
             # An export error is not raised here: each case that needs the export reports it as its own failure.
-            with status, contextlib.suppress(InfermeterError):
+            with status, contextlib.suppress(InfermeterError), deferred_interrupts():
                 onnx_for(spec)
 
 
@@ -151,7 +152,7 @@ def _annotate_roofline(results: ResultsFile, path: Path) -> None:
 
     if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
         stderr.print("[dim]measuring this machine's compute and memory ceilings once (infermeter peak)...[/]")
-    with stderr.status("roofline: counting FLOPs per model"):
+    with stderr.status("roofline: counting FLOPs per model"), deferred_interrupts():
         annotate_roofline(results)
     write_results(path, results)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infermeter.interrupts import deferred_interrupts
 from infermeter.optimize.accuracy import EvalData, Reference, score_file
 from infermeter.quantize.evaluate import Accuracy
 from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
@@ -40,7 +41,8 @@ def quantize_plain(prepared: Prepared, target: Path, data: EvalData) -> float:
     estimated in)."""
     started = time.perf_counter()
     target.parent.mkdir(parents=True, exist_ok=True)
-    quantize_onnx(prepared.fp32, target, CONFIG, data.calib, prepared.calibration_cache)
+    with deferred_interrupts():
+        quantize_onnx(prepared.fp32, target, CONFIG, data.calib, prepared.calibration_cache)
     return time.perf_counter() - started
 
 
@@ -101,7 +103,8 @@ def search_mixed(
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(chosen.path, target)
     # Scored again from the written file: the evidence is about the artifact that ships, not a scratch copy.
-    accuracy = score_file(target, reference, data.evaluation, threads)
+    with deferred_interrupts():
+        accuracy = score_file(target, reference, data.evaluation, threads)
     return MixedOutcome(
         accuracy,
         chosen.float_nodes,

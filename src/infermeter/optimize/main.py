@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infermeter.interrupts import deferred_interrupts
 from infermeter.optimize.finish import Outcome, step_advise
 from infermeter.optimize.pipeline import EventCallback, OptimizeEvent, open_run
 from infermeter.optimize.request import OptimizeRequest, check_request
@@ -24,7 +25,8 @@ def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None
     emit = on_event or (lambda _event: None)
     run = open_run(request, emit)
     baseline = step_baseline(run)
-    fp32_onnx = step_export(run)
+    with deferred_interrupts():  # torch's exporter and ORT's verification run in this process
+        fp32_onnx = step_export(run)
     step_fp32(run, baseline_backend(run))
     step_int8(run, fp32_onnx)
     step_half(run)
