@@ -40,7 +40,7 @@ from infermeter.report.summary import (
     per_shape_rows,
     summary_table,
 )
-from infermeter.results.schema import CaseResult, ResultsFile
+from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -388,7 +388,7 @@ def bench(
         results = read_results(resume)
         path = output or resume
     else:
-        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        created = now_iso()
         results = ResultsFile(created=created, environment=collect_environment())
         path = output or _default_output()
     results.command = ["infermeter", *sys.argv[1:]]

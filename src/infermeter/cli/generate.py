@@ -5,7 +5,6 @@ measuring is in `infermeter.generate`."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,7 +18,7 @@ from rich.table import Table
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
-from infermeter.results.schema import CaseResult, ResultsFile
+from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -70,7 +69,7 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
 def _results_file() -> ResultsFile:
     from infermeter.results.env import collect_environment
 
-    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    created = now_iso()
     return ResultsFile(created=created, environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
 from infermeter.models.inputs import parse_input_override
+from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
     from infermeter.serve.driver import LoadTarget
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from infermeter.serve.tune import BatchPolicy
 
 SCENARIOS = ("single-stream", "server", "offline", "sweep")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _model_args(
@@ -286,7 +282,7 @@ def load(
     key = api_key or os.environ.get(API_KEY_VARIABLE) or None
     overrides = tuple(parse_input_override(text) for text in split_values(inputs))
     serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue)
-    started = _now()
+    started = now_iso()
     with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))]) as url:
         prepared = prepare_target(url, model_name, batch, overrides, use_json, key, seed)
         label = f"{prepared.model_name} at {url} ({prepared.backend})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from infermeter.errors import InputSpecError, UsageError
 from infermeter.models.inputs import Feeds, parse_input_override
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import ParityRecord, Tolerance
+from infermeter.results.schema import now_iso
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unavailable": "yellow"}
 _STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "unavailable": "SKIP"}
@@ -85,7 +85,7 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
     from infermeter.results.schema import ResultsFile
 
     results = ResultsFile(
-        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        created=now_iso(),
         environment=collect_environment(),
         command=["infermeter", *sys.argv[1:]],
     )

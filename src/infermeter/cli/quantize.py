@@ -3,7 +3,6 @@ under an accuracy budget, QAT; prints one table of accuracy next to latency."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.errors import UsageError
+from infermeter.results.schema import now_iso
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -204,7 +204,7 @@ def quantize(
         for case in cases:
             case.warnings = [*case.warnings, *outcome.warnings]
         file = ResultsFile(
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            created=now_iso(),
             environment=collect_environment(),
             cases=cases,
             command=["infermeter", *sys.argv[1:]],

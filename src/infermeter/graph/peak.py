@@ -18,7 +18,6 @@ Method (so that a figure can be reproduced and trusted):
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import hashlib
 import json
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.graph.peak_probes import CPU_PROBES, ProbeSkipped, Workload
+from infermeter.results.schema import now_iso
 
 METHOD_VERSION = 2
 TRIALS = 4
@@ -250,7 +250,7 @@ def measure_peak(threads: int | None = None, progress: ProgressFn | None = None)
     gpu = measure_gpu_peak(progress)
     if gpu is not None:
         result["gpu"] = gpu
-    result["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    result["measured_at"] = now_iso()
     result["duration_s"] = round(time.perf_counter() - start, 2)
     result["method"] = (
         f"fastest single call over {TRIALS} trials of >= {MIN_TRIAL_S}s after warm-up; compute: "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import resource
 import sys
 import time
@@ -25,15 +24,10 @@ from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_
 from infermeter.measure.streams import run_streams
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
-from infermeter.results.schema import CaseResult, CaseWarning
+from infermeter.results.schema import CaseResult, CaseWarning, now_iso
 from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
 
 PhaseCallback = Callable[[str], None]
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO 8601, seconds resolution."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = None) -> CaseResult:

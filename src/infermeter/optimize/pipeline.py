@@ -3,7 +3,6 @@ of one case. The steps themselves live in `optimize.steps`; `run_optimize` runs 
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,7 +16,7 @@ from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize.candidates import Budget, GainLog
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.request import OptimizeRequest
-from infermeter.results.schema import CaseResult, ResultsFile
+from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 RESULTS_NAME = "results.json"
 ARTIFACTS = "artifacts"
@@ -190,7 +189,7 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
             )
         emit(OptimizeEvent("note", "start", f"resuming {path}: {len(results.cases)} case(s) already measured"))
     else:
-        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        created = now_iso()
         results = ResultsFile(created=created, environment=collect_environment())
     results.command = ["infermeter", *sys.argv[1:]]
     journal = Journal(results)

@@ -7,10 +7,18 @@ unchanged, so no reader loses another's data.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 at seconds resolution: how results files stamp `created` and `started`."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
 STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable")
 
 

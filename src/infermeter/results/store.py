@@ -9,7 +9,6 @@ Concurrency: WAL journal and a busy timeout, and every run is written in one IMM
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from infermeter.errors import ResultsError
 from infermeter.results.env import COMPARABLE_KEYS
-from infermeter.results.schema import ResultsFile
+from infermeter.results.schema import ResultsFile, now_iso
 
 HISTORY_ENV = "INFERMETER_HISTORY"
 _OFF = {"off", "0", "false", "no", "none", ""}
@@ -162,7 +161,7 @@ def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_pat
             " environment) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 results.created,
-                dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                now_iso(),
                 str(results_path) if results_path is not None else None,
                 environment.get("hostname"),
                 environment.get("cpu_model"),
