@@ -21,6 +21,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tolerance", type=float, default=0.10)
+    parser.add_argument("--save", help="write every run's full result (probes included) to this JSON file")
     args = parser.parse_args()
     runs = []
     for index in range(args.runs):
@@ -32,7 +33,13 @@ def main() -> int:
             print(proc.stderr, file=sys.stderr)
             return 2
         runs.append(json.loads(proc.stdout))
-        print(f"run {index + 1}: {time.perf_counter() - start:.1f} s wall, engines {runs[-1]['engines']}")
+        print(
+            f"run {index + 1}: {time.perf_counter() - start:.1f} s wall, {runs[-1].get('rounds')} rounds, "
+            f"engines {runs[-1]['engines']}"
+        )
+        if args.save:
+            with open(args.save, "w") as handle:
+                json.dump(runs, handle, indent=1)
     worst = 0.0
     print(f"\n{'ceiling':<15} {'runs':<40} spread")
     for key in KEYS:

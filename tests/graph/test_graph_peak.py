@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,16 @@ import pytest
 
 from cli_helpers import run_cli
 from infermeter.graph import peak as peak_module
-from infermeter.graph.peak import PRECISION_KEYS, load_or_measure_peak, peak_cache_key, run_probe, time_workload
+from infermeter.graph.peak import (
+    PRECISION_KEYS,
+    load_or_measure_peak,
+    merge_visits,
+    peak_cache_key,
+    run_probe,
+    speed_variation,
+    time_workload,
+    visit_round_robin,
+)
 from infermeter.graph.peak_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32
 
 
@@ -30,6 +40,8 @@ def quick_probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(peak_module, "TRIALS", 3)
     monkeypatch.setattr(peak_module, "MIN_TRIAL_S", 0.01)
+    monkeypatch.setattr(peak_module, "MIN_ROUNDS", 1)
+    monkeypatch.setattr(peak_module, "MAX_ROUNDS", 1)
     monkeypatch.setattr(peak_module, "bandwidth_array_bytes", lambda: 1 << 20)
     monkeypatch.setattr(peak_module, "measure_gpu_peak", lambda progress=None: None)
     monkeypatch.setattr(
@@ -72,6 +84,54 @@ def test_matmul_probes_compute_real_products() -> None:
     assert workload.work == 2 * 32**3
     assert isinstance(product, np.ndarray) and product.shape == (32, 32) and np.abs(product).sum() > 0
     workload.cleanup()
+
+
+def _paced_builder(seconds_per_call: list[float]) -> Any:
+    """A probe whose n-th build sleeps seconds_per_call[n] per call (1 unit of work): a machine whose speed
+    moves from visit to visit, as a shared one does."""
+    built = iter(seconds_per_call)
+
+    def build(threads: int, size: int) -> Workload:
+        pause_s = next(built)
+        return Workload(lambda: time.sleep(pause_s), work=1e9)
+
+    return build
+
+
+def test_rounds_stop_once_no_ceiling_rises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peak_module, "TRIALS", 1)
+    monkeypatch.setattr(peak_module, "MIN_TRIAL_S", 0.0)
+    monkeypatch.setattr(peak_module, "WARMUP_S", 0.0)
+    monkeypatch.setattr(peak_module, "MIN_ROUNDS", 2)
+    monkeypatch.setattr(peak_module, "MAX_ROUNDS", 6)
+    # Steady from the first visit: stops after MIN_ROUNDS.
+    probes, rounds = visit_round_robin([("steady", "fp32", _paced_builder([0.02] * 6), 1)], 1, None)
+    assert rounds == 2 and probes[0]["visits"] == 2
+    # Faster at every visit (the neighbour leaving): goes on while the ceiling rises, up to MAX_ROUNDS.
+    rising = _paced_builder([0.04, 0.03, 0.02, 0.01, 0.005, 0.0025])
+    probes, rounds = visit_round_robin([("rising", "fp32", rising, 1)], 1, None)
+    assert rounds == 6 and probes[0]["best"] > 300  # the fastest visit's rate (1 GFLOP per 2.5 ms), not an average
+
+
+def test_merging_visits_keeps_the_fastest_call_and_every_trial() -> None:
+    visit = {"engine": "e", "precision": "fp32", "best": 10.0, "median": 8.0, "calls": 5, "trials": [9.0, 10.0]}
+    slower = {**visit, "best": 6.0, "median": 5.0, "calls": 7, "trials": [6.0, 5.5]}
+    merged = merge_visits([visit, slower])
+    assert merged["best"] == 10.0 and merged["calls"] == 12 and merged["trials"] == [9.0, 10.0, 6.0, 5.5]
+    assert merged["median"] == 6.5 and merged["spread"] == pytest.approx(0.45) and merged["visits"] == 2
+    skipped = {"engine": "e", "precision": "fp32", "skipped": "no bf16 here"}
+    assert merge_visits([skipped]) == skipped
+
+
+def test_speed_variation_names_the_least_steady_compute_probe() -> None:
+    probes = [
+        {"engine": "a", "precision": "fp32", "trials": [100.0, 98.0]},
+        {"engine": "b", "precision": "int8", "trials": [1000.0, 500.0, 990.0]},
+        {"engine": "copy", "precision": "bandwidth", "trials": [30.0, 10.0]},  # not counted: a bandwidth trial holds only a few calls
+        {"engine": "c", "precision": "bf16", "skipped": "unsupported"},
+    ]
+    assert speed_variation(probes) == {"ratio": 2.0, "engine": "b", "precision": "int8", "steady": False}
+    assert speed_variation(probes[:1]) == {"ratio": 1.02, "engine": "a", "precision": "fp32", "steady": True}
 
 
 def test_peak_structure_and_cache(quick_probes: list[str], cache_dir: Path) -> None:

@@ -56,7 +56,8 @@ def _print_peak(peak: dict[str, Any], cache_hit: bool, title: str) -> None:
 def peak(refresh: bool, threads: int | None, as_json: bool) -> None:
     """Measure this machine's ceilings: FP32/BF16/FP16/INT8 compute with the fastest engine available
     (numpy, torch, ONNX Runtime, OpenVINO) and memory bandwidth; the same on a CUDA GPU when present.
-    Cached per machine (CPU, ISA, cores, threads, framework versions); about 15-30 s when measured."""
+    Cached per machine (CPU, ISA, cores, threads, framework versions); about 35-90 s when measured
+    (longer on a machine whose speed moves: rounds go on until the ceilings settle)."""
     from infermeter.errors import UsageError
     from infermeter.graph.peak import load_or_measure_peak
 
@@ -76,5 +77,12 @@ def peak(refresh: bool, threads: int | None, as_json: bool) -> None:
     if isinstance(result.get("gpu"), dict):
         _print_peak(result["gpu"], cache_hit, f"GPU ceilings: {result['gpu'].get('device', '')}")
     stdout.print(f"[dim]method: {escape(result.get('method', ''))}[/]")
+    variation = result.get("speed_variation")
+    if isinstance(variation, dict) and not variation.get("steady", True):
+        stdout.print(
+            f"[yellow]warning:[/] this machine's own speed moved {variation['ratio']:.2f}× between trials of the same "
+            f"work ({escape(variation['engine'])} {variation['precision']}): a shared or virtual machine, or frequency "
+            "scaling. Ceilings measured here can differ by that much run to run; compare fractions of peak with care."
+        )
     if cache_hit:
         stdout.print("[dim]cached figures; `infermeter peak --refresh` measures again (on a quiet machine)[/]")
