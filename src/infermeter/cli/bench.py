@@ -172,6 +172,9 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
         TimeElapsedColumn(),
         console=stderr,
         transient=True,
+        # Every redraw takes CPU from the case being timed (on a 2-core machine, from one of its threads):
+        # twice a second is enough for a person to follow.
+        refresh_per_second=2,
     )
     task = progress.add_task("starting", total=len(plan))
 
