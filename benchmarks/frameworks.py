@@ -13,6 +13,7 @@ precision hint (f32), threads and latency hint, interleaved pairs of runs, repor
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import shlex
@@ -219,6 +220,9 @@ def cross_check_lines(checks: list[CrossCheck], pairs: int, seconds: float) -> l
     """The cross-check section of docs/frameworks.md."""
     lines = [
         "## OpenVINO cross-check against `benchmark_app`",
+        "",
+        f"Run {datetime.date.today().isoformat()} by `python benchmarks/frameworks.py` (`--cross-check-only` reruns",
+        "only this section).",
         "",
         "Same ONNX file, shapes, input data (infermeter's first input set, as .npy files) and element types,",
         "INFERENCE_PRECISION_HINT f32, threads and LATENCY hint, sync API (benchmark_app reuses its one input set;",
