@@ -315,7 +315,8 @@ def main() -> None:
     cross_section = cross_check_lines(checks, args.pairs, args.pair_seconds)
     if args.cross_check_only:
         text = args.doc.read_text() if args.doc.exists() else ""
-        kept = text[: text.index("## OpenVINO cross-check")] if "## OpenVINO cross-check" in text else text + "\n"
+        kept = text[: text.index("## OpenVINO cross-check")] if "## OpenVINO cross-check" in text else text
+        kept = kept + "\n" if kept and not kept.endswith("\n\n") else kept
         args.doc.write_text(kept + "\n".join(cross_section))
         print("\n".join(cross_section))
         print(f"rewrote the cross-check section of {args.doc}")

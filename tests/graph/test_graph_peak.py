@@ -127,7 +127,8 @@ def test_speed_variation_names_the_least_steady_compute_probe() -> None:
     probes = [
         {"engine": "a", "precision": "fp32", "trials": [100.0, 98.0]},
         {"engine": "b", "precision": "int8", "trials": [1000.0, 500.0, 990.0]},
-        {"engine": "copy", "precision": "bandwidth", "trials": [30.0, 10.0]},  # not counted: a bandwidth trial holds only a few calls
+        # Not counted: a bandwidth trial holds only a few calls.
+        {"engine": "copy", "precision": "bandwidth", "trials": [30.0, 10.0]},
         {"engine": "c", "precision": "bf16", "skipped": "unsupported"},
     ]
     assert speed_variation(probes) == {"ratio": 2.0, "engine": "b", "precision": "int8", "steady": False}
