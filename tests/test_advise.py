@@ -92,3 +92,13 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert "is binding" in none.stdout
     bad = run_cli("advise", str(path), "--max-p99-ms", "-1")
     assert bad.returncode == 2 and "--max-p99-ms" in bad.stderr
+
+
+def test_synthetic_cases_are_never_picked() -> None:
+    fake = make_case("null", 1, 0.01, seed=9)  # the fastest by far, and measures no model
+    fake.synthetic = True
+    advice = advise([*_cases(), fake], Constraints(max_load_s=5.0), "latency")
+    assert advice.pick is not None and advice.pick.backend == "gamma"
+    assert fake not in advice.ranked
+    reasons = next(e.reasons for e in advice.excluded if e.case is fake)
+    assert reasons == ["null is a synthetic backend: it runs no model"]

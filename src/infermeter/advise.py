@@ -164,6 +164,10 @@ def advise(cases: Sequence[CaseResult], constraints: Constraints | None = None, 
         if not case.ok:
             excluded.append(Exclusion(case, [f"{case.status}: {case.error or 'no measurement'}"]))
             continue
+        if case.synthetic:
+            # The null backend's figures are whatever it was told to produce: never a deployment to recommend.
+            excluded.append(Exclusion(case, [f"{case.backend} is a synthetic backend: it runs no model"]))
+            continue
         reasons = []
         if _parity_failed(case):
             reasons.append("its outputs failed the parity check against the reference")
