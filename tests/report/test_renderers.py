@@ -36,7 +36,7 @@ def test_markdown_matches_snapshot_and_names_every_case() -> None:
     for row in rows:
         assert "| " + " | ".join(row) + " |" in text
     assert "model tiny_cnn" in caption
-    assert "| speedup | parity |" in text
+    assert "| speedup | GFLOP/s | parity |" in text  # % peak: no case has a ceiling, so the column is dropped
     assert "| FAIL |" in text and "openvino: model not supported" in text
     # openvino measured fastest at batch 1 but failed parity: the speedup line names onnxruntime instead.
     assert "tiny_cnn onnxruntime fp32 b1 static: onnxruntime is 3.99x faster than torch" in text

@@ -33,6 +33,7 @@ from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
 from infermeter.report.summary import (
     COLD_START_COLUMNS,
+    NUMERIC_COLUMNS,
     PER_SHAPE_COLUMNS,
     SummaryTable,
     cold_start_rows,
@@ -48,8 +49,8 @@ OPTION_FLAGS = {
     "ort_opt_level": "onnxruntime.opt_level",
     "ov_hint": "openvino.hint",
 }
-NUMERIC_COLUMNS = {
-    "batch",
+# The summary's numeric columns plus those of the per-shape and cold-start tables.
+CONSOLE_NUMERIC_COLUMNS = NUMERIC_COLUMNS | {
     "streams",
     "runs",
     "process s",
@@ -59,12 +60,6 @@ NUMERIC_COLUMNS = {
     "session s",
     "first ms",
     "to first result s",
-    "P50 ms",
-    "P99 ms",
-    "throughput/s",
-    "peak MB",
-    "load s",
-    "speedup",
 }
 
 
@@ -77,7 +72,7 @@ def _print_table(compact: SummaryTable, title: str | None = None) -> None:
     columns, rows, caption = compact.compact()
     rich_table = Table(header_style="bold", title=title, caption=escape(caption) or None, caption_justify="left")
     for column in columns:
-        rich_table.add_column(column, justify="right" if column in NUMERIC_COLUMNS else "left", no_wrap=True)
+        rich_table.add_column(column, justify="right" if column in CONSOLE_NUMERIC_COLUMNS else "left", no_wrap=True)
     for row in rows:
         rich_table.add_row(*(escape(cell) for cell in row))
     stdout.print(rich_table)

@@ -8,9 +8,7 @@ from html import escape
 from infermeter.report.charts import report_charts
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
-from infermeter.report.summary import group_warnings
-
-_NUMERIC = {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
+from infermeter.report.summary import NUMERIC_COLUMNS, group_warnings
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
@@ -28,13 +26,13 @@ tr.failed td { color: #b42318; } td.FAIL { color: #b42318; font-weight: 600; } t
 
 
 def _table(columns: list[str], rows: list[list[str]], table_id: str) -> str:
-    head = "".join(f'<th class="{"num" if c in _NUMERIC else ""}">{escape(c)}</th>' for c in columns)
+    head = "".join(f'<th class="{"num" if c in NUMERIC_COLUMNS else ""}">{escape(c)}</th>' for c in columns)
     body = []
     for row in rows:
         failed = any(cell in ("FAILED", "CRASHED", "TIMEOUT", "UNAVAILABLE") for cell in row)
         cells = []
         for column, cell in zip(columns, row, strict=True):
-            css = "num" if column in _NUMERIC else (cell if column == "parity" else "")
+            css = "num" if column in NUMERIC_COLUMNS else (cell if column == "parity" else "")
             cells.append(f'<td class="{css}">{escape(cell)}</td>')
         body.append(f'<tr class="{"failed" if failed else "case"}">{"".join(cells)}</tr>')
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

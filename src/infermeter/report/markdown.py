@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
-from infermeter.report.summary import case_label, format_ms, group_warnings, speedups
+from infermeter.report.summary import NUMERIC_COLUMNS, case_label, format_ms, group_warnings, speedups
 from infermeter.results.schema import CaseResult
-
-_NUMERIC = {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup"}
 
 
 def _cell(text: str) -> str:
@@ -20,7 +18,7 @@ def _cell(text: str) -> str:
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A GitHub-flavoured markdown table, numeric columns right-aligned."""
     header = "| " + " | ".join(_cell(c) for c in columns) + " |"
-    rule = "|" + "|".join("---:" if c in _NUMERIC else "---" for c in columns) + "|"
+    rule = "|" + "|".join("---:" if c in NUMERIC_COLUMNS else "---" for c in columns) + "|"
     body = ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join([header, rule, *body])
 

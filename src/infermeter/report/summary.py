@@ -21,6 +21,13 @@ COLUMNS = (
     "peak MB",
     "load s",
     "speedup",
+    "GFLOP/s",
+    "% peak",
+)
+
+# Right-aligned by every renderer (console, markdown, HTML).
+NUMERIC_COLUMNS = frozenset(
+    {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "GFLOP/s", "% peak"}
 )
 
 
@@ -40,14 +47,17 @@ class SummaryTable:
             i for i, column in enumerate(self.columns) if len({row[i] for row in self.rows}) > 1 or column in _ALWAYS
         ]
         caption = " · ".join(
-            f"{self.columns[i]} {self.rows[0][i]}" for i in range(len(self.columns)) if i not in keep and self.rows
+            f"{self.columns[i]} {self.rows[0][i]}"
+            for i in range(len(self.columns))
+            if i not in keep and self.rows and _DEFAULT_HIDDEN.get(self.columns[i]) != self.rows[0][i]
         )
         return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows], caption
 
 
 _ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs", "cache"}
 _ALWAYS |= {"import s", "load s", "first ms", "to first result s", "cache hit"}
-_DEFAULT_HIDDEN = {"streams": "1"}  # a constant column at its default value says nothing: dropped, not captioned
+# A constant column at its default value says nothing: dropped, not captioned ("—": not measured for any case).
+_DEFAULT_HIDDEN = {"streams": "1", "GFLOP/s": "—", "% peak": "—"}
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,16 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
     return out
 
 
+def _roofline_cells(case: CaseResult) -> list[str]:
+    """Achieved GFLOP/s and the fraction of this machine's ceiling for the case's precision (`bench` adds them
+    from `infermeter peak`); "—" when not annotated (--no-roofline, a synthetic case, FLOPs not countable)."""
+    achieved = case.extra.get("achieved_gflops")
+    fraction = case.extra.get("peak_fraction")
+    gflops = f"{achieved:,.1f}" if isinstance(achieved, int | float) else "—"
+    share = f"{fraction:.0%}" if isinstance(fraction, int | float) else "—"
+    return [gflops, share]
+
+
 def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> SummaryTable:
     """The headline table: one row per case, speedup against the first backend of each group."""
     ratios = speedups(cases, allow_mixed_precision)
@@ -146,7 +166,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         label = case_label(case)
         if not case.ok:
             rows.append([case.model, case.backend, case.precision, str(case.batch), case.shape_mode, str(case.streams)]
-                        + [case.status.upper()] + ["—"] * 5)  # fmt: skip
+                        + [case.status.upper()] + ["—"] * 7)  # fmt: skip
             footnotes.append(f"{label}: {case.status}: {case.error}")
             continue
         stats = case.latency_ms
@@ -174,6 +194,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 _fmt(case.peak_rss_mb, 0),
                 _fmt(case.load_s, 2),
                 speed,
+                *_roofline_cells(case),
             ]
         )
         warnings.extend((label, w) for w in case.warnings)
