@@ -114,7 +114,12 @@ def test_history_command_shows_runs_and_flags(tmp_path: Path) -> None:
     assert "REGRESSION" in proc.stdout and re.search(r"\+(49|50)\.\d%", proc.stdout)
     assert "2026-01-03 00:00" in proc.stdout  # the run's own date
     assert "1 regressed in their latest run" in proc.stdout
-    none = run_cli("history", "--db", str(db), "--backend", "tensorrt")
+    gate = run_cli("history", "--db", str(db), "--fail-on-regression")
+    assert gate.returncode == 1 and "REGRESSION" in gate.stdout
+    steady = tmp_path / "steady.db"
+    _record_series(steady, [2.0, 2.0, 2.0])
+    assert run_cli("history", "--db", str(steady), "--fail-on-regression").returncode == 0
+    none = run_cli("history", "--db", str(db), "--backend", "tensorrt", "--fail-on-regression")
     assert none.returncode == 0 and "no recorded runs" in none.stdout
     missing = run_cli("history", "--db", str(tmp_path / "absent.db"))
     assert missing.returncode == 2 and "no history database" in missing.stderr

@@ -25,9 +25,16 @@ from infermeter.report.summary import format_ms
     "--threshold", default="10%", show_default=True, help="Slowdown vs the median of previous runs that is flagged."
 )
 @click.option("--last", type=int, default=20, show_default=True, help="Show at most this many runs per case.")
-def history(model: str | None, backend: str | None, db: Path | None, threshold: str, last: int) -> None:
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit 1 when a case regressed in its latest run (a CI gate, like `infermeter compare`).",
+)
+def history(
+    model: str | None, backend: str | None, db: Path | None, threshold: str, last: int, fail_on_regression: bool
+) -> None:
     """Show the trend of each case over the recorded runs (P50/P99 per run, date, commit, environment) and flag
-    regressions."""
+    regressions (exit 1 on one with --fail-on-regression)."""
     from infermeter.compare import parse_threshold
     from infermeter.history import case_trends
     from infermeter.results.store import HISTORY_ENV, history_path, load_history
@@ -76,3 +83,5 @@ def history(model: str | None, backend: str | None, db: Path | None, threshold: 
         f"{len(trends)} case(s); {flagged} regressed in their latest run "
         f"(P50 more than {limit:.0%} above the median of previous runs, and significant)"
     )
+    if fail_on_regression and flagged:
+        raise SystemExit(1)
