@@ -23,6 +23,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
     parser.add_argument("--modes", default="dynamic,static")
+    parser.add_argument("--method", default="minmax", help="static calibration: minmax, entropy or percentile")
+    parser.add_argument(
+        "--max-drop", type=float, default=None, help="keep the most sensitive layers float until the drop is met"
+    )
     args = parser.parse_args()
     sentences = load_sentences()
     half = len(sentences) // 2
@@ -35,8 +39,9 @@ def main() -> None:
             outcome = quantize_model(
                 QuantizeRequest(
                     "minilm", folder / f"minilm-{mode}.onnx",
-                    config=QuantConfig(mode=mode, per_channel=args.per_channel),
+                    config=QuantConfig(mode=mode, per_channel=args.per_channel, method=args.method),
                     calib=str(folder / "calib.npz"), eval=str(folder / "eval.npz"), threads=args.threads,
+                    max_drop_pct=args.max_drop if mode == "static" else None,
                 )
             )  # fmt: skip
             for row in outcome.rows:
