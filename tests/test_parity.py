@@ -25,7 +25,7 @@ from infermeter.parity import (
     parity_to_dict,
     set_case_parity,
 )
-from infermeter.parity_data import load_npz_feeds
+from infermeter.parity.data import load_npz_feeds
 from infermeter.results.io import read_results, write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -238,8 +238,8 @@ def test_corrupted_backend_fails_and_localize_names_the_node(corrupted: tuple[Pa
 def test_localize_on_openvino(corrupted: tuple[Path, str], tiny_onnx: Path) -> None:
     if not _has_openvino():
         pytest.skip("openvino is not registered/available")
-    from infermeter.parity_data import random_feeds
-    from infermeter.parity_localize import localize
+    from infermeter.parity.data import random_feeds
+    from infermeter.parity.localize import localize
 
     bad, node = corrupted
     spec = resolve_model("tiny_cnn")
@@ -253,7 +253,7 @@ def test_localize_on_openvino(corrupted: tuple[Path, str], tiny_onnx: Path) -> N
 
 
 def test_check_case_parity_for_bench(tiny_onnx: Path) -> None:
-    from infermeter.parity_run import check_case_parity
+    from infermeter.parity.run import check_case_parity
 
     spec = resolve_model("tiny_cnn")
     ok = check_case_parity(spec, Case("tiny_cnn", "onnxruntime", batch=2), samples=2)

@@ -154,8 +154,8 @@ def parity(
     SQNR, top-1/top-5 agreement per output; PASS/FAIL per backend (exit code 1 when any fails)."""
     from infermeter.backends.registry import backend_names, default_backends
     from infermeter.parity import default_tolerance
-    from infermeter.parity_data import load_npz_feeds, random_feeds
-    from infermeter.parity_run import candidate_spec, choose_reference, reference_outputs
+    from infermeter.parity.data import load_npz_feeds, random_feeds
+    from infermeter.parity.run import candidate_spec, choose_reference, reference_outputs
     from infermeter.results.env import default_threads
 
     require_positive(samples, "--samples")
@@ -227,8 +227,8 @@ def _check_all(
     localize: bool,
     top_k: int,
 ) -> list[ParityRecord]:
-    from infermeter.parity_localize import localize as localize_divergence
-    from infermeter.parity_run import check_backend
+    from infermeter.parity.localize import localize as localize_divergence
+    from infermeter.parity.run import check_backend
 
     records = []
     for case in cases:

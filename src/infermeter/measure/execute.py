@@ -226,7 +226,7 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
         measured["peak_rss_mb"] = peak_rss_mb()
         if case.settings.check_parity:
-            from infermeter.parity_run import check_case_parity
+            from infermeter.parity.run import check_case_parity
 
             phase("parity check")
             result.extra["parity"] = check_case_parity(spec, case, session=session)

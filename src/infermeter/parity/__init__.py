@@ -1,7 +1,7 @@
 """Numerical parity: how far a backend's outputs are from a reference's, and whether that is acceptable.
 
-Pure functions over numpy arrays (no framework imports). Running backends lives in `infermeter.parity_run`,
-layer-by-layer localization in `infermeter.parity_localize`.
+Pure functions over numpy arrays (no framework imports). Running backends lives in `infermeter.parity.run`,
+layer-by-layer localization in `infermeter.parity.localize`.
 
 Definitions (per output, over every element of every sample; computed in float64):
 

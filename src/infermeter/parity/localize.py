@@ -28,7 +28,7 @@ from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import OutputMetrics, Tolerance, badness, compare_output, output_failure
-from infermeter.parity_run import load_and_run, reference_case
+from infermeter.parity.run import load_and_run, reference_case
 
 # Ops whose outputs are not computations worth comparing (constants are compared through their consumers).
 _SKIPPED_OPS = {"Constant"}

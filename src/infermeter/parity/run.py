@@ -35,7 +35,7 @@ from infermeter.parity import (
     judge,
     parity_to_dict,
 )
-from infermeter.parity_data import random_feeds
+from infermeter.parity.data import random_feeds
 
 REFERENCES = ("torch", "onnxruntime")
 # ONNX Runtime as the reference runs the graph as written: no fusion, no layout change.
