@@ -94,9 +94,16 @@ def preprocess(source: Path, target: Path) -> str:
 
 def weighted_nodes(path: Path) -> list[str]:
     """Names of the Conv/Gemm/MatMul nodes of a float ONNX graph, in graph order (unnamed nodes skipped)."""
+    return _weighted_names(_graph(path))
+
+
+def _graph(path: Path) -> Any:
     import onnx
 
-    graph = onnx.load(str(path), load_external_data=False).graph
+    return onnx.load(str(path), load_external_data=False).graph
+
+
+def _weighted_names(graph: Any) -> list[str]:
     return [node.name for node in graph.node if node.op_type in WEIGHTED_OPS and node.name]
 
 
@@ -105,9 +112,7 @@ def layer_groups(path: Path, max_depth: int = 6) -> dict[str, tuple[str, ...]]:
     non-weighted nodes (Relu, MaxPool, Reshape...) that feed it since the previous weighted node. Leaving the
     weighted node alone out is not enough: its input tensor is still quantized as the output of the activation
     before it."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
+    graph = _graph(path)
     initializers = {i.name for i in graph.initializer}
     producer = {out: node for node in graph.node for out in node.output}
     groups: dict[str, tuple[str, ...]] = {}
@@ -129,20 +134,14 @@ def layer_groups(path: Path, max_depth: int = 6) -> dict[str, tuple[str, ...]]:
     return groups
 
 
-def attention_products(path: Path) -> list[str]:
+def _attention_products(graph: Any) -> list[str]:
     """The MatMul nodes whose B is not a constant weight: a transformer's attention products (Q.K^T, scores.V).
     Empty for a CNN or an MLP (a classifier's Softmax head alone does not count)."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
     initializers = {i.name for i in graph.initializer}
     return [n.name for n in graph.node if n.op_type == "MatMul" and n.name and n.input[1] not in initializers]
 
 
-def _fixed_batch(path: Path) -> bool:
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
+def _fixed_batch(graph: Any) -> bool:
     init = {i.name for i in graph.initializer}
     for value in graph.input:
         if value.name in init:
@@ -186,10 +185,10 @@ def quantize_onnx(
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
     config.check()
-    known = set(weighted_nodes(source))
-    import onnx
-
-    all_nodes = {n.name for n in onnx.load(str(source), load_external_data=False).graph.node}
+    # Read once: the sensitivity search calls this for every layer, and a transformer's graph is large.
+    graph = _graph(source)
+    known = set(_weighted_names(graph))
+    all_nodes = {n.name for n in graph.node}
     missing = [name for name in config.exclude if name not in all_nodes]
     if missing:
         hint = ", ".join(sorted(known)[:8]) + (" ..." if len(known) > 8 else "")
@@ -214,7 +213,7 @@ def quantize_onnx(
             # cosine to FP32 0.40). Only the weighted products are quantized there, as dynamic quantization does.
             # (ONNX Runtime's MatMulConstBOnly option is not applied by its QDQ quantizer: the products are
             # excluded by name.)
-            products = attention_products(source)
+            products = _attention_products(graph)
             method = {
                 "minmax": CalibrationMethod.MinMax,
                 "entropy": CalibrationMethod.Entropy,
@@ -224,7 +223,7 @@ def quantize_onnx(
                 str(source),
                 str(target),
                 # Histogram calibrators stack per-batch outputs and fail on a ragged last batch: feed them one by one.
-                _reader(calib, 1 if _fixed_batch(source) or config.method != "minmax" else 16),
+                _reader(calib, 1 if _fixed_batch(graph) or config.method != "minmax" else 16),
                 quant_format=QuantFormat.QDQ,
                 per_channel=config.per_channel,
                 activation_type=QuantType.QUInt8 if config.activations == "u8" else QuantType.QInt8,
