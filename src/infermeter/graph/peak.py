@@ -242,6 +242,7 @@ def visit_round_robin(
     rarer, and stopping early would report whichever share of the hardware this run happened to get."""
     visits: dict[int, list[dict[str, Any]]] = {index: [] for index in range(len(tasks))}
     ceilings_before: dict[str, Any] = {}
+    probes: list[dict[str, Any]] = []
     rounds = 0
     while rounds < MAX_ROUNDS:
         rounds += 1
@@ -251,11 +252,12 @@ def visit_round_robin(
             if progress is not None:
                 progress(f"{engine} {precision} (round {rounds})")
             visits[index].append(run_probe(engine, precision, builder, threads, size))
-        ceilings = _ceilings(_fastest_per_probe(tasks, visits))
+        probes = _fastest_per_probe(tasks, visits)
+        ceilings = _ceilings(probes)
         if rounds >= MIN_ROUNDS and _largest_gain(ceilings_before, ceilings) <= CONVERGED_GAIN:
             break
         ceilings_before = ceilings
-    return _fastest_per_probe(tasks, visits), rounds
+    return probes, rounds
 
 
 def measure_cpu_peak(threads: int, matrix_size: int = 2048, progress: ProgressFn | None = None) -> dict[str, Any]:
