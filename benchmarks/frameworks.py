@@ -27,6 +27,7 @@ import numpy as np
 
 from infermeter.backends.registry import backend_names, get_backend
 from infermeter.case import Case
+from infermeter.measure.plan import seq_overrides
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
@@ -46,18 +47,10 @@ def models() -> list[str]:
     return ["mobilenet_v2", "resnet18"] + (["minilm"] if "minilm" in ZOO else [])
 
 
-def seq_overrides(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
-    """Shape overrides fixing non-batch symbolic dims (the sequence length of text models) to SEQ_LEN."""
-    return [
-        (item.name, (1, *(d if isinstance(d, int) else SEQ_LEN for d in item.shape[1:])))
-        for item in spec.inputs
-        if any(isinstance(d, str) for d in item.shape[1:])
-    ]
-
-
 def input_flags(spec: ModelSpec) -> list[str]:
-    """The `--input NAME:1xS` flags of `seq_overrides` (the batch axis follows --batch)."""
-    return [f for name, dims in seq_overrides(spec) for f in ("--input", f"{name}:{'x'.join(map(str, dims))}")]
+    """`--input NAME:1xS` flags fixing text models' `seq` dimension to SEQ_LEN (the batch axis follows --batch)."""
+    overrides = seq_overrides(spec, 1, SEQ_LEN)
+    return [f for name, dims in overrides for f in ("--input", f"{name}:{'x'.join(map(str, dims))}")]
 
 
 def cpu_backends(spec: ModelSpec, threads: int) -> list[str]:
@@ -101,7 +94,7 @@ def benchmark_app_run(spec: ModelSpec, onnx: Path, batch: int, threads: int, sec
     first input set (.npy files) with each input's own element type (-iop): left alone, it fills every input with
     uniform random values in [0, 255] -- token ids and masks out of any real range -- and feeds a 4-D input as u8
     images through an added conversion, which is not the model or the data infermeter runs."""
-    shapes = resolve_shapes(spec.inputs, batch, seq_overrides(spec))
+    shapes = resolve_shapes(spec.inputs, batch, seq_overrides(spec, batch, SEQ_LEN))
     feeds = generate_feeds(spec.inputs, shapes, 1)[0]
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "config.json"

@@ -13,6 +13,7 @@ import argparse
 import statistics
 import time
 
+from infermeter.measure.plan import seq_overrides
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import resolve_model
@@ -27,18 +28,13 @@ def main() -> None:
     parser.add_argument("batch", type=int)
     parser.add_argument("threads", type=int)
     parser.add_argument("seconds", type=float)
-    parser.add_argument("--seq-len", type=int, default=128, help="size of every non-batch symbolic dimension")
+    parser.add_argument("--seq-len", type=int, default=128, help="size of a text model's `seq` dimension")
     args = parser.parse_args()
 
     import openvino as ov
 
     spec = resolve_model(args.model)
-    overrides = [
-        (item.name, (1, *(d if isinstance(d, int) else args.seq_len for d in item.shape[1:])))
-        for item in spec.inputs
-        if any(isinstance(d, str) for d in item.shape[1:])
-    ]
-    shapes = resolve_shapes(spec.inputs, args.batch, overrides)
+    shapes = resolve_shapes(spec.inputs, args.batch, seq_overrides(spec, args.batch, args.seq_len))
     sets = generate_feeds(spec.inputs, shapes, INPUT_SETS)
     core = ov.Core()
     model = core.read_model(str(onnx_for(spec).path))
