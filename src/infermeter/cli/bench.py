@@ -18,6 +18,7 @@ from infermeter.cli.common import (
     choose,
     parse_options,
     parse_positive_ints,
+    require_measure_flags,
     require_positive,
     split_values,
     stderr,
@@ -336,11 +337,8 @@ def bench(
     from infermeter.results.env import collect_environment, default_threads
     from infermeter.results.io import read_results, write_results
 
-    for value, flag in ((iterations, "--iterations"), (min_time, "--min-time"), (max_time, "--max-time")):
-        require_positive(value, flag, allow_zero=flag == "--min-time")
-    require_positive(case_timeout, "--case-timeout")
+    require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(input_sets, "--input-sets")
-    require_positive(warmup, "--warmup", allow_zero=True)
     require_positive(threads, "--threads", allow_zero=True)
     if seq_len is not None:
         require_positive(seq_len, "--seq-len")

@@ -56,6 +56,15 @@ def require_positive(value: float, flag: str, allow_zero: bool = False) -> None:
         raise UsageError(f"{flag} {value:g} must be {'zero or more' if allow_zero else 'positive'}")
 
 
+def require_measure_flags(warmup: int, iterations: int, min_time: float, max_time: float, case_timeout: float) -> None:
+    """The loop flags `bench` and `optimize` share: counts and times must make sense before any case runs."""
+    require_positive(iterations, "--iterations")
+    require_positive(min_time, "--min-time", allow_zero=True)
+    require_positive(max_time, "--max-time")
+    require_positive(case_timeout, "--case-timeout")
+    require_positive(warmup, "--warmup", allow_zero=True)
+
+
 def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
     """`--option key=value` pairs, sorted so the case identity does not depend on flag order."""
     pairs = {}

@@ -10,7 +10,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.advise import OBJECTIVES
-from infermeter.cli.common import parse_options, parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.cli.common import (
+    parse_options,
+    parse_positive_ints,
+    require_measure_flags,
+    require_positive,
+    split_values,
+    stderr,
+    stdout,
+)
 from infermeter.optimize.request import (
     DEFAULT_BUDGET_MINUTES,
     DEFAULT_MAX_ACCURACY_DROP_PCT,
@@ -164,11 +172,7 @@ def optimize(
     from infermeter.results.env import default_threads
 
     require_positive(threads, "--threads", allow_zero=True)
-    require_positive(warmup, "--warmup", allow_zero=True)
-    require_positive(iterations, "--iterations")
-    require_positive(min_time, "--min-time", allow_zero=True)
-    require_positive(max_time, "--max-time")
-    require_positive(case_timeout, "--case-timeout")
+    require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(budget_minutes, "--budget-minutes")
     batches = parse_positive_ints(batch, "--batch") or (list(THROUGHPUT_BATCHES) if objective == "throughput" else [1])
     chosen = split_values(backends)
