@@ -13,6 +13,7 @@ from infermeter import __version__
 from infermeter.cli import advise as advise_cmd
 from infermeter.cli import bench as bench_cmd
 from infermeter.cli import compare as compare_cmd
+from infermeter.cli import deploy as deploy_cmd
 from infermeter.cli import export as export_cmd
 from infermeter.cli import history as history_cmd
 from infermeter.cli import info
@@ -49,6 +50,7 @@ app.add_command(peak_cmd.peak)
 app.add_command(parity_cmd.parity)
 app.add_command(serve_cmd.serve)
 app.add_command(optimize_cmd.optimize)
+app.add_command(deploy_cmd.deploy)
 app.add_command(load_cmd.load)
 app.add_command(load_cmd.tune_batching)
 

@@ -47,6 +47,42 @@ def _is_deploy_folder(model: str) -> bool:
     return Path(model).is_dir()
 
 
+def _from_repository(
+    repo: Path,
+    backend: str | None,
+    precision: str,
+    option: tuple[str, ...],
+    max_batch: int,
+    max_delay_ms: float,
+    workers: int,
+    threads: int,
+    name: str | None,
+) -> tuple[str, str, str, tuple[str, ...], int, float, int, int, str]:
+    """Serve settings from a Triton model repository; flags given on the command line still win for
+    batching, workers and threads, as for an optimize folder."""
+    from infermeter.deploy.repository import read_repository
+
+    model = read_repository(repo, name)
+    if backend is not None and backend != model.backend:
+        raise UsageError(f"{model.config} runs on {model.backend}; drop --backend {backend}")
+    given = click.get_current_context().get_parameter_source
+    explicit = {
+        key for key in ("max_batch", "max_delay_ms", "threads", "workers") if given(key) == ParameterSource.COMMANDLINE
+    }
+    stderr.print(f"Triton repository: serving {escape(model.name)} ({escape(str(model.model_file))})")
+    return (
+        str(model.model_file),
+        model.backend,
+        model.precision,
+        tuple(f"{k}={v}" for k, v in model.options) + option,
+        max_batch if "max_batch" in explicit else model.max_batch,
+        max_delay_ms if "max_delay_ms" in explicit else model.max_delay_ms,
+        workers if "workers" in explicit else model.workers,
+        threads if "threads" in explicit else model.threads,
+        model.name,
+    )
+
+
 @click.command("serve")
 @click.argument("model")
 @click.option("--backend", "-b", help="Backend to serve with (required unless MODEL is an optimize output folder).")
@@ -89,15 +125,22 @@ def serve(
 
     MODEL may be the output folder of `infermeter optimize`: its deploy.json gives the artifact, backend,
     precision, threads, options and batching (flags given on the command line still win for batching/threads).
+    MODEL may also be a Triton model repository (or one model folder of it, with config.pbtxt): its ONNX Runtime
+    or OpenVINO model is served with its dynamic batching, instance count and engine parameters.
 
     Endpoints: /v2/health/live, /v2/health/ready, /v2/models/NAME, /v2/models/NAME/ready,
     POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus).
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
     """
+    from infermeter.deploy.repository import is_repository
     from infermeter.serve.model import ServeConfig
     from infermeter.serve.server import API_KEY_VARIABLE, LISTENING_PREFIX, serve_foreground
 
-    if model and _is_deploy_folder(model):
+    if model and is_repository(Path(model)):
+        model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = _from_repository(
+            Path(model), backend, precision, option, max_batch, max_delay_ms, workers, threads, name
+        )
+    elif model and _is_deploy_folder(model):
         from infermeter.optimize.deploy import serve_settings
 
         chosen = serve_settings(Path(model))

@@ -1,0 +1,8 @@
+"""`infermeter deploy`: a Triton model repository (and a KServe InferenceService) from measured figures.
+
+Modules: `source` (what to deploy: the case, model file, tensors and serving figures, each with its origin),
+`triton` (config.pbtxt and the repository), `kserve` (the InferenceService and its CRD check), `markdown`
+(DEPLOY.md and the perf_analyzer line), `pbtxt` (protobuf text format reader) and `repository` (reading a
+repository back for `infermeter serve REPO`). Not to be confused with `optimize.deploy`, which writes the
+`deploy.json` of an optimize folder that this package reads.
+"""
