@@ -144,3 +144,22 @@ def test_bad_sources_are_one_clear_error(optimize_folder: Path, tmp_path: Path) 
     proc = run_cli("deploy", str(optimize_folder / "results.json"), "-o", str(tmp_path / "x"))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "--case" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_tune_batching_pick_becomes_the_dynamic_batching(optimize_folder: Path, tmp_path: Path) -> None:
+    tune = tmp_path / "tune.json"
+    args = ["tune-batching", "tiny_cnn", "-b", "onnxruntime", "--threads", "1", "--slo-p99-ms", "500"]
+    args += ["--max-batch", "2,4", "--max-delay-ms", "1", "--duration", "0.2", "--concurrency", "4", "--no-check"]
+    proc = run_cli(*args, "-o", str(tune), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    picks = [c for c in load_json(tune)["cases"] if c["tune"]["pick"]]
+    assert len(picks) == 1
+    pick = picks[0]
+    out = tmp_path / "deployed"
+    _deploy(str(optimize_folder), "--which", "fallback", "--load", str(tune), "-o", str(out))
+    config = _model_config(out / "model_repository" / "tiny_cnn" / "config.pbtxt")
+    assert config.max_batch_size == int(pick["options"]["serve.max_batch"])  # type: ignore[attr-defined]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 1000  # type: ignore[attr-defined]
+    assert config.instance_group[0].count == 1  # type: ignore[attr-defined]
+    line = next(x for x in (out / "DEPLOY.md").read_text().splitlines() if x.startswith("perf_analyzer"))
+    assert f"--concurrency-range {pick['load']['concurrency']}:{pick['load']['concurrency']}" in line

@@ -334,6 +334,9 @@ def load(
 @click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per load point.")
 @click.option("--concurrency", type=int, default=64, show_default=True, help="Most requests in flight.")
 @click.option("--no-check", is_flag=True, help="Skip the Poisson check of the recommendation.")
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Results file of every point (for deploy --load)."
+)
 def tune_batching(
     model: str,
     backend: str,
@@ -350,6 +353,7 @@ def tune_batching(
     duration: float,
     concurrency: int,
     no_check: bool,
+    output: Path | None,
 ) -> None:
     """Find the batching policy (max-batch × max-delay × workers) with the highest throughput whose P99 meets
     --slo-p99-ms: each policy is served on 127.0.0.1 and measured at rising concurrency; the pick is then
@@ -377,6 +381,7 @@ def tune_batching(
         stderr.print(f"  {policy.label()} x{summary.run.concurrency}: {summary.throughput:.1f}/s, {p99}")
 
     results = []
+    started = now_iso()
     for policy in grid:
         stderr.print(f"policy {policy.label()}")
         results.append(measure_policy(policy, model_args, slo_p99_ms, duration, concurrency, on_point))
@@ -385,6 +390,12 @@ def tune_batching(
     for header in ("policy", "curve (concurrency: samples/s @ P99 ms)", "best samples/s", "P50 ms", "P99 ms"):
         table.add_column(header, justify="left" if header.startswith(("policy", "curve")) else "right")
     pick = recommend(results)
+    if output is not None:
+        from infermeter.results.io import write_results
+        from infermeter.serve.tune import tuning_results
+
+        write_results(output, tuning_results(results, pick, model, backend, precision, started))
+        stdout.print(f"results: {escape(str(output))} (the pick is marked for `infermeter deploy --load`)")
     for result in results:
         curve = ", ".join(
             f"{s.run.concurrency}: {s.throughput:.0f} @ {s.stats.p99:.1f}" if s.stats else f"{s.run.concurrency}: -"

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from infermeter.results.schema import ResultsFile
 from infermeter.serve.driver import prepare_target, run_once
 from infermeter.serve.server import spawn_server
 from infermeter.serve.summary import LoadSummary, summarize
@@ -141,3 +142,28 @@ def check_pick(
         return summarize(run_once(target, "server", duration_s, qps=qps, seed=seed), slo_p99_ms, target.batch)
     finally:
         server.stop()
+
+
+def tuning_results(
+    results: list[PolicyResult], pick: PolicyResult | None, model: str, backend: str, precision: str, started: str
+) -> ResultsFile:
+    """Every measured point as a load case (its policy in `serve.*` options), the pick's best point marked
+    `tune.pick`: the file `infermeter deploy --load` takes its dynamic batching and instance count from."""
+    from infermeter.backends.registry import backend_names, get_backend
+    from infermeter.results.env import collect_environment
+    from infermeter.serve.summary import case_result
+
+    version = get_backend(backend).version() if backend in backend_names() else None
+    cases = []
+    for result in results:
+        policy = result.policy
+        options = {
+            "serve.max_batch": str(policy.max_batch),
+            "serve.max_delay_ms": f"{policy.max_delay_ms:g}",
+            "serve.workers": str(policy.workers),
+        }
+        for summary in result.curve:
+            case = case_result(summary, model, backend, version, precision, None, options, started, "tune-batching")
+            case.extra["tune"] = {"policy": policy.label(), "pick": result is pick and summary is result.best}
+            cases.append(case)
+    return ResultsFile(created=started, environment=collect_environment(), cases=cases)
