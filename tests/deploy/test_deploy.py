@@ -163,3 +163,54 @@ def test_tune_batching_pick_becomes_the_dynamic_batching(optimize_folder: Path, 
     assert config.instance_group[0].count == 1  # type: ignore[attr-defined]
     line = next(x for x in (out / "DEPLOY.md").read_text().splitlines() if x.startswith("perf_analyzer"))
     assert f"--concurrency-range {pick['load']['concurrency']}:{pick['load']['concurrency']}" in line
+
+
+@pytest.mark.parametrize(
+    ("backend", "precision", "options", "platform"),
+    [
+        ("onnxruntime", "fp32", {"onnxruntime.opt_level": "extended"}, "onnxruntime_onnx"),
+        ("onnxruntime-tensorrt", "fp16", {}, "onnxruntime_onnx"),
+        ("openvino", "bf16", {"openvino.hint": "throughput", "openvino.streams": "2"}, "openvino"),
+        ("tensorrt", "int8", {}, "tensorrt_plan"),
+        ("torchscript", "fp32", {}, "pytorch_libtorch"),
+    ],
+)
+def test_every_engine_config_parses(backend: str, precision: str, options: dict[str, str], platform: str) -> None:
+    from crafted_results import make_case
+    from infermeter.deploy.source import DeploySource, Figure, TensorSpec
+    from infermeter.deploy.triton import render_config
+
+    case = make_case(backend, 8, 1.0, precision=precision, threads=3)
+    case.options = dict(options)
+    source = DeploySource(
+        case=case,
+        results_path=Path("r.json"),
+        environment={},
+        model_file=Path("m.onnx"),
+        name="m",
+        inputs=(TensorSpec("input_ids", "int64", (-1, -1)),),
+        outputs=(TensorSpec("out", "float32", (-1, 4)),),
+        max_batch=Figure(8, "batch"),
+        max_delay_ms=Figure(0.5, "delay"),
+        instances=Figure(2, "instances"),
+        load=None,
+    )
+    config = _model_config_text(render_config(source))
+    assert platform in (config.platform, config.backend)  # type: ignore[attr-defined]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500  # type: ignore[attr-defined]
+    assert list(config.input[0].dims) == [-1] and config.input[0].data_type == model_config_pb2.TYPE_INT64  # type: ignore[attr-defined]
+    params = {k: v.string_value for k, v in config.parameters.items()}  # type: ignore[attr-defined]
+    if backend == "onnxruntime":
+        assert config.optimization.graph.level == 1  # type: ignore[attr-defined]
+    if backend == "onnxruntime-tensorrt":
+        accelerator = config.optimization.execution_accelerators.gpu_execution_accelerator[0]  # type: ignore[attr-defined]
+        assert accelerator.name == "tensorrt" and accelerator.parameters["precision_mode"] == "FP16"
+    if backend == "openvino":
+        assert params["INFERENCE_PRECISION_HINT"] == "bf16" and params["NUM_STREAMS"] == "2"
+        assert params["PERFORMANCE_HINT"] == "THROUGHPUT"
+    if backend == "torchscript":
+        assert params["INTRA_OP_THREAD_COUNT"] == "3"
+
+
+def _model_config_text(text: str) -> object:
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
