@@ -11,7 +11,10 @@ from infermeter.case import Case, MeasureSettings
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 
-FAST = MeasureSettings(warmup_iterations=2, min_iterations=5, min_time_s=0.0, max_time_s=5.0, input_sets=2)
+# No precision target: these tests check what a case records, not how long it takes to be precise.
+FAST = MeasureSettings(
+    warmup_iterations=2, min_iterations=5, min_time_s=0.0, max_time_s=5.0, input_sets=2, target_ci=0.0
+)
 
 
 def feeds_for(spec: ModelSpec, case: Case) -> dict[str, np.ndarray]:

@@ -102,3 +102,15 @@ def test_synthetic_cases_are_never_picked() -> None:
     assert fake not in advice.ranked
     reasons = next(e.reasons for e in advice.excluded if e.case is fake)
     assert reasons == ["null is a synthetic backend: it runs no model"]
+
+
+def test_the_pick_and_a_runner_up_within_noise_are_said_to_be_indistinguishable() -> None:
+    pick = make_case("onnxruntime", p50_ms=1.00)
+    runner = make_case("openvino", p50_ms=1.01, seed=1)
+    pick.rounds_p50_ms = [1.00, 1.20, 0.90, 1.05]
+    runner.rounds_p50_ms = [1.02, 1.17, 0.92, 1.06]
+    text = " ".join(advise([pick, runner]).explanation)
+    assert "cannot be told apart" in text and "4 interleaved rounds" in text
+    runner.rounds_p50_ms = [1.50, 1.81, 1.34, 1.58]
+    text = " ".join(advise([pick, runner]).explanation)
+    assert "margin over the runner-up: 1.5" in text

@@ -13,7 +13,7 @@ import pytest
 
 from cli_helpers import load_json, run_cli
 
-FAST = ["--warmup", "2", "--iterations", "20", "--min-time", "0", "--max-time", "5"]
+FAST = ["--warmup", "2", "--iterations", "20", "--min-time", "0", "--max-time", "5", "--target-ci", "0"]
 
 
 def test_null_sweep_writes_the_contracted_results_file(tmp_path: Path) -> None:

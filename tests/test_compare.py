@@ -12,7 +12,7 @@ from crafted_results import ENVIRONMENT, draw_samples, make_case, make_results
 from infermeter.compare import compare_cases, compare_results, pair_cases, parse_threshold
 from infermeter.results.io import write_results
 
-FAST = ["--warmup", "2", "--iterations", "300", "--min-time", "0", "--max-time", "5"]
+FAST = ["--warmup", "2", "--iterations", "300", "--min-time", "0", "--max-time", "5", "--target-ci", "0"]
 
 
 def _base() -> list:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from infermeter.report.pareto import pareto_front
-from infermeter.report.summary import case_label, format_ms
+from infermeter.report.summary import case_label, comparison_group, format_ms
 from infermeter.results.schema import CaseResult
 
 OBJECTIVES = ("latency", "throughput", "memory")
@@ -210,6 +210,9 @@ def _explain(
     if len(ranked) > 1:
         runner = ranked[1]
         lines.append(f"Runner-up: {case_label(runner)}: {describe(runner)}.")
+        lines += _paired_margin(pick, runner)
+    if any(w.code == "interference" for w in pick.warnings):
+        lines.append("Caution: other work on the machine disturbed the pick's measurement (interference); rerun idle.")
     best_overall = sorted(ok, key=_rank_key(objective))[0] if ok else pick
     if best_overall is not pick:
         reasons = next((e.reasons for e in excluded if e.case is best_overall), [])
@@ -243,6 +246,21 @@ def _explain(
         f"the pick is {on_front} it."
     )
     return lines
+
+
+def _paired_margin(pick: CaseResult, runner: CaseResult) -> list[str]:
+    """The pick's margin over the runner-up from their interleaved rounds, when both ran in the same rounds."""
+    if len(pick.rounds_p50_ms) < 2 or len(pick.rounds_p50_ms) != len(runner.rounds_p50_ms):
+        return []
+    if comparison_group(pick) != comparison_group(runner):
+        return []
+    from infermeter.measure.interleave import paired_speedup
+
+    margin = paired_speedup(runner.rounds_p50_ms, pick.rounds_p50_ms, runner.id)
+    interval = f"{margin.ratio:.2f}x [{margin.ci_low:.2f}–{margin.ci_high:.2f}] over {margin.rounds} interleaved rounds"
+    if margin.no_difference:
+        return [f"The pick and the runner-up cannot be told apart on this machine ({interval}): either will do."]
+    return [f"The pick's P50 margin over the runner-up: {interval}."]
 
 
 def _binding(eligible: list[CaseResult], constraints: Constraints) -> list[Binding]:

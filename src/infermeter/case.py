@@ -15,13 +15,21 @@ class MeasureSettings:
     """How long and how often to measure. Not part of a case's identity: changing them re-measures the same case."""
 
     warmup_iterations: int = 10
-    min_iterations: int = 100
+    min_iterations: int = 10
     min_time_s: float = 1.0
     max_time_s: float = 60.0
     input_sets: int = 4
     case_timeout_s: float = 600.0
     seed: int = 0
     check_parity: bool = False  # after measuring, compare the case's outputs with the fp32 reference
+    target_ci: float = 0.01  # stop once the P50's 95% interval is within ±this fraction (0: no precision target)
+    rounds: int = 10  # interleaved comparisons: at least this many rounds (see measure.interleave)
+    interleave: bool = True  # a comparison group of 2+ cases runs in interleaved rounds
+
+    @property
+    def burst_s(self) -> float:
+        """Seconds of one case's burst in an interleaved round: --min-time spread over --rounds bursts."""
+        return max(self.min_time_s / max(self.rounds, 1), 0.02)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,12 @@ class Case:
             identity["streams"] = self.streams
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
+
+    @property
+    def group_key(self) -> tuple[object, ...]:
+        """The comparison group: cases that differ only in backend, precision or options are compared (and
+        interleaved) against the first of their group."""
+        return (self.model, self.batch, self.shape_mode, self.input_shapes, self.threads, self.streams)
 
     def option(self, key: str, default: str | None = None) -> str | None:
         """The value of backend option `key` (as given with `--option key=value`), or `default`."""

@@ -54,7 +54,18 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "the engine runs a different precision than requested",
         "its speed is not a figure for the requested precision; compare it with cases of its own precision",
     ),
-    "max_time_reached": ("the run stopped at --max-time before --iterations", "raise --max-time"),
+    "max_time_reached": (
+        "the run stopped at --max-time before its stop rule was met",
+        "raise --max-time, or accept a wider interval with --target-ci",
+    ),
+    "interference": (
+        "other processes used the CPUs while the case was timed",
+        "stop the other work (top shows it) and rerun; its speedup is not shown",
+    ),
+    "oversubscribed": (
+        "the case runs more threads than the CPUs it may use",
+        "lower --threads or --streams to fit the usable CPUs (affinity mask, cgroup quota)",
+    ),
     "not_isolated": (
         "case ran without process isolation",
         "rerun without --no-isolation for per-case memory",

@@ -11,7 +11,7 @@ from infermeter.measure.worker import execute_case
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import resolve_model
 
-FAST = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.0, max_time_s=5.0)
+FAST = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.0, max_time_s=5.0, target_ci=0.0)
 
 
 def _outputs(backend: str, batch: int, shape_mode: str = "static") -> list[np.ndarray]:

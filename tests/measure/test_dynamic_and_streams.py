@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cli_helpers import load_json, run_cli
 
-FAST = ["--warmup", "1", "--iterations", "30", "--min-time", "0", "--max-time", "10"]
+FAST = ["--warmup", "1", "--iterations", "30", "--min-time", "0", "--max-time", "10", "--target-ci", "0"]
 
 
 def test_dynamic_run_reports_statistics_per_shape(tmp_path: Path) -> None:

@@ -20,7 +20,20 @@ from cli_helpers import load_json, run_cli
 
 STEPS = ["baseline", "export", "fp32", "int8", "half", "shapes", "batching", "advise"]
 # Short measurements: these tests check the procedure, never the figures.
-QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "2", "--max-time", "2", "--threads", "1"]
+QUICK = [
+    "--iterations",
+    "10",
+    "--min-time",
+    "0.05",
+    "--warmup",
+    "2",
+    "--max-time",
+    "2",
+    "--threads",
+    "1",
+    "--target-ci",
+    "0",
+]
 
 
 def _journal(folder: Path) -> dict[str, Any]:

@@ -11,6 +11,9 @@ Options (`--option null.KEY=VALUE`):
   hang         load | run: never return from there
   after        with fail/crash/hang at run: how many runs succeed first (default 0)
   precision    the effective precision to report (default: the requested one)
+  slow_file    a path: while a file exists there, every run takes slow_factor times longer (a machine-wide
+               slowdown that tests switch on and off, shared by every worker)
+  slow_factor  the slowdown factor while slow_file exists (default 1.3)
   seed         seed of the latency draws (default 0)
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +44,7 @@ _KNOWN_OPTIONS = {
     "hang",
     "after",
 }
-_KNOWN_OPTIONS |= {"precision", "seed"}
+_KNOWN_OPTIONS |= {"precision", "seed", "slow_file", "slow_factor"}
 
 
 def _misbehave(what: str, signal_name: str) -> None:
@@ -77,11 +81,16 @@ class NullSession(Session):
         self._after = int(options.get("after", "0"))
         self._signal = options.get("crash_signal", "segv")
         self._on_run = [w for w in ("fail", "crash", "hang") if options.get(w) == "run"]
+        slow_file = options.get("slow_file")
+        self._slow_file = Path(slow_file) if slow_file else None
+        self._slow_factor = float(options.get("slow_factor", "1.3"))
 
     def run(self, prepared: Any) -> Any:
         if self._on_run and self._runs >= self._after:
             _misbehave(self._on_run[0], self._signal)
         latency = float(self._latencies_s[self._runs & 0xFFFF])
+        if self._slow_file is not None and self._slow_file.exists():
+            latency *= self._slow_factor
         self._runs += 1
         if self._sleep:
             time.sleep(latency)

@@ -16,6 +16,7 @@ from rich.table import Table
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
 from infermeter.cli.common import (
     choose,
+    parse_fraction,
     parse_options,
     parse_positive_ints,
     require_measure_flags,
@@ -29,6 +30,7 @@ from infermeter.interrupts import deferred_interrupts
 from infermeter.measure.coldstart import cold_start_plan
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.measure.shapes import parse_sizes
+from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.models.inputs import parse_input_override, resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
@@ -42,6 +44,7 @@ from infermeter.report.summary import (
     per_shape_rows,
     summary_table,
 )
+from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
@@ -144,7 +147,6 @@ def _annotate_roofline(results: ResultsFile, path: Path) -> None:
     """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
     from infermeter.graph.peak import cached_peak
     from infermeter.graph.roofline import annotate_roofline
-    from infermeter.results.io import write_results
 
     if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
         stderr.print("[dim]measuring this machine's compute and memory ceilings once (infermeter peak)...[/]")
@@ -158,7 +160,9 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     return tuple((name, tuple(sizes)) for name, sizes in parsed)
 
 
-def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: bool) -> None:
+def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: bool) -> SpeedTrace:
+    """Run the sweep under a progress display, with the machine-speed probe read before, between rounds and
+    after (kept in the results file as `machine_speed`)."""
     from infermeter.measure.sweep import SweepEvent, run_sweep
 
     progress = Progress(
@@ -185,13 +189,19 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
         else:
             progress.update(task, description=escape(f"{label}: {event.phase or 'starting'}"))
 
+    trace = SpeedTrace()
+    trace.read()
     try:
         with progress:
-            run_sweep(plan, results, path, isolate=isolate, on_event=on_event)
+            run_sweep(plan, results, path, isolate=isolate, on_event=on_event, trace=trace)
+        trace.read()
+        results.extra["machine_speed"] = trace.to_dict()
+        write_results(path, results)
     except KeyboardInterrupt:
         finished = len(results.cases)
         stderr.print(f"interrupted: {finished} finished case(s) are saved in {path}; continue with --resume {path}")
         raise SystemExit(130) from None
+    return trace
 
 
 @click.command("bench")
@@ -232,7 +242,21 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
     show_default=True,
     help="Warm-up iterations after the first inference (--task generate: untimed requests, default 1).",
 )
-@click.option("--iterations", type=int, default=100, show_default=True, help="Minimum timed iterations.")
+@click.option("--iterations", type=int, default=10, show_default=True, help="Minimum timed iterations.")
+@click.option(
+    "--target-ci",
+    default="1%",
+    show_default=True,
+    help="Stop a case once its P50's 95% interval is within ± this (e.g. 1%, 0.5%); 0: no precision target.",
+)
+@click.option(
+    "--rounds",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Interleaved comparisons: at least this many rounds (each case runs once per round, order varied).",
+)
+@click.option("--no-interleave", is_flag=True, help="Time the cases of a comparison one after another, not in rounds.")
 @click.option("--min-time", type=float, default=1.0, show_default=True, help="Minimum seconds of timed loop.")
 @click.option(
     "--max-time",
@@ -297,6 +321,9 @@ def bench(
     threads: int,
     warmup: int,
     iterations: int,
+    target_ci: str,
+    rounds: int,
+    no_interleave: bool,
     min_time: float,
     max_time: float,
     case_timeout: float,
@@ -335,10 +362,11 @@ def bench(
 
     reject_flags(ctx, GENERATE_ONLY, "to --task generate (add --task generate)")
     from infermeter.results.env import collect_environment, default_threads
-    from infermeter.results.io import read_results, write_results
+    from infermeter.results.io import read_results
 
     require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(input_sets, "--input-sets")
+    require_positive(rounds, "--rounds")
     require_positive(threads, "--threads", allow_zero=True)
     if seq_len is not None:
         require_positive(seq_len, "--seq-len")
@@ -372,7 +400,19 @@ def bench(
         dynamic=_sizes(dynamic, "--dynamic"),
         buckets=_sizes(buckets, "--buckets"),
         seq_len=seq_len,
-        settings=MeasureSettings(warmup, iterations, min_time, max_time, input_sets, case_timeout, seed, check_parity),
+        settings=MeasureSettings(
+            warmup,
+            iterations,
+            min_time,
+            max_time,
+            input_sets,
+            case_timeout,
+            seed,
+            check_parity,
+            parse_fraction(target_ci, "--target-ci"),
+            rounds,
+            not no_interleave,
+        ),
     )
     plan = build_plan(matrix)
     if cold_start:
@@ -391,7 +431,7 @@ def bench(
     write_results(path, results)
     if not cold_start:  # a cold start measures the conversion itself
         _prepare_onnx(plan)
-    _run_plan(plan, results, path, isolate=not no_isolation)
+    trace = _run_plan(plan, results, path, isolate=not no_isolation)
     if not no_roofline and not cold_start:
         _annotate_roofline(results, path)
     planned_ids = {case.id for item in plan for case in item.chain}
@@ -402,6 +442,11 @@ def bench(
         )
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
+    if trace.moved is not None:
+        stdout.print(
+            f"machine speed: moved {trace.moved:.0%} during the run ({len(trace.readings)} probe readings; "
+            "interleaved speedups are paired per round, so a move hits both sides)"
+        )
     stdout.print(f"results: {path}")
     if not no_history:
         from infermeter.results.store import record_run

@@ -65,6 +65,18 @@ def require_measure_flags(warmup: int, iterations: int, min_time: float, max_tim
     require_positive(warmup, "--warmup", allow_zero=True)
 
 
+def parse_fraction(text: str, flag: str) -> float:
+    """`1%` or `0.01` as a fraction; a usage error for anything else or a negative value."""
+    stripped = text.strip()
+    try:
+        value = float(stripped.removesuffix("%")) / (100 if stripped.endswith("%") else 1)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a fraction; write e.g. {flag} 1% or {flag} 0.01") from None
+    if value < 0 or value >= 1:
+        raise UsageError(f"{flag} {text!r} must lie in [0, 100%)")
+    return value
+
+
 def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
     """`--option key=value` pairs, sorted so the case identity does not depend on flag order."""
     pairs = {}

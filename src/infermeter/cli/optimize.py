@@ -11,6 +11,7 @@ from rich.table import Table
 
 from infermeter.advise import OBJECTIVES
 from infermeter.cli.common import (
+    parse_fraction,
     parse_options,
     parse_positive_ints,
     require_measure_flags,
@@ -130,6 +131,8 @@ def _print_outcome(outcome: object) -> None:
               help="Minimum timed iterations per case.")  # fmt: skip
 @click.option("--min-time", type=float, default=DEFAULT_SETTINGS.min_time_s, show_default=True)
 @click.option("--max-time", type=float, default=DEFAULT_SETTINGS.max_time_s, show_default=True)
+@click.option("--target-ci", default="1%", show_default=True,
+              help="Stop a case once its P50's 95% interval is within ± this; 0: no precision target.")  # fmt: skip
 @click.option("--case-timeout", type=float, default=DEFAULT_SETTINGS.case_timeout_s, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def optimize(
@@ -152,6 +155,7 @@ def optimize(
     iterations: int,
     min_time: float,
     max_time: float,
+    target_ci: str,
     case_timeout: float,
     seed: int,
 ) -> None:
@@ -203,6 +207,7 @@ def optimize(
             min_time_s=min_time,
             max_time_s=max_time,
             case_timeout_s=case_timeout,
+            target_ci=parse_fraction(target_ci, "--target-ci"),
         ),
         seed=seed,
     )

@@ -16,7 +16,10 @@ from dataclasses import replace
 from infermeter.case import MeasureSettings
 from infermeter.measure.plan import PlanItem
 
-COLD_SETTINGS = MeasureSettings(warmup_iterations=0, min_iterations=10, min_time_s=0.0, max_time_s=10.0)
+# Fresh processes one after another: never interleaved, and ten samples are enough to set the first against.
+COLD_SETTINGS = MeasureSettings(
+    warmup_iterations=0, min_iterations=10, min_time_s=0.0, max_time_s=10.0, target_ci=0.0, interleave=False
+)
 PASSES = (("off", "1"), ("on", "1"), ("on", "2"))
 
 

@@ -7,8 +7,8 @@ import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +18,15 @@ from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import InfermeterError
+from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
+from infermeter.measure.stoprule import Burst, StopState, max_time_warning, run_until_stopped
 from infermeter.measure.streams import run_streams
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
-from infermeter.results.schema import CaseResult, CaseWarning, now_iso
+from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
 from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
 
 PhaseCallback = Callable[[str], None]
@@ -152,40 +154,6 @@ def _per_shape(
     return sorted(out, key=lambda row: sorted(row["dims"].items()))
 
 
-def _measure(
-    session: Session, case: Case, prepared: list[Any], points: list[ShapePoint], phase: PhaseCallback
-) -> dict[str, Any]:
-    settings = case.settings
-    # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.
-    warmup_count = max(settings.warmup_iterations, len(points))
-    phase("first inference")
-    first_ns, warmup_ns = warm_up(session, prepared, warmup_count)
-    phase("measuring")
-    sample_memory = case.shape_mode == "dynamic" or case.streams > 1
-    with RssSampler() if sample_memory else nullcontext() as sampler:
-        # Which input set each sample ran: loops rotate their inputs in order (stream s starts at set s).
-        count = len(prepared)
-        if case.streams > 1:
-            streamed = run_streams(session, prepared, settings, case.streams)
-            samples_ns, stopped_by, wall_ns = streamed.samples_ns, streamed.stopped_by, streamed.wall_ns
-            set_indices = [
-                (s + j) % count for s, stream in enumerate(streamed.per_stream_ns) for j in range(len(stream))
-            ]
-        else:
-            samples_ns, stopped_by = timed_loop(session, prepared, settings)
-            wall_ns = sum(samples_ns)
-            set_indices = [i % count for i in range(len(samples_ns))]
-    return {
-        "first_ns": first_ns,
-        "warmup_ns": warmup_ns,
-        "samples_ns": samples_ns,
-        "stopped_by": stopped_by,
-        "wall_ns": wall_ns,
-        "set_indices": set_indices,
-        "sampler": sampler,
-    }
-
-
 def _items_processed(case: Case, points: list[ShapePoint], set_indices: list[int]) -> float:
     """Total samples (inputs, not batches) processed: in a dynamic run the batch may vary from run to run."""
     if not points or "batch" not in dict(points[0].dims):
@@ -194,85 +162,161 @@ def _items_processed(case: Case, points: list[ShapePoint], set_indices: list[int
     return float(sum(sizes[i] for i in set_indices))
 
 
-def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
-    """Load, warm up and measure `case` in this process. Framework errors become a `failed` result."""
-    phase = on_phase or (lambda _name: None)
-    result = blank_result(spec, case, "ok")
-    reason = unavailable_reason(spec, case)
-    if reason:
-        result.status, result.error = "unavailable", reason
-        return result
-    started = time.perf_counter()
-    session = None
-    try:
-        feed_sets, points, shapes = _feed_sets(spec, case)
-        result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
-        result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
-        phase("loading")
-        load_start = time.perf_counter()
-        model, quantize_warnings = _int8_model(spec, case, result)
-        quantized = time.perf_counter()
-        session = get_backend(case.backend)().load(model, case)
-        result.load_s = time.perf_counter() - load_start
-        result.load_phases_s = dict(session.load_phases_s)
-        if model is not spec:
-            result.load_phases_s["quantize_s"] = quantized - load_start
-        result.warnings.extend(quantize_warnings)
-        result.notes = list(session.notes)
-        result.cache_hit = session.cache_hit
-        prepared = [session.prepare(feeds) for feeds in feed_sets]
-        measured = _measure(session, case, prepared, points, phase)
-        result.precision_effective = session.effective_precision()
+class CaseRunner:
+    """One case in this process, in three steps that a coordinator drives: `load` (load, prepare the inputs, time
+    the first inference, warm up), `burst` (one timed burst; as many as the stop rule or the interleaving asks),
+    and `finish` (parity check, statistics, warnings). The isolated worker and `execute_case` both run this."""
+
+    def __init__(self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> None:
+        self.spec, self.case = spec, case
+        self.phase = on_phase or (lambda _name: None)
+        self.result = blank_result(spec, case, "ok")
+        self.session: Session | None = None
+        self.prepared: list[Any] = []
+        self.points: list[ShapePoint] = []
+        self.samples_ns: list[int] = []
+        self.set_indices: list[int] = []
+        self.wall_ns = 0
+        self.interference = NO_INTERFERENCE
+        self._meter = CpuMeter()
+        self._sampler: RssSampler | None = None
+        self._started = time.perf_counter()
+
+    def load(self) -> bool:
+        """Load and warm up; False when the case cannot run (its result then says why)."""
+        reason = unavailable_reason(self.spec, self.case)
+        if reason:
+            self.result.status, self.result.error = "unavailable", reason
+            return False
+        spec, case, result = self.spec, self.case, self.result
+        try:
+            feed_sets, self.points, shapes = _feed_sets(spec, case)
+            result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
+            result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+            self.phase("loading")
+            load_start = time.perf_counter()
+            model, quantize_warnings = _int8_model(spec, case, result)
+            quantized = time.perf_counter()
+            self.session = get_backend(case.backend)().load(model, case)
+            result.load_s = time.perf_counter() - load_start
+            result.load_phases_s = dict(self.session.load_phases_s)
+            if model is not spec:
+                result.load_phases_s["quantize_s"] = quantized - load_start
+            result.warnings.extend(quantize_warnings)
+            result.notes = list(self.session.notes)
+            result.cache_hit = self.session.cache_hit
+            self.prepared = [self.session.prepare(feeds) for feeds in feed_sets]
+            # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.
+            self.phase("first inference")
+            first_ns, warmup_ns = warm_up(
+                self.session, self.prepared, max(case.settings.warmup_iterations, len(self.points))
+            )
+            result.first_inference_ms = first_ns / 1e6
+            result.warmup_ms = [ns / 1e6 for ns in warmup_ns]
+            result.warmup_iterations = len(warmup_ns)
+            result.precision_effective = self.session.effective_precision()
+        except Exception as exc:
+            record_failure(result, exc)
+            self.close()
+            return False
+        if case.shape_mode == "dynamic" or case.streams > 1:
+            self._sampler = RssSampler().__enter__()
+        self.phase("measuring")
+        return True
+
+    def burst(self, min_s: float, max_s: float, min_iterations: int = 1) -> Burst:
+        """One timed burst (`min_iterations` and `min_s` seconds, or `max_s` seconds), with the CPU accounting
+        around it."""
+        assert self.session is not None
+        settings = replace(self.case.settings, min_iterations=min_iterations, min_time_s=min_s, max_time_s=max_s)
+        count = len(self.prepared)
+        before, wall_start = self._meter.snapshot(), time.perf_counter()
+        if self.case.streams > 1:
+            streamed = run_streams(self.session, self.prepared, settings, self.case.streams)
+            samples_ns, wall_ns = streamed.samples_ns, streamed.wall_ns
+            # Which input set each request ran: stream s starts at set s.
+            indices = [(s + j) % count for s, stream in enumerate(streamed.per_stream_ns) for j in range(len(stream))]
+        else:
+            first = len(self.samples_ns)
+            samples_ns, _ = timed_loop(self.session, self.prepared, settings, first_set=first)
+            wall_ns = sum(samples_ns)
+            indices = [(first + i) % count for i in range(len(samples_ns))]
+        after = self._meter.snapshot()
+        self.interference += self._meter.between(before, after, time.perf_counter() - wall_start)
+        self.samples_ns += samples_ns
+        self.set_indices += indices
+        self.wall_ns += wall_ns
+        return Burst(samples_ns, wall_ns)
+
+    def finish(self, state: StopState, round_medians_ns: Sequence[float] = ()) -> CaseResult:
+        """Statistics and warnings over every burst, after the parity check when asked for."""
+        result = self.result
+        if self._sampler is not None:
+            self._sampler.__exit__()
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
-        measured["peak_rss_mb"] = peak_rss_mb()
-        if case.settings.check_parity:
-            from infermeter.parity.run import check_case_parity
+        peak_mb = peak_rss_mb()
+        try:
+            if self.case.settings.check_parity:
+                from infermeter.parity.run import check_case_parity
 
-            phase("parity check")
-            result.extra["parity"] = check_case_parity(spec, case, session=session)
-    except Exception as exc:
-        record_failure(result, exc)
-    finally:
-        if session is not None:
-            session.close()
-    result.duration_s = time.perf_counter() - started
-    if result.status != "ok":
+                self.phase("parity check")
+                result.extra["parity"] = check_case_parity(self.spec, self.case, session=self.session)
+        except Exception as exc:
+            record_failure(result, exc)
+        finally:
+            self.close()
+        result.duration_s = time.perf_counter() - self._started
+        if result.status == "ok" and self.samples_ns:
+            result.peak_rss_mb = peak_mb
+            result.rounds_p50_ms = [ns / 1e6 for ns in round_medians_ns]
+            _fill_measurements(self, state)
         return result
-    _fill_measurements(result, case, points, measured)
-    return result
+
+    def close(self) -> None:
+        """Release the session (idempotent)."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
 
-def _fill_measurements(result: CaseResult, case: Case, points: list[ShapePoint], measured: dict[str, Any]) -> None:
-    settings = case.settings
-    samples_ns: list[int] = measured["samples_ns"]
-    samples_ms = [ns / 1e6 for ns in samples_ns]
+def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
+    """Load, warm up and measure `case` in this process until the stop rule. Framework errors become a `failed`
+    result."""
+    runner = CaseRunner(spec, case, on_phase)
+    if not runner.load():
+        return runner.result
+    try:
+        state = run_until_stopped(runner, case.settings)
+    except Exception as exc:
+        runner.close()
+        record_failure(runner.result, exc)
+        return runner.result
+    return runner.finish(state)
+
+
+def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
+    result, case, settings = runner.result, runner.case, runner.case.settings
+    samples_ms = [ns / 1e6 for ns in runner.samples_ns]
     stats = latency_stats(samples_ms, settings.seed)
     result.latency_ms = stats
     result.samples_ms = samples_ms
     result.iterations = len(samples_ms)
-    result.warmup_iterations = len(measured["warmup_ns"])
-    result.warmup_ms = [ns / 1e6 for ns in measured["warmup_ns"]]
-    result.first_inference_ms = measured["first_ns"] / 1e6
-    result.throughput = _items_processed(case, points, measured["set_indices"]) / (measured["wall_ns"] / 1e9)
-    result.peak_rss_mb = measured["peak_rss_mb"]
-    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms)
-    if points:
-        result.per_shape = _per_shape(points, samples_ms, measured["set_indices"], settings.seed)
-    sampler = measured["sampler"]
+    result.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
+    result.interference = runner.interference
+    # Tail percentiles short of samples are marked in tables (see report.summary), not warned about.
+    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, reported_percentiles=())
+    if runner.points:
+        result.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)
+    sampler = runner._sampler
     if sampler is not None:
         result.rss_timeline_mb = sampler.timeline()
         growth = memory_growth_warning(sampler.times_s, sampler.rss_mb)
         if growth:
             result.warnings.append(growth)
-    mismatch = precision_warning(case.precision, result.precision_effective)
-    if mismatch:
-        result.warnings.append(mismatch)
-    if measured["stopped_by"] == "max_time":
-        result.warnings.append(
-            CaseWarning(
-                "max_time_reached",
-                f"stopped at --max-time {settings.max_time_s:g} s after {len(samples_ms)} of "
-                f"{settings.min_iterations} iterations; raise --max-time for the full count",
-                f"{len(samples_ms)} iterations",
-            )
-        )
+    found = [
+        precision_warning(case.precision, result.precision_effective),
+        interference_warning(runner.interference),
+        oversubscription_warning(case.threads, case.streams, runner.interference.cpus),
+        max_time_warning(state, settings),
+    ]
+    result.warnings += [warning for warning in found if warning is not None]

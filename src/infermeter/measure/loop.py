@@ -54,8 +54,10 @@ def timed_loop(
     prepared_sets: Sequence[Any],
     settings: MeasureSettings,
     clock: Callable[[], int] = time.perf_counter_ns,
+    first_set: int = 0,
 ) -> tuple[list[int], str]:
-    """The timed loop with the stop rule: (samples in ns, `rule` or `max_time`). Sample i used input i % count."""
+    """The timed loop with the stop rule: (samples in ns, `rule` or `max_time`). Sample i used input
+    (first_set + i) % count, so that successive bursts carry on the rotation."""
     run, sync = session.run, session.sync
     sets = list(prepared_sets)
     count = len(sets)
@@ -65,17 +67,19 @@ def timed_loop(
     samples: list[int] = []
     append = samples.append
     i = 0
+    j = first_set
     start = clock()
     stopped_by = "rule"
     # The loop body is kept minimal: its own cost per iteration is measured by benchmarks/harness_overhead.py.
     while True:
-        feeds = sets[i % count]
+        feeds = sets[j % count]
         t0 = clock()
         run(feeds)
         sync()
         t1 = clock()
         append(t1 - t0)
         i += 1
+        j += 1
         elapsed = t1 - start
         if elapsed >= max_end:
             stopped_by = "rule" if i >= min_iterations and elapsed >= min_end else "max_time"

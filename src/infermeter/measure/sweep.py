@@ -1,4 +1,4 @@
-"""A sweep: every case of a benchmark matrix, one after another, saved after each."""
+"""A sweep: every case of a benchmark matrix, group by group (interleaved) or case by case, saved as it goes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.case import Case
+from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem
+from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.measure.worker import run_in_process, run_isolated
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
@@ -25,48 +27,92 @@ class SweepEvent:
     result: CaseResult | None = None
 
 
+def _groups(plan: Sequence[PlanItem]) -> list[list[PlanItem]]:
+    """Consecutive plan items of one comparison group (the plan orders backends innermost)."""
+    groups: list[list[PlanItem]] = []
+    for item in plan:
+        if groups and groups[-1][0].case.group_key == item.case.group_key:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def _fallback_record(item: PlanItem, result: CaseResult, skipped: dict[str, str]) -> None:
+    if len(item.chain) > 1:
+        result.extra["fallback"] = {"chain": [c.backend for c in item.chain], "ran": result.backend, "skipped": skipped}
+
+
+def _run_sequential(
+    item: PlanItem, runner: Callable[..., CaseResult], on_phase: Callable[[Case, str], None]
+) -> tuple[CaseResult, dict[str, str]]:
+    """A fallback chain runs its cases in order until one is `ok`: (that result or the last tried, skipped)."""
+    skipped: dict[str, str] = {}
+    result: CaseResult | None = None
+    for case in item.chain:
+        result = runner(item.spec, case, lambda name, c=case: on_phase(c, name))
+        if result.ok or case is item.chain[-1]:
+            break
+        skipped[case.backend] = f"{result.status}: {result.error}"
+    assert result is not None
+    return result, skipped
+
+
 def run_sweep(
     plan: Sequence[PlanItem],
     results: ResultsFile,
     path: Path | None,
     isolate: bool = True,
     on_event: Callable[[SweepEvent], None] | None = None,
+    trace: SpeedTrace | None = None,
 ) -> ResultsFile:
     """Run every item of `plan` not already in `results`, appending each result and rewriting `path` atomically
-    after every case, so that an interruption loses only the case in flight.
+    after every case (every group, when interleaved), so that an interruption loses only what is in flight.
 
-    A fallback chain runs its cases in order until one is `ok`; the result kept is that one (or the last tried),
-    with `extra["fallback"]` saying which backend ran and why each earlier one did not."""
+    A comparison group of two or more cases runs in interleaved rounds (`measure.interleave`) unless its
+    settings say `interleave=False` or isolation is off; otherwise each case runs alone until its stop rule.
+    A fallback chain keeps the first of its cases that runs, with `extra["fallback"]` saying which backend ran and
+    why each earlier one did not. `trace` takes machine-speed probe readings between rounds."""
     emit = on_event or (lambda _event: None)
     done_ids = {c.id for c in results.cases}
     runner = run_isolated if isolate else run_in_process
     total = len(plan)
-    for index, item in enumerate(plan):
-        if any(case.id in done_ids for case in item.chain):
-            emit(SweepEvent("skipped", index, total, item.case))
-            continue
-        skipped: dict[str, str] = {}
-        result: CaseResult | None = None
-        for case in item.chain:
-            emit(SweepEvent("start", index, total, case))
+    position = {id(item): index for index, item in enumerate(plan)}
 
-            def on_phase(name: str, i: int = index, c: Case = case) -> None:
-                emit(SweepEvent("phase", i, total, c, phase=name))
-
-            result = runner(item.spec, case, on_phase)
-            if result.ok or case is item.chain[-1]:
-                break
-            skipped[case.backend] = f"{result.status}: {result.error}"
-        assert result is not None
-        if len(item.chain) > 1:
-            result.extra["fallback"] = {
-                "chain": [c.backend for c in item.chain],
-                "ran": result.backend,
-                "skipped": skipped,
-            }
+    def record(item: PlanItem, result: CaseResult, skipped: dict[str, str], note: str | None = None) -> None:
+        _fallback_record(item, result, skipped)
+        if note:
+            result.notes.append(note)
         results.cases.append(result)
         done_ids.add(result.id)
         if path is not None:
             write_results(path, results)
-        emit(SweepEvent("done", index, total, item.case, result=result))
+        emit(SweepEvent("done", position[id(item)], total, item.case, result=result))
+
+    for group in _groups(plan):
+        todo = []
+        for item in group:
+            if any(case.id in done_ids for case in item.chain):
+                emit(SweepEvent("skipped", position[id(item)], total, item.case))
+            else:
+                todo.append(item)
+        note = None
+        if isolate and len(todo) > 1 and todo[0].case.settings.interleave:
+
+            def group_phase(index: int, case: Case, name: str, items: list[PlanItem] = todo) -> None:
+                emit(SweepEvent("phase", position[id(items[index])], total, case, phase=name))
+
+            finished, note = run_group(todo, group_phase, trace)
+            for item, result, skipped in finished:
+                record(item, result, skipped)
+            if note is None:
+                continue
+        for item in todo:
+            emit(SweepEvent("start", position[id(item)], total, item.case))
+
+            def on_phase(case: Case, name: str, i: int = position[id(item)]) -> None:
+                emit(SweepEvent("phase", i, total, case, phase=name))
+
+            result, skipped = _run_sequential(item, runner, on_phase)
+            record(item, result, skipped, note)
     return results

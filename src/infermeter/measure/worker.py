@@ -14,11 +14,28 @@ import time
 from typing import Any
 
 from infermeter.case import Case
-from infermeter.measure.execute import PhaseCallback, blank_result, execute_case, unavailable_reason
+from infermeter.measure.execute import (
+    CaseRunner,
+    PhaseCallback,
+    blank_result,
+    execute_case,
+    record_failure,
+    unavailable_reason,
+)
+from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
 
-__all__ = ["PhaseCallback", "blank_result", "execute_case", "run_in_process", "run_isolated", "unavailable_reason"]
+__all__ = [
+    "CaseWorker",
+    "PhaseCallback",
+    "WorkerEnded",
+    "blank_result",
+    "execute_case",
+    "run_in_process",
+    "run_isolated",
+    "unavailable_reason",
+]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -30,6 +47,7 @@ def _set_thread_environment(threads: int) -> None:
 
 
 def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
+    """The worker: load the case, say `ready`, then serve `burst` requests until `finish` (see CaseWorker)."""
     entered = time.time()
     # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -39,9 +57,29 @@ def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
 
         # Interpreter start-up and infermeter's own imports: part of any cold start (10 ms clock resolution).
         process_start_s = max(0.0, entered - psutil.Process().create_time())
-        result = execute_case(spec, case, on_phase=lambda name: conn.send(("phase", name)))
-        result.process_start_s = process_start_s
-        conn.send(("result", case_to_dict(result)))
+        runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)))
+        runner.result.process_start_s = process_start_s
+        if not runner.load():
+            conn.send(("result", case_to_dict(runner.result)))
+            return
+        conn.send(("ready", None))
+        while True:
+            # Blocked in recv while other cases run: a parked worker takes no CPU.
+            command, argument = conn.recv()
+            if command == "burst":
+                try:
+                    conn.send(("burst", runner.burst(*argument)))
+                except Exception as exc:  # the framework failed mid-run: a failed result, with the reason
+                    runner.close()
+                    record_failure(runner.result, exc)
+                    conn.send(("result", case_to_dict(runner.result)))
+                    return
+            else:
+                state, medians = argument
+                result = runner.finish(state, medians)
+                result.process_start_s = process_start_s
+                conn.send(("result", case_to_dict(result)))
+                return
     except BaseException as exc:  # anything at all: report it rather than die silently
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -55,62 +93,132 @@ def _signal_name(exitcode: int) -> str:
         return f"signal {-exitcode}"
 
 
+class WorkerEnded(Exception):
+    """The worker ended before it was asked to finish (failed, crashed, timed out); `result` says how."""
+
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+class CaseWorker:
+    """One case in a fresh `spawn`ed process, driven from here: `wait_ready`, then `burst` as often as the stop
+    rule or the interleaving asks, then `finish`. The whole life is bounded by the case's `case_timeout_s`.
+    This is the one isolation runner: sequential sweeps, interleaved rounds and generation all use it."""
+
+    def __init__(self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> None:
+        self.spec, self.case, self.on_phase = spec, case, on_phase
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe(duplex=True)
+        self.process = context.Process(target=_child_main, args=(child_conn, spec, case), daemon=True)
+        self.started = time.perf_counter()
+        self.deadline = self.started + case.settings.case_timeout_s
+        self.process.start()
+        child_conn.close()
+
+    def rss_mb(self) -> float:
+        """The worker's resident memory now (0 once it has exited)."""
+        import psutil
+
+        try:
+            return psutil.Process(self.process.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            return 0.0
+
+    def receive(self) -> tuple[str, Any]:
+        """The worker's next message other than a phase; WorkerEnded when it ends without one in time."""
+        try:
+            while (remaining := self.deadline - time.perf_counter()) > 0:
+                if self._conn.poll(min(remaining, 0.2)):
+                    try:
+                        kind, payload = self._conn.recv()
+                    except EOFError:
+                        break  # the worker died without a word: judged below from its exit code
+                    if kind != "phase":
+                        return kind, payload
+                    if self.on_phase:
+                        self.on_phase(payload)
+                elif not self.process.is_alive() and not self._conn.poll():
+                    break
+        except BaseException:  # Ctrl-C in the parent: stop the worker, then let the sweep save and exit
+            self.kill()
+            raise
+        raise WorkerEnded(self._ended_silently())
+
+    def _ended_silently(self) -> CaseResult:
+        spec, case = self.spec, self.case
+        # The pipe closes a moment before the process is reaped: give a dead worker time to be seen as dead.
+        self.process.join(timeout=max(0.0, min(5.0, self.deadline - time.perf_counter())))
+        if self.process.is_alive():
+            self.kill()
+            error = f"no result within --case-timeout {case.settings.case_timeout_s:g} s; the worker was killed"
+            return self._finish(blank_result(spec, case, "timeout", error))
+        code = self.process.exitcode or 0
+        how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+        return self._finish(blank_result(spec, case, "crashed", f"the worker process {how} before reporting a result"))
+
+    def _finish(self, result: CaseResult) -> CaseResult:
+        result.duration_s = time.perf_counter() - self.started
+        return result
+
+    def _final(self, kind: str, payload: Any) -> CaseResult:
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+        if kind == "error":
+            return self._finish(blank_result(self.spec, self.case, "failed", payload))
+        return case_from_dict(payload)
+
+    def wait_ready(self) -> CaseResult | None:
+        """None once the case is loaded and warmed up; else its final result (unavailable, failed...)."""
+        try:
+            kind, payload = self.receive()
+        except WorkerEnded as ended:
+            return ended.result
+        return None if kind == "ready" else self._final(kind, payload)
+
+    def burst(self, min_s: float, max_s: float, min_iterations: int = 1) -> Burst:
+        """One timed burst in the worker (see CaseRunner.burst); WorkerEnded when the case failed or the worker
+        died meanwhile."""
+        self._conn.send(("burst", (min_s, max_s, min_iterations)))
+        kind, payload = self.receive()
+        if kind != "burst":
+            raise WorkerEnded(self._final(kind, payload))
+        burst: Burst = payload
+        return burst
+
+    def finish(self, state: StopState, round_medians_ns: list[float] | None = None) -> CaseResult:
+        """The case's result: statistics over every burst, warnings, parity when asked for."""
+        self._conn.send(("finish", (state, round_medians_ns or [])))
+        try:
+            return self._final(*self.receive())
+        except WorkerEnded as ended:
+            return ended.result
+
+    def kill(self) -> None:
+        """Stop the worker at once (idempotent)."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+
+
 def run_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
-    """Run `case` in a fresh `spawn`ed worker with a `case_timeout_s` limit; never raises for the case's
-    own failures (they become `failed`, `crashed` or `timeout` results)."""
+    """Run `case` alone in a fresh worker until its stop rule, within `case_timeout_s`; never raises for the
+    case's own failures (they become `failed`, `crashed` or `timeout` results)."""
     reason = unavailable_reason(spec, case)
     if reason:
         return blank_result(spec, case, "unavailable", reason)
-    context = multiprocessing.get_context("spawn")
-    parent_conn, child_conn = context.Pipe(duplex=False)
-    process = context.Process(target=_child_main, args=(child_conn, spec, case), daemon=True)
-    started = time.perf_counter()
-    process.start()
-    child_conn.close()
-    deadline = started + case.settings.case_timeout_s
-    message: tuple[str, Any] | None = None
+    worker = CaseWorker(spec, case, on_phase)
     try:
-        while (remaining := deadline - time.perf_counter()) > 0:
-            if parent_conn.poll(min(remaining, 0.2)):
-                try:
-                    kind, payload = parent_conn.recv()
-                except EOFError:
-                    break  # the worker died without a word: judged below from its exit code
-                if kind != "phase":
-                    message = (kind, payload)
-                    break
-                if on_phase:
-                    on_phase(payload)
-            elif not process.is_alive() and not parent_conn.poll():
-                break
-    except BaseException:  # Ctrl-C in the parent: stop the worker, then let the sweep save and exit
-        process.kill()
-        process.join()
+        ended = worker.wait_ready()
+        if ended is not None:
+            return ended
+        return worker.finish(run_until_stopped(worker, case.settings))
+    except WorkerEnded as ended:
+        return ended.result
+    except BaseException:
+        worker.kill()
         raise
-    if message is None:
-        # The pipe closes a moment before the process is reaped: give a dead worker time to be seen as dead.
-        process.join(timeout=max(0.0, min(5.0, deadline - time.perf_counter())))
-        if process.is_alive():
-            process.kill()
-            process.join()
-            error = f"no result within --case-timeout {case.settings.case_timeout_s:g} s; the worker was killed"
-            return _finish(blank_result(spec, case, "timeout", error), started)
-        code = process.exitcode or 0
-        how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-        error = f"the worker process {how} before reporting a result"
-        return _finish(blank_result(spec, case, "crashed", error), started)
-    process.join(timeout=10)
-    if process.is_alive():
-        process.kill()
-    kind, payload = message
-    if kind == "error":
-        return _finish(blank_result(spec, case, "failed", payload), started)
-    return case_from_dict(payload)
-
-
-def _finish(result: CaseResult, started: float) -> CaseResult:
-    result.duration_s = time.perf_counter() - started
-    return result
 
 
 def run_in_process(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
-from infermeter.report.summary import NUMERIC_COLUMNS, case_label, format_ms, group_warnings, speedups
+from infermeter.report.summary import NUMERIC_COLUMNS, case_label, format_ms, group_warnings, speedup_cell, speedups
 from infermeter.results.schema import CaseResult
 
 
@@ -29,8 +29,10 @@ def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     ratios = speedups(cases, allow_mixed_precision)
     groups: dict[tuple[object, ...], list[CaseResult]] = {}
     for case in cases:
-        ratio, mark = ratios.get(case.id, (None, ""))
-        if case.ok and (ratio is not None or mark == "parity"):  # parity failures: named below, never the winner
+        speedup = ratios.get(case.id)
+        if (
+            case.ok and speedup is not None and (speedup.ratio is not None or speedup.mark == "parity")
+        ):  # parity failures: named below, never the winner
             groups.setdefault((case.model, case.batch, case.shape_mode, case.threads), []).append(case)
     lines = []
     for members in groups.values():
@@ -42,13 +44,18 @@ def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         if not trusted:
             continue
         best = min(trusted, key=_p50)
-        ratio, mark = ratios[best.id]
-        assert best.latency_ms is not None and base.latency_ms is not None and ratio is not None
-        if best is base:
+        speedup = ratios[best.id]
+        assert best.latency_ms is not None and base.latency_ms is not None and speedup.ratio is not None
+        if speedup.paired is not None and speedup.paired.no_difference:
+            line = (
+                f"{case_label(best)}: no difference between {best.backend} and {base.backend} "
+                f"({speedup_cell(speedup)}, P50 {format_ms(_p50(best))} ms vs {format_ms(_p50(base))} ms)"
+            )
+        elif best is base:
             line = f"{case_label(best)}: the baseline {best.backend} is the fastest (P50 {format_ms(_p50(best))} ms)"
         else:
             line = (
-                f"{case_label(best)}: {best.backend} is {ratio:.2f}x{'*' if mark else ''} faster than {base.backend} "
+                f"{case_label(best)}: {best.backend} is {speedup_cell(speedup)} faster than {base.backend} "
                 f"(P50 {format_ms(_p50(best))} ms vs {format_ms(_p50(base))} ms)"
             )
         failed = [c.backend for c in members if parity_cell(c) == "FAIL" and _p50(c) < _p50(best)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from infermeter.results.schema import CaseResult, CaseWarning
-from infermeter.stats import WARNING_CODES
+from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
+from infermeter.stats import WARNING_CODES, min_samples_for
 
 COLUMNS = (
     "model",
@@ -86,7 +86,8 @@ def case_label(case: CaseResult) -> str:
     return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
 
 
-def _group_key(case: CaseResult) -> tuple[object, ...]:
+def comparison_group(case: CaseResult) -> tuple[object, ...]:
+    """The comparison group of a result (as `Case.group_key` for a case to run): speedups are within one."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
     return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams)
 
@@ -120,29 +121,70 @@ def parity_failed(case: CaseResult) -> bool:
     return isinstance(parity, dict) and parity.get("passed") is False
 
 
-def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> dict[str, tuple[float | None, str]]:
-    """Speedup of each ok case over the first ok case of its group (same model, batch, shapes, threads), as
-    (ratio of P50s, mark). Across different effective precisions the ratio is refused (None, "precision")
-    unless `allow_mixed_precision`, and then marked ("mixed")."""
+@dataclass(frozen=True)
+class Speedup:
+    """A case's speedup over its group's baseline: `ratio` (baseline P50 / case P50, or the paired geometric mean
+    when the group ran interleaved), `mark` (empty; "mixed" across precisions; "precision", "parity" or
+    "interference" when refused, ratio None) and the paired interval when there is one."""
+
+    ratio: float | None
+    mark: str = ""
+    paired: PairedSpeedup | None = None
+
+
+def interfered(case: CaseResult) -> bool:
+    """True when other work on the machine disturbed the case's timed loop (an `interference` warning)."""
+    return any(w.code == "interference" for w in case.warnings)
+
+
+def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> dict[str, Speedup]:
+    """Speedup of each ok case over the first ok case of its group (same model, batch, shapes, threads). An
+    interleaved pair gives the paired ratio with its interval; otherwise the ratio of P50s. Refused (ratio None)
+    across effective precisions unless `allow_mixed_precision` (then marked "mixed"), for a parity failure, and
+    when other work disturbed either case."""
     baselines: dict[tuple[object, ...], CaseResult] = {}
-    out: dict[str, tuple[float | None, str]] = {}
+    out: dict[str, Speedup] = {}
     for case in cases:
         if not case.ok:
             continue
         if parity_failed(case):
-            out[case.id] = (None, "parity")
+            out[case.id] = Speedup(None, "parity")
             continue
-        key = _group_key(case)
-        base = baselines.setdefault(key, case)
+        base = baselines.setdefault(comparison_group(case), case)
         assert base.latency_ms is not None and case.latency_ms is not None
-        ratio = base.latency_ms.p50 / case.latency_ms.p50
-        if base.precision_effective == case.precision_effective:
-            out[case.id] = (ratio, "")
-        elif allow_mixed_precision:
-            out[case.id] = (ratio, "mixed")
+        paired = case.paired if case.paired is not None and case.paired.baseline_id == base.id else None
+        ratio = paired.ratio if paired is not None else base.latency_ms.p50 / case.latency_ms.p50
+        if base.precision_effective != case.precision_effective and not allow_mixed_precision:
+            out[case.id] = Speedup(None, "precision")
+        elif interfered(case) or interfered(base):
+            out[case.id] = Speedup(None, "interference")
         else:
-            out[case.id] = (None, "precision")
+            mark = "" if base.precision_effective == case.precision_effective else "mixed"
+            out[case.id] = Speedup(ratio, mark, paired)
     return out
+
+
+def speedup_cell(speedup: Speedup | None) -> str:
+    """`2.71x [2.64–2.78]` (paired), `no diff [0.98–1.03]` when the interval holds 1.0, `1.52x` (unpaired),
+    `n/a†`/`n/a‡`/`n/a§` when refused, `—` when there is nothing to compare."""
+    if speedup is None:
+        return "—"
+    refused = {"precision": "n/a†", "parity": "n/a‡", "interference": "n/a§"}
+    if speedup.mark in refused:
+        return refused[speedup.mark]
+    assert speedup.ratio is not None
+    star = "*" if speedup.mark == "mixed" else ""
+    paired = speedup.paired
+    if paired is None:
+        return f"{speedup.ratio:.2f}x{star}"
+    interval = f"[{paired.ci_low:.2f}–{paired.ci_high:.2f}]"
+    return f"no diff{star} {interval}" if paired.no_difference else f"{paired.ratio:.2f}x{star} {interval}"
+
+
+def p99_cell(stats: LatencyStats) -> str:
+    """P99, prefixed `~` when fewer than the samples a sound P99 needs stand behind it (see stats.min_samples_for)."""
+    sound = stats.count >= min_samples_for(99)
+    return format_ms(stats.p99) if sound else f"~{format_ms(stats.p99)}"
 
 
 def _roofline_cells(case: CaseResult) -> list[str]:
@@ -161,7 +203,8 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     rows: list[list[str]] = []
     warnings: list[tuple[str, CaseWarning]] = []
     footnotes: list[str] = []
-    refused = parity_refused = False
+    marks: set[str] = set()
+    tail_short = False
     for case in cases:
         label = case_label(case)
         if not case.ok:
@@ -171,15 +214,9 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
             continue
         stats = case.latency_ms
         assert stats is not None
-        ratio, mark = ratios.get(case.id, (None, ""))
-        if mark == "precision":
-            speed = "n/a†"
-            refused = True
-        elif mark == "parity":
-            speed = "n/a‡"
-            parity_refused = True
-        else:
-            speed = f"{ratio:.2f}x" + ("*" if mark == "mixed" else "") if ratio is not None else "—"
+        speedup = ratios.get(case.id)
+        marks.add(speedup.mark if speedup is not None else "")
+        tail_short = tail_short or p99_cell(stats).startswith("~")
         rows.append(
             [
                 case.model,
@@ -189,25 +226,36 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 case.shape_mode,
                 str(case.streams),
                 format_ms(stats.p50),
-                format_ms(stats.p99),
+                p99_cell(stats),
                 _fmt(case.throughput, 1),
                 _fmt(case.peak_rss_mb, 0),
                 _fmt(case.load_s, 2),
-                speed,
+                speedup_cell(speedup),
                 *_roofline_cells(case),
             ]
         )
         warnings.extend((label, w) for w in case.warnings)
-    if refused:
+    if "precision" in marks:
         footnotes.append(
             "† speedup refused: this case runs a different effective precision than the first backend of its group; "
             "pass --allow-mixed-precision to show it anyway (marked *)"
         )
-    if parity_refused:
+    if "parity" in marks:
         footnotes.append(
             "‡ no speedup: this case's outputs failed the parity check against the fp32 reference (see its `parity`)"
         )
-    if any(mark == "mixed" for _, mark in ratios.values()):
+    if "interference" in marks:
+        footnotes.append("§ no speedup: other work on this machine disturbed this case or its baseline (interference)")
+    if tail_short:
+        footnotes.append(
+            f"~ P99 from fewer than {min_samples_for(99)} samples: indicative only; raise --min-time for a sound one"
+        )
+    if any(speedup.paired is not None for speedup in ratios.values()):
+        footnotes.append(
+            "speedup: geometric mean of per-round ratios with its 95% interval (interleaved rounds); "
+            "no diff: the interval contains 1.0"
+        )
+    if any(speedup.mark == "mixed" for speedup in ratios.values()):
         footnotes.append("* speedup across different effective precisions (--allow-mixed-precision)")
         warnings.append(
             (

@@ -51,6 +51,63 @@ class LatencyStats:
     count: int
 
 
+@dataclass(frozen=True)
+class Interference:
+    """Other work during a case's timed loop (measured by `infermeter.measure.interference`), over `wall_s`
+    seconds on `cpus` usable CPUs: other processes' CPU seconds, steal seconds and PSI `some` stall seconds."""
+
+    wall_s: float
+    cpus: float
+    own_cpu_s: float
+    other_cpu_s: float
+    steal_s: float
+    pressure_s: float | None
+
+    @property
+    def other_share(self) -> float:
+        """Other processes' CPU time plus steal, over the CPU time available (wall × cpus)."""
+        available = self.wall_s * self.cpus
+        return (self.other_cpu_s + self.steal_s) / available if available > 0 else 0.0
+
+    @property
+    def pressure_share(self) -> float | None:
+        """Fraction of wall time some runnable task waited for a CPU (PSI `some`); None without PSI."""
+        if self.pressure_s is None or self.wall_s <= 0:
+            return None
+        return self.pressure_s / self.wall_s
+
+    def __add__(self, other: Interference) -> Interference:
+        pressure = None if self.pressure_s is None or other.pressure_s is None else self.pressure_s + other.pressure_s
+        return Interference(
+            self.wall_s + other.wall_s,
+            max(self.cpus, other.cpus),
+            self.own_cpu_s + other.own_cpu_s,
+            self.other_cpu_s + other.other_cpu_s,
+            self.steal_s + other.steal_s,
+            pressure,
+        )
+
+
+NO_INTERFERENCE = Interference(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class PairedSpeedup:
+    """A speedup from interleaved rounds: per round, the baseline's median over this case's median; `ratio` is
+    their geometric mean and (`ci_low`, `ci_high`) its 95% Student-t interval over `rounds` rounds."""
+
+    baseline_id: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    rounds: int
+
+    @property
+    def no_difference(self) -> bool:
+        """True when the interval contains 1.0: no difference can be claimed."""
+        return self.ci_low <= 1.0 <= self.ci_high
+
+
 @dataclass
 class CaseResult:
     """Everything measured for one case. Latency fields are None unless `status` is `ok`."""
@@ -92,6 +149,9 @@ class CaseResult:
     rss_timeline_mb: list[list[float]] = field(default_factory=list)
     started: str | None = None
     duration_s: float | None = None
+    rounds_p50_ms: list[float] = field(default_factory=list)  # interleaved runs: the case's median per round
+    interference: Interference | None = None
+    paired: PairedSpeedup | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +187,10 @@ def case_to_dict(case: CaseResult) -> dict[str, Any]:
         stats = data["latency_ms"]
         for key in ("p50_ci95", "p99_ci95"):
             stats[key] = list(stats[key])
+    if case.interference is not None:  # the derived shares too, for readers of the JSON
+        data["interference"]["other_share"] = round(case.interference.other_share, 4)
+        pressure = case.interference.pressure_share
+        data["interference"]["pressure_share"] = None if pressure is None else round(pressure, 4)
     data.update(extra)
     return data
 
@@ -149,6 +213,9 @@ def case_from_dict(data: dict[str, Any]) -> CaseResult:
         stats.setdefault("count", len(kwargs.get("samples_ms", [])))
         kwargs["latency_ms"] = LatencyStats(**{k: v for k, v in stats.items() if k in _known_fields(LatencyStats)})
     kwargs["warnings"] = [CaseWarning(**w) for w in kwargs.get("warnings", [])]
+    for name, record in (("interference", Interference), ("paired", PairedSpeedup)):
+        if kwargs.get(name) is not None:
+            kwargs[name] = record(**{k: v for k, v in kwargs[name].items() if k in _known_fields(record)})
     return CaseResult(**kwargs, extra=extra)
 
 

@@ -1,0 +1,178 @@
+"""Interleaved rounds: the cases of one comparison group timed in turns, so that the machine's drift hits them all.
+
+Every case of a group is loaded in its own worker (isolation, load time and peak memory as in a sequential
+sweep). The timed loop is then split into rounds; each round runs every case for one burst (`--min-time` spread
+over `--rounds` bursts), one worker at a time while the others wait blocked on their pipe. The order changes
+between rounds: a shuffle drawn from `--seed` on even rounds, its reverse on odd ones, so that over each pair of
+rounds every case sits in mirrored positions (an ABBA design: a trend within a round cancels). Rounds go on, past
+`--rounds`, until every case meets the stop rule, or one reaches `--max-time`.
+
+Per round, the ratio baseline median / case median is one paired observation of the speedup: a change in the
+machine's speed between rounds cancels in it. The speedup is their geometric mean with a 95% Student-t interval
+on the log ratios (rounds are the replicates: Kalibera & Jones, ISMM 2013).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infermeter.case import Case
+from infermeter.measure.plan import PlanItem
+from infermeter.measure.speedprobe import SpeedTrace
+from infermeter.measure.stoprule import BurstLog, StopState
+from infermeter.measure.worker import CaseWorker, WorkerEnded, blank_result, unavailable_reason
+from infermeter.results.schema import CaseResult, PairedSpeedup
+
+# A pause between two bursts: thread pools spin for a moment after their work ends (OpenMP's block time, ONNX
+# Runtime's spinning), and the next case must not start on cores that are still burning.
+SETTLE_S = 0.01
+# Keep this much memory free beyond the group's workers before loading another (else: sequential, said so).
+MEMORY_MARGIN_MB = 512.0
+
+PhaseFn = Callable[[int, Case, str], None]
+
+
+@dataclass
+class Arm:
+    """One case of a group in flight: its plan item, the case that loaded (after any fallback), its worker."""
+
+    index: int
+    item: PlanItem
+    case: Case
+    worker: CaseWorker
+    log: BurstLog
+    skipped: dict[str, str] = field(default_factory=dict)
+    ended: CaseResult | None = None  # set when the worker failed or died between bursts
+
+
+def round_orders(count: int, rounds: int, seed: int) -> list[list[int]]:
+    """The order of the `count` cases in each of `rounds` rounds: shuffled on even rounds, reversed on odd."""
+    rng = random.Random(seed)
+    order = list(range(count))
+    orders = []
+    for r in range(rounds):
+        if r % 2 == 0:
+            rng.shuffle(order)
+        else:
+            order.reverse()
+        orders.append(list(order))
+    return orders
+
+
+def paired_speedup(base_medians: Sequence[float], case_medians: Sequence[float], baseline_id: str) -> PairedSpeedup:
+    """The geometric mean of the per-round ratios base / case with its 95% t-interval (a point with no width
+    from a single round)."""
+    from scipy.stats import t
+
+    logs = np.log(np.asarray(base_medians, dtype=np.float64)) - np.log(np.asarray(case_medians, dtype=np.float64))
+    n = len(logs)
+    mean = float(logs.mean())
+    half = float(t.ppf(0.975, n - 1) * logs.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    return PairedSpeedup(baseline_id, math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
+
+
+def attach_paired(results: Sequence[CaseResult]) -> None:
+    """Give every ok case after the first ok one its paired speedup over that baseline, from their round medians."""
+    measured = [r for r in results if r.ok and len(r.rounds_p50_ms) >= 2]
+    if len(measured) < 2:
+        return
+    base = measured[0]
+    for case in measured[1:]:
+        count = min(len(base.rounds_p50_ms), len(case.rounds_p50_ms))
+        case.paired = paired_speedup(base.rounds_p50_ms[:count], case.rounds_p50_ms[:count], base.id)
+
+
+def _load(index: int, item: PlanItem, on_phase: PhaseFn) -> tuple[Arm | None, CaseResult | None, dict[str, str]]:
+    """Start the item's chain until one case loads: (arm, None, skipped) or (None, last result, skipped)."""
+    skipped: dict[str, str] = {}
+    result: CaseResult | None = None
+    for case in item.chain:
+        reason = unavailable_reason(item.spec, case)
+        if reason:
+            result = blank_result(item.spec, case, "unavailable", reason)
+        else:
+
+            def phase(name: str, c: Case = case) -> None:
+                on_phase(index, c, name)
+
+            worker = CaseWorker(item.spec, case, phase)
+            result = worker.wait_ready()
+            if result is None:
+                return Arm(index, item, case, worker, BurstLog(case.settings), skipped), None, skipped
+        skipped[case.backend] = f"{result.status}: {result.error}"
+    return None, result, skipped
+
+
+def _memory_short(arms: Sequence[Arm]) -> bool:
+    """True when another worker of the largest size so far would not fit in the available memory."""
+    import psutil
+
+    largest = max(arm.worker.rss_mb() for arm in arms)
+    return psutil.virtual_memory().available / 2**20 < largest + MEMORY_MARGIN_MB
+
+
+def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) -> None:
+    settings = arms[0].case.settings
+    r = 0
+    while True:
+        order = round_orders(len(arms), r + 1, settings.seed)[-1]
+        for i in order:
+            arm = arms[i]
+            if arm.ended is not None:
+                continue
+            on_phase(arm.index, arm.case, f"round {r + 1}")
+            try:
+                arm.log.add(arm.worker.burst(settings.burst_s, settings.burst_s))
+            except WorkerEnded as ended:
+                arm.ended = ended.result
+            time.sleep(SETTLE_S)
+        if trace is not None:
+            trace.read()
+        r += 1
+        states = [arm.log.state() for arm in arms if arm.ended is None]
+        if not states or any(s.stopped_by == "max_time" for s in states):
+            return
+        if r >= settings.rounds and all(s.stopped_by for s in states):
+            return
+
+
+def run_group(
+    items: Sequence[PlanItem], on_phase: PhaseFn, trace: SpeedTrace | None = None
+) -> tuple[list[tuple[PlanItem, CaseResult, dict[str, str]]], str | None]:
+    """Load every item's case, time them in interleaved rounds, finish them: (item, result, skipped backends) in
+    plan order, and None; or ([], reason) when the workers would not fit in memory (nothing measured, all
+    stopped: the caller then runs the group sequentially)."""
+    arms: list[Arm] = []
+    done: list[tuple[PlanItem, CaseResult, dict[str, str]]] = []
+    try:
+        for index, item in enumerate(items):
+            if arms and index < len(items) and _memory_short(arms):
+                for arm in arms:
+                    arm.worker.kill()
+                return [], "interleaving off for this group: its workers would not fit in the available memory"
+            loaded, failed, skipped = _load(index, item, on_phase)
+            if loaded is not None:
+                arms.append(loaded)
+            elif failed is not None:
+                done.append((item, failed, skipped))
+        if arms:
+            _run_rounds(arms, on_phase, trace)
+    except BaseException:
+        for arm in arms:
+            arm.worker.kill()
+        raise
+    for arm in arms:
+        state = arm.log.state()
+        if not state.stopped_by:
+            state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, "max_time")
+        result = arm.ended or arm.worker.finish(state, arm.log.round_medians_ns)
+        done.append((arm.item, result, arm.skipped))
+    done.sort(key=lambda entry: items.index(entry[0]))
+    attach_paired([result for _, result, _ in done])
+    return done, None
