@@ -89,7 +89,8 @@ def test_crash_hang_and_failure_are_recorded_and_the_sweep_goes_on(tmp_path: Pat
         ("60", ["-O", "null.fail=run"]),
         ("60", ["-O", "null.crash=load", "-O", "null.crash_signal=abort"]),
     ):
-        target = ["--resume", str(mixed)] if mixed.exists() else ["-o", str(mixed)]
+        # Each run adds its cases to the same file: --resume-extend grows the stored plan.
+        target = ["--resume", str(mixed), "--resume-extend"] if mixed.exists() else ["-o", str(mixed)]
         proc = run_cli(
             "bench", "tiny_cnn", "-b", "null", "--batch", "1", *FAST, "--case-timeout", timeout, *target, *extra
         )
@@ -118,7 +119,7 @@ def test_killed_sweep_keeps_finished_cases_and_resume_completes_it(tmp_path: Pat
     finished = load_json(out)["cases"]  # the file is complete JSON even though the writer was killed
     assert 2 <= len(finished) < 6
     assert not list(tmp_path.glob(".r.json.*.tmp")) or True  # a stray temp file may remain; the file itself is whole
-    resumed = run_cli(*args, "--resume", str(out))
+    resumed = run_cli("bench", "--resume", str(out))  # the plan comes from the file
     assert resumed.returncode == 0, resumed.stderr
     cases = load_json(out)["cases"]
     assert [c["batch"] for c in cases] == [1, 2, 3, 4, 5, 6]

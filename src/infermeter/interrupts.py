@@ -36,3 +36,29 @@ def deferred_interrupts() -> Iterator[None]:
                 previous(*pending[0])
             else:
                 raise KeyboardInterrupt
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like a Ctrl-C so that the same clean-up runs: workers stopped, finished cases kept."""
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Inside the block, the first SIGTERM raises Terminated; later ones are ignored while the clean-up it starts
+    runs (a second raise there would leave worker processes behind). SIGKILL still stops the process at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = 0
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal received
+        received += 1
+        if received == 1:
+            raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -24,7 +24,7 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_MAX_SAMPLES = 20_000
 
 # Thresholds of the warnings below; each is a judgement call, stated here once.
-HIGH_CV = 0.10  # a coefficient of variation above 10% makes single-digit speedups meaningless
+HIGH_CV = 0.10  # a (robust) coefficient of variation above 10% makes single-digit speedups meaningless
 MIN_TAIL_SAMPLES = 5  # a percentile q needs at least this many samples above it: n * (1 - q) >= 5
 SLOW_FIRST_RUN_RATIO = 10.0
 SLOW_FIRST_RUN_EXTRA_MS = 5.0  # below this the cold cost is not worth a warning, whatever the ratio
@@ -171,6 +171,16 @@ def latency_stats(samples_ms: Sequence[float] | np.ndarray, seed: int = 0) -> La
     )
 
 
+def robust_cv(samples: Sequence[float] | np.ndarray) -> float:
+    """1.4826 × median absolute deviation / median: the CV of a normal distribution, but blind to a handful of
+    outliers (a preempted iteration), which the plain CV lets dominate. What `high_cv` judges."""
+    values = np.asarray(samples, dtype=np.float64)
+    if len(values) < 2:
+        return 0.0
+    median = float(np.median(values))
+    return 1.4826 * float(np.median(np.abs(values - median))) / median if median > 0 else 0.0
+
+
 def min_samples_for(q: float) -> int:
     """How many samples percentile q (0..100) needs before it is reported without a warning."""
     return math.ceil(MIN_TAIL_SAMPLES / (1 - q / 100) - 1e-9)
@@ -181,17 +191,23 @@ def assess_run(
     stats: LatencyStats,
     first_inference_ms: float | None,
     reported_percentiles: Sequence[float] = (99,),
+    interleaved: bool = False,
+    spread_samples: Sequence[float] | np.ndarray | None = None,
 ) -> list[CaseWarning]:
-    """Warnings about the trustworthiness of one run, each with its remedy."""
+    """Warnings about the trustworthiness of one run, each with its remedy. An interleaved case is not checked for
+    drift: its samples come from rounds spread over the whole group's run, the machine's drift hits every case of
+    the group alike and cancels in the paired speedups, and the machine-speed probe reports it once.
+    `spread_samples` are what `high_cv` judges (default: the samples themselves)."""
     warnings: list[CaseWarning] = []
     n = len(samples_ms)
-    if stats.cv > HIGH_CV:
+    spread = robust_cv(samples_ms if spread_samples is None else spread_samples)
+    if spread > HIGH_CV:
         warnings.append(
             CaseWarning(
                 "high_cv",
-                f"latency varies a lot (CV {stats.cv:.0%}): close other programs, keep --threads at or below the "
-                "physical cores, or raise --min-time; small speedups are not meaningful at this noise level",
-                f"CV {stats.cv:.0%}",
+                f"latency varies a lot (robust CV {spread:.0%}): close other programs, keep --threads at or below "
+                "the physical cores, or raise --min-time; small speedups are not meaningful at this noise level",
+                f"robust CV {spread:.0%}",
             )
         )
     for q in reported_percentiles:
@@ -218,7 +234,7 @@ def assess_run(
                 f"first {first_inference_ms:.1f} ms vs P50 {stats.p50:.2f} ms",
             )
         )
-    drift = detect_drift(samples_ms)
+    drift = None if interleaved else detect_drift(samples_ms)
     if drift is not None:
         first, second = drift
         warnings.append(

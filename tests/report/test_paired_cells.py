@@ -58,3 +58,14 @@ def test_paired_and_interference_records_survive_the_results_file() -> None:
     back = case_from_dict(data)
     assert back.paired == case.paired and back.interference == case.interference
     assert back.rounds_p50_ms == [1.0, 1.1] and "other_share" not in back.extra
+
+
+def test_a_p50_wider_than_its_target_shows_its_interval() -> None:
+    loose = make_case("onnxruntime", n=20, sigma=0.3)
+    loose.target_ci = 0.01
+    tight = make_case("openvino", n=20000, sigma=0.01, seed=1)
+    tight.target_ci = 0.01
+    table = summary_table([loose, tight])
+    p50 = table.columns.index("P50 ms")
+    assert "±" in table.rows[0][p50] and "±" not in table.rows[1][p50]
+    assert any(note.startswith("± P50 interval wider") for note in table.footnotes)

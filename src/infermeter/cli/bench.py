@@ -25,10 +25,10 @@ from infermeter.cli.common import (
     stderr,
     stdout,
 )
+from infermeter.cli.resume import check_resume_flags, given_plan_flags, new_sweep, resumed_sweep
 from infermeter.errors import InfermeterError, UsageError
-from infermeter.interrupts import deferred_interrupts
-from infermeter.measure.coldstart import cold_start_plan
-from infermeter.measure.plan import Matrix, PlanItem, build_plan
+from infermeter.interrupts import Terminated, deferred_interrupts, terminate_as_interrupt
+from infermeter.measure.plan import Matrix, PlanItem
 from infermeter.measure.shapes import parse_sizes
 from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.models.inputs import parse_input_override, resolve_shapes
@@ -45,7 +45,7 @@ from infermeter.report.summary import (
     summary_table,
 )
 from infermeter.results.io import write_results
-from infermeter.results.schema import CaseResult, ResultsFile, now_iso
+from infermeter.results.schema import CaseResult, ResultsFile
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -192,15 +192,16 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
     trace = SpeedTrace()
     trace.read()
     try:
-        with progress:
+        with terminate_as_interrupt(), progress:
             run_sweep(plan, results, path, isolate=isolate, on_event=on_event, trace=trace)
         trace.read()
         results.extra["machine_speed"] = trace.to_dict()
         write_results(path, results)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         finished = len(results.cases)
-        stderr.print(f"interrupted: {finished} finished case(s) are saved in {path}; continue with --resume {path}")
-        raise SystemExit(130) from None
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        stderr.print(f"{how}: {finished} finished case(s) are saved in {path}; continue with --resume {path}")
+        raise SystemExit(143 if isinstance(exc, Terminated) else 130) from None
     return trace
 
 
@@ -285,7 +286,14 @@ def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: b
 @click.option(
     "--output", "-o", type=click.Path(path_type=Path), help="Results file (default: results/bench-<time>.json)."
 )
-@click.option("--resume", type=click.Path(path_type=Path), help="Continue a results file: skip its finished cases.")
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path),
+    help="Finish the plan stored in a results file (its remaining cases, in order); no matrix flags with it.",
+)
+@click.option(
+    "--resume-extend", is_flag=True, help="With --resume: add the cases of the matrix flags given to the plan."
+)
 @click.option(
     "--check-parity", is_flag=True, help="Check each case's outputs against the fp32 reference; no speedup when wrong."
 )
@@ -335,6 +343,7 @@ def bench(
     ov_hint: str | None,
     output: Path | None,
     resume: Path | None,
+    resume_extend: bool,
     check_parity: bool,
     no_roofline: bool,
     no_history: bool,
@@ -362,75 +371,75 @@ def bench(
 
     reject_flags(ctx, GENERATE_ONLY, "to --task generate (add --task generate)")
     from infermeter.results.env import collect_environment, default_threads
-    from infermeter.results.io import read_results
 
-    require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
-    require_positive(input_sets, "--input-sets")
-    require_positive(rounds, "--rounds")
-    require_positive(threads, "--threads", allow_zero=True)
-    if seq_len is not None:
-        require_positive(seq_len, "--seq-len")
-    specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
-    chains = _backend_chains(backend, fallback, specs)
-    precisions = choose(precision, PRECISIONS, "--precision")
-    shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
-    batches = parse_positive_ints(batch or ["1,16"], "--batch")
-    stream_counts = parse_positive_ints(streams, "--streams")
-    if not (precisions and shape_modes and batches and chains and stream_counts):
-        raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")
-    if (dynamic or buckets) and "dynamic" not in shape_modes:
-        raise UsageError("--dynamic and --buckets apply to --shape-mode dynamic; add --shape-mode dynamic")
-    overrides = tuple(parse_input_override(text) for text in inputs or ())
-    all_names = {i.name for spec in specs for i in spec.inputs}
-    if len(specs) == 1 or any(name not in all_names for name, _ in overrides):
-        # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
-        resolve_shapes(specs[0].inputs, batches[0], overrides)
-    flag_values = {"compile_mode": compile_mode, "ort_opt_level": ort_opt_level, "ov_hint": ov_hint}
-    flag_options = [f"{OPTION_FLAGS[k]}={v}" for k, v in flag_values.items() if v]
-    matrix = Matrix(
-        models=tuple(specs),
-        backends=tuple(chains),
-        precisions=tuple(precisions),
-        batches=tuple(batches),
-        shape_modes=tuple(shape_modes),
-        streams=tuple(stream_counts),
-        threads=threads or default_threads(),
-        input_shapes=overrides,
-        options=parse_options([*flag_options, *option]),
-        dynamic=_sizes(dynamic, "--dynamic"),
-        buckets=_sizes(buckets, "--buckets"),
-        seq_len=seq_len,
-        settings=MeasureSettings(
-            warmup,
-            iterations,
-            min_time,
-            max_time,
-            input_sets,
-            case_timeout,
-            seed,
-            check_parity,
-            parse_fraction(target_ci, "--target-ci"),
-            rounds,
-            not no_interleave,
-        ),
-    )
-    plan = build_plan(matrix)
-    if cold_start:
-        if no_isolation:
-            raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
-        plan = cold_start_plan(plan)
-
+    check_resume_flags(resume, resume_extend, given_plan_flags(ctx))
+    if cold_start and no_isolation:
+        raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
+    matrix: Matrix | None = None
+    if resume is None or resume_extend:  # a bare --resume takes every one of these from the file's plan
+        require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
+        require_positive(input_sets, "--input-sets")
+        require_positive(rounds, "--rounds")
+        require_positive(threads, "--threads", allow_zero=True)
+        if seq_len is not None:
+            require_positive(seq_len, "--seq-len")
+        specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
+        chains = _backend_chains(backend, fallback, specs)
+        precisions = choose(precision, PRECISIONS, "--precision")
+        shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
+        batches = parse_positive_ints(batch or ["1,16"], "--batch")
+        stream_counts = parse_positive_ints(streams, "--streams")
+        if not (precisions and shape_modes and batches and chains and stream_counts):
+            raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")
+        if (dynamic or buckets) and "dynamic" not in shape_modes:
+            raise UsageError("--dynamic and --buckets apply to --shape-mode dynamic; add --shape-mode dynamic")
+        overrides = tuple(parse_input_override(text) for text in inputs or ())
+        all_names = {i.name for spec in specs for i in spec.inputs}
+        if len(specs) == 1 or any(name not in all_names for name, _ in overrides):
+            # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
+            resolve_shapes(specs[0].inputs, batches[0], overrides)
+        flag_values = {"compile_mode": compile_mode, "ort_opt_level": ort_opt_level, "ov_hint": ov_hint}
+        flag_options = [f"{OPTION_FLAGS[k]}={v}" for k, v in flag_values.items() if v]
+        matrix = Matrix(
+            models=tuple(specs),
+            backends=tuple(chains),
+            precisions=tuple(precisions),
+            batches=tuple(batches),
+            shape_modes=tuple(shape_modes),
+            streams=tuple(stream_counts),
+            threads=threads or default_threads(),
+            input_shapes=overrides,
+            options=parse_options([*flag_options, *option]),
+            dynamic=_sizes(dynamic, "--dynamic"),
+            buckets=_sizes(buckets, "--buckets"),
+            seq_len=seq_len,
+            settings=MeasureSettings(
+                warmup,
+                iterations,
+                min_time,
+                max_time,
+                input_sets,
+                case_timeout,
+                seed,
+                check_parity,
+                parse_fraction(target_ci, "--target-ci"),
+                rounds,
+                not no_interleave,
+            ),
+        )
+    command = ["infermeter", *sys.argv[1:]]
     if resume is not None:
-        results = read_results(resume)
-        path = output or resume
+        sweep = resumed_sweep(resume, output, matrix, cold_start, not no_isolation, command, resolve_model)
+        stderr.print(f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain")
     else:
-        created = now_iso()
-        results = ResultsFile(created=created, environment=collect_environment())
-        path = output or _default_output()
-    results.command = ["infermeter", *sys.argv[1:]]
+        assert matrix is not None
+        environment = collect_environment()
+        sweep = new_sweep(output or _default_output(), matrix, cold_start, not no_isolation, command, environment)
+    results, path, plan = sweep.results, sweep.path, sweep.items
+    cold_start, no_isolation = sweep.plan.cold_start, not sweep.plan.isolate
     write_results(path, results)
     if not cold_start:  # a cold start measures the conversion itself
-        _prepare_onnx(plan)
+        _prepare_onnx(sweep.todo)
     trace = _run_plan(plan, results, path, isolate=not no_isolation)
     if not no_roofline and not cold_start:
         _annotate_roofline(results, path)
@@ -443,9 +452,10 @@ def bench(
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
     if trace.moved is not None:
+        paired = any(case.paired is not None for case in shown)
         stdout.print(
-            f"machine speed: moved {trace.moved:.0%} during the run ({len(trace.readings)} probe readings; "
-            "interleaved speedups are paired per round, so a move hits both sides)"
+            f"machine speed: moved {trace.moved:.0%} during the run ({len(trace.readings)} probe readings"
+            + ("; speedups are paired per round, so a move hits both sides)" if paired else ")")
         )
     stdout.print(f"results: {path}")
     if not no_history:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 from infermeter.backends.base import Session
@@ -175,6 +176,7 @@ class CaseRunner:
         self.prepared: list[Any] = []
         self.points: list[ShapePoint] = []
         self.samples_ns: list[int] = []
+        self.burst_lengths: list[int] = []
         self.set_indices: list[int] = []
         self.wall_ns = 0
         self.interference = NO_INTERFERENCE
@@ -224,12 +226,16 @@ class CaseRunner:
         self.phase("measuring")
         return True
 
-    def burst(self, min_s: float, max_s: float, min_iterations: int = 1) -> Burst:
+    def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
         """One timed burst (`min_iterations` and `min_s` seconds, or `max_s` seconds), with the CPU accounting
-        around it."""
+        around it. `rewarm` untimed iterations first: after a pause the caches and thread pools are cold again,
+        and that first run would otherwise be timed as if it were steady state."""
         assert self.session is not None
         settings = replace(self.case.settings, min_iterations=min_iterations, min_time_s=min_s, max_time_s=max_s)
         count = len(self.prepared)
+        for i in range(rewarm):
+            self.session.run(self.prepared[(len(self.samples_ns) + i) % count])
+            self.session.sync()
         before, wall_start = self._meter.snapshot(), time.perf_counter()
         if self.case.streams > 1:
             streamed = run_streams(self.session, self.prepared, settings, self.case.streams)
@@ -244,6 +250,7 @@ class CaseRunner:
         after = self._meter.snapshot()
         self.interference += self._meter.between(before, after, time.perf_counter() - wall_start)
         self.samples_ns += samples_ns
+        self.burst_lengths.append(len(samples_ns))
         self.set_indices += indices
         self.wall_ns += wall_ns
         return Burst(samples_ns, wall_ns)
@@ -294,6 +301,18 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
     return runner.finish(state)
 
 
+def _within_bursts(samples_ms: list[float], lengths: list[int]) -> list[float]:
+    """Each sample over its burst's median: the spread within bursts, without the moves between them."""
+    out: list[float] = []
+    start = 0
+    for length in lengths:
+        chunk = samples_ms[start : start + length]
+        median = float(np.median(chunk))
+        out += [value / median for value in chunk]
+        start += length
+    return out
+
+
 def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
     result, case, settings = runner.result, runner.case, runner.case.settings
     samples_ms = [ns / 1e6 for ns in runner.samples_ns]
@@ -303,8 +322,13 @@ def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
     result.iterations = len(samples_ms)
     result.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
     result.interference = runner.interference
+    result.target_ci = settings.target_ci or None
     # Tail percentiles short of samples are marked in tables (see report.summary), not warned about.
-    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, reported_percentiles=())
+    interleaved = len(result.rounds_p50_ms) > 1
+    # Interleaved: the noise that matters is within a round (the machine's moves between rounds cancel in the
+    # paired speedups), so high_cv judges each sample against its own burst's median.
+    spread = _within_bursts(samples_ms, runner.burst_lengths) if interleaved else samples_ms
+    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, (), interleaved, spread)
     if runner.points:
         result.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)
     sampler = runner._sampler

@@ -2,7 +2,8 @@
 
 Every case of a group is loaded in its own worker (isolation, load time and peak memory as in a sequential
 sweep). The timed loop is then split into rounds; each round runs every case for one burst (`--min-time` spread
-over `--rounds` bursts), one worker at a time while the others wait blocked on their pipe. The order changes
+over `--rounds` bursts, after one untimed re-warming run), one worker at a time while the others wait blocked on
+their pipe; the next burst starts only once the last worker's thread pools have stopped spinning. The order changes
 between rounds: a shuffle drawn from `--seed` on even rounds, its reverse on odd ones, so that over each pair of
 rounds every case sits in mirrored positions (an ABBA design: a trend within a round cancels). Rounds go on, past
 `--rounds`, until every case meets the stop rule, or one reaches `--max-time`.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,9 +29,20 @@ from infermeter.measure.stoprule import BurstLog, StopState
 from infermeter.measure.worker import CaseWorker, WorkerEnded, blank_result, unavailable_reason
 from infermeter.results.schema import CaseResult, PairedSpeedup
 
-# A pause between two bursts: thread pools spin for a moment after their work ends (OpenMP's block time, ONNX
-# Runtime's spinning), and the next case must not start on cores that are still burning.
-SETTLE_S = 0.01
+# Thread pools spin for a while after their work ends (OpenMP's block time, ONNX Runtime's spinning: about 50 ms
+# of one core here), and the next case must not start on cores that are still burning: after each burst the
+# coordinator waits until the worker's CPU time stops growing, polling at this interval (the kernel's tick).
+IDLE_POLL_S = 0.01
+
+
+# One untimed iteration at the start of each burst: after a pause, caches and thread pools are cold again. Not
+# for a case whose iteration is longer than half a burst: its cold penalty is a small part of one iteration,
+# and a re-warming run would double what each round costs it.
+def _rewarm(log: BurstLog, burst_s: float) -> int:
+    last = log.round_medians_ns[-1] / 1e9 if log.round_medians_ns else 0.0
+    return 1 if last < burst_s / 2 else 0
+
+
 # Keep this much memory free beyond the group's workers before loading another (else: sequential, said so).
 MEMORY_MARGIN_MB = 512.0
 
@@ -128,10 +139,10 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) ->
                 continue
             on_phase(arm.index, arm.case, f"round {r + 1}")
             try:
-                arm.log.add(arm.worker.burst(settings.burst_s, settings.burst_s))
+                arm.log.add(arm.worker.burst(settings.burst_s, settings.burst_s, 1, _rewarm(arm.log, settings.burst_s)))
             except WorkerEnded as ended:
                 arm.ended = ended.result
-            time.sleep(SETTLE_S)
+            arm.worker.wait_until_idle(IDLE_POLL_S)
         if trace is not None:
             trace.read()
         r += 1

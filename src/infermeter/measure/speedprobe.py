@@ -5,8 +5,8 @@ comparison of cases measured at different times inherits that. The probe does no
 much the machine itself moved while the figures were taken.
 
 The workload is elementwise numpy arithmetic on arrays that stay in the L1/L2 caches: single-threaded whatever
-BLAS is installed (so it never competes with the parked workers' thread pools), free of any framework, and a few
-milliseconds long. The best of a few repetitions is kept: the fastest is what the hardware gave when undisturbed.
+BLAS is installed (so it never competes with the parked workers' thread pools), free of any framework, and about
+20 ms long. The best of a few repetitions is kept: the fastest is what the hardware gave when undisturbed.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _ELEMENTS = 8192
-_INNER = 100
+_INNER = 200
 _REPEATS = 5
 
 
 def probe_speed() -> float:
-    """Operations per second of the fixed workload (best of a few repetitions); about 10 ms."""
+    """Operations per second of the fixed workload (best of a few repetitions); about 20 ms."""
     x = np.linspace(0.5, 1.5, _ELEMENTS)
     y = np.linspace(1.5, 0.5, _ELEMENTS)
     out = np.empty_like(x)
@@ -54,11 +54,15 @@ class SpeedTrace:
 
     @property
     def moved(self) -> float | None:
-        """How far the machine's speed moved: fastest / slowest reading - 1 (None before two readings)."""
+        """How far the machine's speed moved: fastest / slowest reading - 1, or the 90th / 10th percentile - 1
+        from 10 readings on, so that one preempted reading does not stand for the run (None below two)."""
         speeds = [speed for _, speed in self.readings]
         if len(speeds) < 2:
             return None
-        return max(speeds) / min(speeds) - 1
+        if len(speeds) < 10:
+            return max(speeds) / min(speeds) - 1
+        low, high = np.percentile(speeds, [10, 90])
+        return float(high / low - 1)
 
     def to_dict(self) -> dict[str, object]:
         """The trace as a results-file block."""

@@ -177,10 +177,10 @@ class CaseWorker:
             return ended.result
         return None if kind == "ready" else self._final(kind, payload)
 
-    def burst(self, min_s: float, max_s: float, min_iterations: int = 1) -> Burst:
+    def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
         """One timed burst in the worker (see CaseRunner.burst); WorkerEnded when the case failed or the worker
         died meanwhile."""
-        self._conn.send(("burst", (min_s, max_s, min_iterations)))
+        self._conn.send(("burst", (min_s, max_s, min_iterations, rewarm)))
         kind, payload = self.receive()
         if kind != "burst":
             raise WorkerEnded(self._final(kind, payload))
@@ -194,6 +194,25 @@ class CaseWorker:
             return self._final(*self.receive())
         except WorkerEnded as ended:
             return ended.result
+
+    def wait_until_idle(self, poll_s: float = 0.01, limit_s: float = 0.5) -> float:
+        """Wait until the worker's CPU time stops growing (its thread pools stop spinning after a burst: ONNX
+        Runtime's spin for about 50 ms here), at most `limit_s`; the seconds waited."""
+        import psutil
+
+        start = time.perf_counter()
+        try:
+            process = psutil.Process(self.process.pid)
+            used = sum(process.cpu_times()[:2])
+            while time.perf_counter() - start < limit_s:
+                time.sleep(poll_s)
+                now = sum(process.cpu_times()[:2])
+                if now == used:
+                    break
+                used = now
+        except psutil.Error:
+            pass  # the worker has gone: nothing left to wait for
+        return time.perf_counter() - start
 
     def kill(self) -> None:
         """Stop the worker at once (idempotent)."""

@@ -181,6 +181,20 @@ def speedup_cell(speedup: Speedup | None) -> str:
     return f"no diff{star} {interval}" if paired.no_difference else f"{paired.ratio:.2f}x{star} {interval}"
 
 
+def p50_cell(case: CaseResult) -> str:
+    """P50, with its interval's half-width (`483 ±6%`) when that is wider than the case's --target-ci: the stop
+    rule ran out of --max-time before the median was known as precisely as asked."""
+    stats = case.latency_ms
+    assert stats is not None
+    low, high = stats.p50_ci95
+    halfwidth = max(stats.p50 - low, high - stats.p50) / stats.p50 if stats.p50 > 0 else 0.0
+    if case.target_ci is None or halfwidth <= case.target_ci:
+        return format_ms(stats.p50)
+    return (
+        f"{format_ms(stats.p50)} ±{halfwidth:.0%}" if halfwidth >= 0.01 else f"{format_ms(stats.p50)} ±{halfwidth:.1%}"
+    )
+
+
 def p99_cell(stats: LatencyStats) -> str:
     """P99, prefixed `~` when fewer than the samples a sound P99 needs stand behind it (see stats.min_samples_for)."""
     sound = stats.count >= min_samples_for(99)
@@ -204,7 +218,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     warnings: list[tuple[str, CaseWarning]] = []
     footnotes: list[str] = []
     marks: set[str] = set()
-    tail_short = False
+    tail_short = wide = False
     for case in cases:
         label = case_label(case)
         if not case.ok:
@@ -217,6 +231,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         speedup = ratios.get(case.id)
         marks.add(speedup.mark if speedup is not None else "")
         tail_short = tail_short or p99_cell(stats).startswith("~")
+        wide = wide or "±" in p50_cell(case)
         rows.append(
             [
                 case.model,
@@ -225,7 +240,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 str(case.batch),
                 case.shape_mode,
                 str(case.streams),
-                format_ms(stats.p50),
+                p50_cell(case),
                 p99_cell(stats),
                 _fmt(case.throughput, 1),
                 _fmt(case.peak_rss_mb, 0),
@@ -246,6 +261,10 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         )
     if "interference" in marks:
         footnotes.append("§ no speedup: other work on this machine disturbed this case or its baseline (interference)")
+    if wide:
+        footnotes.append(
+            "± P50 interval wider than --target-ci: --max-time ran out first; raise --max-time for a tighter one"
+        )
     if tail_short:
         footnotes.append(
             f"~ P99 from fewer than {min_samples_for(99)} samples: indicative only; raise --min-time for a sound one"

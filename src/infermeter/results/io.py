@@ -14,10 +14,18 @@ from infermeter.results.schema import SCHEMA_VERSION, ResultsFile, results_from_
 def write_results(path: Path, results: ResultsFile) -> None:
     """Write `results` to `path` atomically: a temporary file in the same folder, fsync, then rename.
 
-    A crash or Ctrl-C at any moment leaves either the previous complete file or the new complete file.
+    A crash or Ctrl-C at any moment leaves either the previous complete file or the new complete file; a folder
+    that cannot be written (read-only, disk full) raises ResultsError and leaves the previous file as it was.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(results_to_dict(results), indent=1, allow_nan=False)
+    try:
+        _write_atomically(path, payload)
+    except OSError as exc:
+        raise ResultsError(f"cannot write results file {str(path)!r}: {exc.strerror or exc}") from exc
+
+
+def _write_atomically(path: Path, payload: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:

@@ -150,6 +150,7 @@ class CaseResult:
     started: str | None = None
     duration_s: float | None = None
     rounds_p50_ms: list[float] = field(default_factory=list)  # interleaved runs: the case's median per round
+    target_ci: float | None = None  # the stop rule's target for the P50 interval's half-width (a fraction)
     interference: Interference | None = None
     paired: PairedSpeedup | None = None
     extra: dict[str, Any] = field(default_factory=dict)

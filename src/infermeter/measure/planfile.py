@@ -1,0 +1,186 @@
+"""The plan a results file was written for, stored in the file itself so that `bench --resume FILE` replays it.
+
+The file's `plan` block holds the resolved matrix (model refs with their content hashes, backend chains, every
+list and setting, threads already resolved) and the original command, written before the first case. `resumed`
+lists each resumption (when, the command, how many cases remained). A block that cannot be read back raises
+ResultsError before anything is written, so a broken file is never overwritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infermeter.case import MeasureSettings
+from infermeter.errors import InfermeterError, ResultsError
+from infermeter.measure.plan import Matrix, PlanItem, build_plan
+from infermeter.models.spec import ModelSpec
+from infermeter.results.schema import ResultsFile, now_iso
+
+PLAN_KEY = "plan"
+RESUMED_KEY = "resumed"
+PLAN_VERSION = 1
+
+Sizes = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class StoredPlan:
+    """Everything that decides which cases a sweep runs: one matrix per part (the first from the original
+    command, one more per `--resume-extend`), and the flags that change how the whole plan runs."""
+
+    parts: tuple[Matrix, ...]
+    command: tuple[str, ...]
+    cold_start: bool = False
+    isolate: bool = True
+
+    def items(self) -> list[PlanItem]:
+        """The plan in the order it runs: each part's items in turn, a case already planned by an earlier item
+        left out (so no case is ever run, or recorded, twice)."""
+        from infermeter.measure.coldstart import cold_start_plan
+
+        seen: set[str] = set()
+        items: list[PlanItem] = []
+        for matrix in self.parts:
+            built = build_plan(matrix)
+            for item in cold_start_plan(built) if self.cold_start else built:
+                ids = {case.id for case in item.chain}
+                if not ids & seen:
+                    seen |= ids
+                    items.append(item)
+        return items
+
+    def extended(self, matrix: Matrix) -> StoredPlan:
+        """This plan with `matrix`'s cases added after its own."""
+        return dataclasses.replace(self, parts=(*self.parts, matrix))
+
+
+def remaining(items: Sequence[PlanItem], results: ResultsFile) -> list[PlanItem]:
+    """The items of the plan with no result in `results` yet (a fallback chain is done once any of its cases is)."""
+    done = {case.id for case in results.cases}
+    return [item for item in items if not any(case.id in done for case in item.chain)]
+
+
+def _sizes_to_json(pairs: Sizes) -> list[list[Any]]:
+    return [[name, list(dims)] for name, dims in pairs]
+
+
+def _sizes_from_json(value: Any) -> Sizes:
+    return tuple((str(name), tuple(int(d) for d in dims)) for name, dims in value)
+
+
+def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
+    return {
+        # A ref is resolved again on resume; the hash says whether it still names the same model.
+        "models": [{"ref": spec.ref, "content_hash": spec.content_hash} for spec in matrix.models],
+        "backends": [list(chain) for chain in matrix.backends],
+        "precisions": list(matrix.precisions),
+        "batches": list(matrix.batches),
+        "shape_modes": list(matrix.shape_modes),
+        "streams": list(matrix.streams),
+        "threads": matrix.threads,
+        "input_shapes": _sizes_to_json(matrix.input_shapes),
+        "options": [list(kv) for kv in matrix.options],
+        "dynamic": _sizes_to_json(matrix.dynamic),
+        "buckets": _sizes_to_json(matrix.buckets),
+        "seq_len": matrix.seq_len,
+        "settings": dataclasses.asdict(matrix.settings),
+    }
+
+
+def _settings_from_json(value: dict[str, Any]) -> MeasureSettings:
+    defaults = MeasureSettings()
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(MeasureSettings):
+        if f.name in value:  # a setting added later keeps its default; a wrong type fails the cast
+            kwargs[f.name] = type(getattr(defaults, f.name))(value[f.name])
+    return MeasureSettings(**kwargs)
+
+
+def _model_from_json(entry: dict[str, Any], resolve: Callable[[str], ModelSpec]) -> ModelSpec:
+    ref = str(entry["ref"])
+    try:
+        spec = resolve(ref)
+    except InfermeterError as exc:
+        raise ResultsError(f"the plan's model {ref!r} cannot be resolved any more: {exc}") from exc
+    if entry.get("content_hash") and entry["content_hash"] != spec.content_hash:
+        raise ResultsError(
+            f"the plan's model {ref!r} has changed since the plan was written (content hash differs); "
+            "resuming would mix two models in one file: start a new results file"
+        )
+    return spec
+
+
+def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec]) -> Matrix:
+    seq_len = data.get("seq_len")
+    return Matrix(
+        models=tuple(_model_from_json(entry, resolve) for entry in data["models"]),
+        backends=tuple(tuple(str(name) for name in chain) for chain in data["backends"]),
+        precisions=tuple(str(p) for p in data["precisions"]),
+        batches=tuple(int(b) for b in data["batches"]),
+        shape_modes=tuple(str(m) for m in data["shape_modes"]),
+        streams=tuple(int(s) for s in data["streams"]),
+        threads=int(data["threads"]),
+        input_shapes=_sizes_from_json(data.get("input_shapes", [])),
+        options=tuple((str(k), str(v)) for k, v in data.get("options", [])),
+        dynamic=_sizes_from_json(data.get("dynamic", [])),
+        buckets=_sizes_from_json(data.get("buckets", [])),
+        seq_len=None if seq_len is None else int(seq_len),
+        settings=_settings_from_json(data.get("settings", {})),
+    )
+
+
+def plan_to_dict(plan: StoredPlan) -> dict[str, Any]:
+    """The JSON `plan` block of a results file."""
+    return {
+        "version": PLAN_VERSION,
+        "command": list(plan.command),
+        "cold_start": plan.cold_start,
+        "isolate": plan.isolate,
+        "parts": [_matrix_to_dict(matrix) for matrix in plan.parts],
+    }
+
+
+def plan_from_dict(data: Any, where: Path, resolve: Callable[[str], ModelSpec]) -> StoredPlan:
+    """Inverse of plan_to_dict, models resolved with `resolve`; ResultsError naming `where` when the block is
+    not a readable plan (edited by hand, truncated, from a newer infermeter)."""
+    try:
+        if not isinstance(data, dict) or not isinstance(data.get("parts"), list) or not data["parts"]:
+            raise ValueError("no parts")
+        if int(data.get("version", PLAN_VERSION)) > PLAN_VERSION:
+            raise ResultsError(f"{where}: its plan is from a newer infermeter (version {data['version']}); upgrade")
+        return StoredPlan(
+            parts=tuple(_matrix_from_json(part, resolve) for part in data["parts"]),
+            command=tuple(str(word) for word in data.get("command", [])),
+            cold_start=bool(data.get("cold_start", False)),
+            isolate=bool(data.get("isolate", True)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ResultsError(
+            f"{where} holds a plan that cannot be read ({type(exc).__name__}: {exc}); the file was left as it is"
+        ) from exc
+
+
+def stored_plan(results: ResultsFile, where: Path, resolve: Callable[[str], ModelSpec]) -> StoredPlan | None:
+    """The plan stored in `results`, or None when the file has none (written before plans were stored)."""
+    if PLAN_KEY not in results.extra:
+        return None
+    return plan_from_dict(results.extra[PLAN_KEY], where, resolve)
+
+
+def store_plan(results: ResultsFile, plan: StoredPlan) -> None:
+    """Put `plan` into `results` (written with the file's next write, before the first case)."""
+    results.extra[PLAN_KEY] = plan_to_dict(plan)
+
+
+def record_resumption(results: ResultsFile, command: Sequence[str], left: int, extended: bool) -> None:
+    """Append this resumption to the file's history; `command` (the original) is left as it was."""
+    history = results.extra.get(RESUMED_KEY)
+    entries = history if isinstance(history, list) else []
+    entry: dict[str, Any] = {"at": now_iso(), "command": list(command), "remaining": left}
+    if extended:
+        entry["extended"] = True
+    results.extra[RESUMED_KEY] = [*entries, entry]
