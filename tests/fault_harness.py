@@ -111,12 +111,19 @@ def _leftovers(seen: dict[int, psutil.Process], grace_s: float = 6.0) -> int:
     deadline = time.monotonic() + grace_s
     alive = list(seen.values())
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in alive if _running(p)]
         time.sleep(0.1)
     for process in alive:
         with contextlib.suppress(psutil.Error):
             process.kill()
     return len(alive)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 @contextlib.contextmanager
@@ -163,7 +170,7 @@ def _inject(fault: str, proc: subprocess.Popen[str], out: Path, seen: dict[int, 
         deadline = time.monotonic() + 10
         while proc.poll() is None and time.monotonic() < deadline:
             _descendants(proc, seen)
-            workers = [p for p in seen.values() if p.is_running() and "spawn_main" in " ".join(_cmdline(p))]
+            workers = [p for p in seen.values() if _running(p) and "spawn_main" in " ".join(_cmdline(p))]
             if workers:
                 with contextlib.suppress(psutil.Error):
                     workers[-1].kill()

@@ -4,6 +4,7 @@ flags that would change the plan, `--resume-extend`, and broken files that must 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,18 @@ from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict
 from infermeter.models.spec import resolve_model
 
 SWEEP = SweepSpec(batches=(1, 2, 3, 4))
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], list[str]]:
+    """One sweep Ctrl-C'ed after its first case, shared by the tests (each resumes a copy)."""
+    return _interrupted(tmp_path_factory.mktemp("original"))
+
+
+def _copy(original: tuple[Path, list[str], list[str]], tmp_path: Path) -> tuple[Path, list[str], list[str]]:
+    out = tmp_path / "int.json"
+    shutil.copyfile(original[0], out)
+    return out, original[1], original[2]
 
 
 def _interrupted(tmp_path: Path, sweep: SweepSpec = SWEEP, done: int = 1) -> tuple[Path, list[str], list[str]]:
@@ -42,8 +55,8 @@ def _interrupted(tmp_path: Path, sweep: SweepSpec = SWEEP, done: int = 1) -> tup
     return out, args, [c["id"] for c in load_json(out)["cases"]]
 
 
-def test_bare_resume_finishes_exactly_the_original_plan(tmp_path: Path) -> None:
-    out, args, saved = _interrupted(tmp_path)
+def test_bare_resume_finishes_exactly_the_original_plan(original, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out, args, saved = _copy(original, tmp_path)
     assert 1 <= len(saved) < 4
     plan = load_json(out)["plan"]
     assert plan["command"][1:] == args and plan["parts"][0]["batches"] == [1, 2, 3, 4]
@@ -63,8 +76,8 @@ def test_bare_resume_finishes_exactly_the_original_plan(tmp_path: Path) -> None:
     assert [c["id"] for c in load_json(out)["cases"]] == ids
 
 
-def test_flags_that_change_the_plan_are_refused_and_extend_adds_cases(tmp_path: Path) -> None:
-    out, _, _ = _interrupted(tmp_path)
+def test_flags_that_change_the_plan_are_refused_and_extend_adds_cases(original, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out, _, _ = _copy(original, tmp_path)
     before = out.read_bytes()
     refused = run_cli("bench", "--resume", str(out), "--batch", "8", "-O", "null.latency_ms=3")
     assert refused.returncode == 2
@@ -89,8 +102,8 @@ def test_flags_that_change_the_plan_are_refused_and_extend_adds_cases(tmp_path: 
         (lambda text: text.replace('"ref": "tiny_cnn"', '"ref": "no_such_model"'), "cannot be resolved"),
     ],
 )
-def test_broken_file_is_refused_in_one_line_and_never_overwritten(tmp_path: Path, breakage, message) -> None:  # type: ignore[no-untyped-def]
-    out, _, _ = _interrupted(tmp_path)
+def test_broken_file_is_refused_in_one_line_and_never_overwritten(original, tmp_path: Path, breakage, message) -> None:  # type: ignore[no-untyped-def]
+    out, _, _ = _copy(original, tmp_path)
     out.write_text(breakage(out.read_text()))
     before = out.read_bytes()
     proc = run_cli("bench", "--resume", str(out), "--no-history")
