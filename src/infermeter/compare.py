@@ -1,48 +1,62 @@
-"""Compare two results files case by case: ratio with a bootstrap confidence interval, a significance test, and a
-verdict that a CI gate can trust (a noisy machine must not fail the build on noise). Pure: no printing.
+"""Compare two results files case by case: a ratio with a 95% interval, a significance test, and a verdict that a CI
+gate can trust. Pure: no printing.
 
-Method, per paired case and metric:
-- ratio = statistic(new samples) / statistic(base samples), where the statistic is the median (p50), the 99th
-  percentile (p99) or batch × 1000 / mean latency (throughput, inferences/s, from the same raw samples).
-- ratio_ci95: percentile bootstrap (Efron & Tibshirani 1993, ch. 13): both sample sets resampled independently
-  with replacement, BOOTSTRAP_RESAMPLES times, fixed seed; the 2.5% and 97.5% quantiles of the resampled ratios.
-- p_value: two-sided Mann–Whitney U test (Mann & Whitney 1947) on the raw samples (scipy).
-- significant: for p50 and throughput, p_value < alpha AND the CI excludes 1; for p99 the CI alone decides
-  (the U test compares whole distributions and can miss a change confined to the tail).
-- regression: significant, slower, and slower by more than the threshold. Only regressions fail a CI gate.
+Method, per paired case and metric (replicate statistics in `infermeter.compare_stats`):
+- replicates: the case's per-round medians (`rounds_p50_ms`, from interleaved rounds), never its raw samples: the
+  samples of one run share that run's machine state and are not independent replicates.
+- p50: ratio = geometric mean of the new side's round medians over the base side's; its 95% interval and the
+  two-sided p-value come from Welch's t-test on the log round medians.
+- p99 and throughput (batch × 1000 / mean latency): ratio from all samples of each side, judged against the same
+  between-round spread of the log medians (rounds record no per-round tail or mean).
+- significant: p_value < alpha. regression: significant, slower, and slower by more than the threshold. Only
+  regressions fail a CI gate.
+- unreplicated (a side without >= 2 rounds, e.g. a single-backend `bench`): no test is possible; the change is
+  reported with a warning, and fails the gate only beyond both the threshold and the case's known noise floor
+  (`compare_stats.noise_floor`, from the other side's rounds) when that is known.
+
+Rounds replicate within one run: a change of the machine's state between the two runs is not in their spread.
+`compare --rerun` (`infermeter.compare_rerun`) re-measures both sides interleaved in one session and is the gate
+to use in CI.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from infermeter.compare_stats import Replicates, noise_floor, replicates_of, welch_log_ratio
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
 
 METRICS = ("p50", "p99", "throughput")
-BOOTSTRAP_RESAMPLES = 1000
-# Larger sample sets are subsampled (without replacement, fixed seed) before the bootstrap: the interval is as
-# good for any practical purpose and the comparison stays under a second per case.
-MAX_BOOTSTRAP_SAMPLES = 5000
 DEFAULT_ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
 # Below this many samples a P99 rests on fewer than 5 samples beyond it (see stats.min_samples_for).
 MIN_P99_SAMPLES = 500
+UNREPLICATED = (
+    "unreplicated: this comparison cannot separate a change from machine noise; "
+    "rerun with --repeat N or use compare --rerun"
+)
+ROUNDS_CAVEAT = (
+    "intervals are from each run's interleaved rounds: a change of the machine's state between the two runs is "
+    "not in them; for a CI gate use compare --rerun"
+)
 
 
 @dataclass(frozen=True)
 class CaseChange:
     """One paired case. `ratio` is new/base of the metric; `slowdown` > 1 means the new run is slower whatever the
     metric (for throughput it is base/new). `verdict` is faster, slower, not significant, precision differs or
-    no data."""
+    no data. `replication` says what the interval and test rest on: `rounds` (each file's round medians),
+    `paired rounds` (`compare --rerun`: per-round ratios of one interleaved session) or `none` (unreplicated)."""
 
     label: str
     base: CaseResult
     new: CaseResult
-    paired_by: str  # "id" or "variables" (same model/backend/precision/batch/shape/threads, other options)
+    paired_by: str  # "id", "variables" (same model/backend/precision/batch/shape/threads) or "rerun"
     metric: str
     base_value: float | None = None
     new_value: float | None = None
@@ -53,6 +67,9 @@ class CaseChange:
     beyond_threshold: bool = False
     verdict: str = "no data"
     notes: list[str] = field(default_factory=list)
+    replication: str = "none"
+    replicates: tuple[int, int] = (0, 0)  # base, new
+    noise_floor: float | None = None  # unreplicated: the smallest change the case's known noise lets through
 
     @property
     def slowdown(self) -> float | None:
@@ -62,8 +79,14 @@ class CaseChange:
         return 1.0 / self.ratio if self.metric == "throughput" else self.ratio
 
     @property
+    def unreplicated(self) -> bool:
+        """True when a ratio was computed without replicates on both sides (no test, no interval)."""
+        return self.ratio is not None and self.replication == "none"
+
+    @property
     def regression(self) -> bool:
-        """Significant, slower, and beyond the threshold: what fails a CI gate."""
+        """Slower beyond the threshold, and significant (or, unreplicated, beyond the known noise): what fails a
+        CI gate."""
         return self.verdict == "slower" and self.beyond_threshold
 
 
@@ -78,11 +101,23 @@ class Comparison:
     only_base: list[CaseResult]
     only_new: list[CaseResult]
     env_differences: list[str]
+    remarks: list[str] = field(default_factory=list)  # said once below the table (e.g. cases not re-measured)
 
     @property
     def regressions(self) -> list[CaseChange]:
         """The changes that fail the gate."""
         return [c for c in self.changes if c.regression]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What limits the whole comparison: unreplicated cases, intervals from within-run rounds."""
+        found = []
+        unreplicated = [c for c in self.changes if c.unreplicated]
+        if unreplicated:
+            found.append(f"{len(unreplicated)} case(s) {UNREPLICATED}")
+        if any(c.replication == "rounds" for c in self.changes):
+            found.append(ROUNDS_CAVEAT)
+        return found
 
 
 def statistic(samples: np.ndarray, metric: str, batch: int) -> float:
@@ -92,38 +127,6 @@ def statistic(samples: np.ndarray, metric: str, batch: int) -> float:
     if metric == "p99":
         return float(np.percentile(samples, 99))
     return batch * 1000.0 / float(np.mean(samples))
-
-
-def _batched_statistic(resamples: np.ndarray, metric: str, batch: int) -> np.ndarray:
-    if metric == "p50":
-        return np.median(resamples, axis=1)
-    if metric == "p99":
-        return np.percentile(resamples, 99, axis=1)
-    return batch * 1000.0 / resamples.mean(axis=1)
-
-
-def bootstrap_ratio_ci(
-    base: np.ndarray, new: np.ndarray, metric: str, batch_base: int, batch_new: int, seed: int = 0
-) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of statistic(new) / statistic(base)."""
-    rng = np.random.default_rng(seed)
-    base = _subsample(base, rng)
-    new = _subsample(new, rng)
-    ratios = np.empty(BOOTSTRAP_RESAMPLES)
-    chunk = max(1, 2_000_000 // max(len(base), len(new)))
-    for start in range(0, BOOTSTRAP_RESAMPLES, chunk):
-        count = min(chunk, BOOTSTRAP_RESAMPLES - start)
-        b = _batched_statistic(base[rng.integers(0, len(base), (count, len(base)))], metric, batch_base)
-        n = _batched_statistic(new[rng.integers(0, len(new), (count, len(new)))], metric, batch_new)
-        ratios[start : start + count] = n / b
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def _subsample(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    if len(values) <= MAX_BOOTSTRAP_SAMPLES:
-        return values
-    return rng.choice(values, MAX_BOOTSTRAP_SAMPLES, replace=False)
 
 
 def _label(case: CaseResult) -> str:
@@ -165,6 +168,28 @@ def pair_cases(
     return pairs, still_base, [c for c in left_new if id(c) not in paired_new]
 
 
+def _limit_verdict(slowdown: float, limit: float, significant: bool) -> tuple[bool, str]:
+    """(beyond the limit in either direction, verdict) of a change judged significant or not."""
+    beyond = slowdown > 1.0 + limit or slowdown < 1.0 / (1.0 + limit)
+    if not significant:
+        return beyond, "not significant"
+    return beyond, "slower" if slowdown > 1.0 else "faster"
+
+
+def _refusal(base: CaseResult, new: CaseResult, allow_mixed_precision: bool, notes: list[str]) -> str | None:
+    """The verdict when the pair cannot be compared (no data, precision differs), with its reason in `notes`."""
+    if not (base.ok and new.ok and base.samples_ms and new.samples_ms):
+        notes.append(f"base {base.status}, new {new.status}")
+        return "no data"
+    if base.precision_effective != new.precision_effective:
+        text = f"effective precision {base.precision_effective} vs {new.precision_effective}"
+        if not allow_mixed_precision:
+            notes.append(text)
+            return "precision differs"
+        notes.append(text + " (compared anyway: --allow-mixed-precision)")
+    return None
+
+
 def compare_cases(
     base: CaseResult,
     new: CaseResult,
@@ -173,59 +198,75 @@ def compare_cases(
     alpha: float = DEFAULT_ALPHA,
     paired_by: str = "id",
     allow_mixed_precision: bool = False,
-    seed: int = 0,
 ) -> CaseChange:
-    """The change of one metric between two measurements of the same case."""
+    """The change of one metric between two measurements of the same case, judged on replicate medians."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
     label = _label(new)
     notes = []
     if paired_by == "variables":
         notes.append("paired by controlled variables: backend options or input shapes differ between the runs")
-    if not (base.ok and new.ok and base.samples_ms and new.samples_ms):
-        status = f"base {base.status}, new {new.status}"
-        return CaseChange(label, base, new, paired_by, metric, verdict="no data", notes=[*notes, status])
-    if base.precision_effective != new.precision_effective:
-        text = f"effective precision {base.precision_effective} vs {new.precision_effective}"
-        if not allow_mixed_precision:
-            return CaseChange(label, base, new, paired_by, metric, verdict="precision differs", notes=[*notes, text])
-        notes.append(text + " (compared anyway: --allow-mixed-precision)")
+    refused = _refusal(base, new, allow_mixed_precision, notes)
+    if refused:
+        return CaseChange(label, base, new, paired_by, metric, verdict=refused, notes=notes)
     b = np.asarray(base.samples_ms, dtype=np.float64)
     n = np.asarray(new.samples_ms, dtype=np.float64)
-    base_value = statistic(b, metric, base.batch)
-    new_value = statistic(n, metric, new.batch)
-    ratio = new_value / base_value
-    low, high = bootstrap_ratio_ci(b, n, metric, base.batch, new.batch, seed)
-    from scipy.stats import mannwhitneyu
-
-    p_value = float(mannwhitneyu(b, n, alternative="two-sided").pvalue)
-    excludes_one = low > 1.0 or high < 1.0
-    significant = excludes_one if metric == "p99" else excludes_one and p_value < alpha
+    base_value, new_value = statistic(b, metric, base.batch), statistic(n, metric, new.batch)
     if metric == "p99" and min(len(b), len(n)) < MIN_P99_SAMPLES:
         notes.append(f"P99 from fewer than {MIN_P99_SAMPLES} samples: its interval is wide")
+    reps = (replicates_of(base), replicates_of(new))
+    counts = (len(reps[0].medians_ms), len(reps[1].medians_ms))
+    draft = CaseChange(label, base, new, paired_by, metric, base_value, new_value, notes=notes, replicates=counts)
+    point = new_value / base_value
+    if reps[0].replicated and reps[1].replicated:
+        return _replicated(draft, reps, point, threshold, alpha)
+    return _unreplicated(draft, reps, point, threshold)
+
+
+def _replicated(
+    draft: CaseChange, reps: tuple[Replicates, Replicates], point: float, threshold: float, alpha: float
+) -> CaseChange:
+    """Welch's test on the two sides' log round medians (centred on the sample ratio for p99 and throughput)."""
+    metric = draft.metric
+    # The replicates are latencies: throughput's ratio is judged as the latency ratio it implies, then inverted.
+    latency_ratio = 1.0 / point if metric == "throughput" else point
+    test = welch_log_ratio(reps[0].medians_ms, reps[1].medians_ms, None if metric == "p50" else math.log(latency_ratio))
+    low, high = test.ci95
+    ratio, ci = (1.0 / test.ratio, (1.0 / high, 1.0 / low)) if metric == "throughput" else (test.ratio, (low, high))
+    significant = test.p_value < alpha
     slowdown = 1.0 / ratio if metric == "throughput" else ratio
-    beyond = slowdown > 1.0 + threshold or slowdown < 1.0 / (1.0 + threshold)
-    if not significant:
-        verdict = "not significant"
+    beyond, verdict = _limit_verdict(slowdown, threshold, significant)
+    if significant and not beyond:
+        draft.notes.append(f"within the {threshold:.0%} threshold")
+    return replace(
+        draft,
+        ratio=ratio,
+        ratio_ci95=ci,
+        p_value=test.p_value,
+        significant=significant,
+        beyond_threshold=beyond,
+        verdict=verdict,
+        replication="rounds",
+    )
+
+
+def _unreplicated(draft: CaseChange, reps: tuple[Replicates, Replicates], point: float, threshold: float) -> CaseChange:
+    """No test: the point ratio, judged against the threshold and, when one side's rounds show it, the case's
+    noise floor (a change smaller than the noise between two single runs is never called)."""
+    floor = noise_floor(*reps)
+    limit = max(threshold, floor or 0.0)
+    slowdown = 1.0 / point if draft.metric == "throughput" else point
+    beyond, verdict = _limit_verdict(slowdown, limit, True)
+    if floor is not None and floor > threshold:
+        draft.notes.append(f"unreplicated: changes within the case's noise floor ±{floor:.1%} are not judged")
     else:
-        verdict = "slower" if slowdown > 1.0 else "faster"
-        if not beyond:
-            notes.append(f"within the {threshold:.0%} threshold")
-    return CaseChange(
-        label,
-        base,
-        new,
-        paired_by,
-        metric,
-        base_value,
-        new_value,
-        ratio,
-        (low, high),
-        p_value,
-        significant,
-        beyond,
-        verdict,
-        notes,
+        draft.notes.append("unreplicated")
+    return replace(
+        draft,
+        ratio=point,
+        beyond_threshold=beyond,
+        verdict=verdict if beyond else "unreplicated",
+        noise_floor=floor,
     )
 
 
@@ -239,10 +280,7 @@ def compare_results(
 ) -> Comparison:
     """Compare every paired case of two results files."""
     pairs, only_base, only_new = pair_cases(base.cases, new.cases)
-    changes = [
-        compare_cases(b, n, metric, threshold, alpha, how, allow_mixed_precision, seed=i)
-        for i, (b, n, how) in enumerate(pairs)
-    ]
+    changes = [compare_cases(b, n, metric, threshold, alpha, how, allow_mixed_precision) for b, n, how in pairs]
     return Comparison(
         metric,
         threshold,

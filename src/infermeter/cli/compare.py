@@ -14,7 +14,13 @@ from infermeter.compare import DEFAULT_ALPHA, METRICS, CaseChange, Comparison, c
 from infermeter.errors import UsageError
 from infermeter.report.summary import format_ms
 
-_STYLES = {"slower": "red", "faster": "green", "not significant": "dim", "precision differs": "yellow"}
+_STYLES = {
+    "slower": "red",
+    "faster": "green",
+    "not significant": "dim",
+    "unreplicated": "yellow",
+    "precision differs": "yellow",
+}
 
 
 def _value(change: CaseChange, value: float | None) -> str:
@@ -36,10 +42,10 @@ def print_comparison(comparison: Comparison) -> None:
     for column in ("case", "base", "new", "new/base [95% CI]", "p", "verdict"):
         table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=True)
     for change in comparison.changes:
-        ratio = "—"
-        if change.ratio is not None and change.ratio_ci95 is not None:
+        ratio = "—" if change.ratio is None else f"{change.ratio:.3f}x"
+        if change.ratio_ci95 is not None:
             low, high = change.ratio_ci95
-            ratio = f"{change.ratio:.3f}x [{low:.3f}, {high:.3f}]"
+            ratio += f" [{low:.3f}, {high:.3f}]"
         verdict = change.verdict + (" REGRESSION" if change.regression else "")
         if change.notes:
             verdict += f" ({'; '.join(change.notes)})"
@@ -53,13 +59,18 @@ def print_comparison(comparison: Comparison) -> None:
             f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
         )
     stdout.print(table)
+    for warning in comparison.warnings:
+        stdout.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
+    for remark in comparison.remarks:
+        stdout.print(escape(remark), soft_wrap=True)
     for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):
         for case in cases:
             stdout.print(f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}")
     regressions = comparison.regressions
     if regressions:
         stdout.print(
-            f"[red]{len(regressions)} regression(s)[/]: significant and more than {comparison.threshold:.0%} slower"
+            f"[red]{len(regressions)} regression(s)[/]: more than {comparison.threshold:.0%} slower, and significant "
+            "(unreplicated: beyond the known noise)"
         )
     else:
         stdout.print("no significant regression beyond the threshold")
@@ -73,8 +84,9 @@ def print_comparison(comparison: Comparison) -> None:
 @click.option("--alpha", type=float, default=DEFAULT_ALPHA, show_default=True, help="Significance level.")
 @click.option("--allow-mixed-precision", is_flag=True, help="Compare pairs whose effective precisions differ.")
 def compare(base: Path, new: Path, metric: str, threshold: str, alpha: float, allow_mixed_precision: bool) -> None:
-    """Compare NEW against BASE case by case. Exit 1 only when a change is both significant and beyond the
-    threshold; a noisy machine does not fail CI on noise."""
+    """Compare NEW against BASE case by case, on each file's per-round medians (not raw samples). Exit 1 only
+    when a change is both significant and beyond the threshold. Files without rounds are compared unreplicated,
+    with a warning."""
     from infermeter.results.io import read_results
 
     try:
