@@ -129,7 +129,8 @@ def statistic(samples: np.ndarray, metric: str, batch: int) -> float:
     return batch * 1000.0 / float(np.mean(samples))
 
 
-def _label(case: CaseResult) -> str:
+def case_label(case: CaseResult) -> str:
+    """The case's controlled variables in one line, as the comparison table shows them."""
     return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode} t{case.threads}"
 
 
@@ -202,7 +203,7 @@ def compare_cases(
     """The change of one metric between two measurements of the same case, judged on replicate medians."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
-    label = _label(new)
+    label = case_label(new)
     notes = []
     if paired_by == "variables":
         notes.append("paired by controlled variables: backend options or input shapes differ between the runs")

@@ -1,0 +1,86 @@
+"""compare --rerun with the null backend: a machine-state shift between the two recorded runs (or during the rerun)
+does not fail the gate; a real slowdown of the new side is detected; a side that cannot be rebuilt is said."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from crafted_results import make_case, make_results
+from infermeter.case import MeasureSettings
+from infermeter.compare_rerun import load_side, rerun_comparison
+from infermeter.results.io import read_results as _read
+from infermeter.results.io import write_results
+from infermeter.results.schema import CaseResult
+
+# Short: 6 rounds of 0.1 s bursts per case, no precision target (a null case's spread is the timer's).
+SETTINGS = MeasureSettings(warmup_iterations=2, min_time_s=0.6, max_time_s=5.0, target_ci=0.0, rounds=6)
+FLAGS = ["--rounds", "6", "--min-time", "0.6", "--max-time", "5", "--target-ci", "0"]
+
+
+def _recorded(p50_ms: float, options: dict[str, str], model: str = "tiny_cnn") -> CaseResult:
+    """A case as a past `bench` run recorded it (p50_ms: what the machine gave then)."""
+    case = make_case("null", 1, p50_ms, model=model, threads=1, sigma=0.02)
+    case.options = dict(options)
+    return case
+
+
+def _write(path: Path, case: CaseResult) -> Path:
+    write_results(path, make_results([case]))
+    return path
+
+
+def test_a_machine_shift_between_the_runs_fails_the_file_gate_but_not_the_rerun(tmp_path: Path) -> None:
+    # Same configuration twice; the machine was 30% slower when NEW was recorded.
+    options = {"null.latency_ms": "1"}
+    base = _write(tmp_path / "base.json", _recorded(1.0, options))
+    new = _write(tmp_path / "new.json", _recorded(1.3, options))
+    files = run_cli("compare", str(base), str(new))
+    assert files.returncode == 1 and "unreplicated" in files.stdout  # the files alone cannot tell machine from code
+    rerun = run_cli("compare", str(base), str(new), "--rerun", *FLAGS)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "re-measured now" in rerun.stdout and "REGRESSION" not in rerun.stdout
+    assert "re-measuring 1/1" in rerun.stderr
+
+
+def test_a_slowdown_of_the_machine_during_the_rerun_hits_both_sides(tmp_path: Path) -> None:
+    slow_file = tmp_path / "slow"
+    options = {"null.latency_ms": "1", "null.slow_file": str(slow_file), "null.slow_factor": "1.3"}
+    base = _write(tmp_path / "base.json", _recorded(1.0, options))
+    new = _write(tmp_path / "new.json", _recorded(1.0, options))
+    timer = threading.Timer(1.5, slow_file.touch)  # about halfway through the rounds (loading comes first)
+    timer.start()
+    try:
+        comparison = rerun_comparison(load_side(base, _read(base)), load_side(new, _read(new)), SETTINGS)
+    finally:
+        timer.cancel()
+    assert slow_file.exists()
+    (change,) = comparison.changes
+    assert change.ratio is not None and change.ratio == pytest.approx(1.0, abs=0.03)
+    assert not change.regression and change.replication == "paired rounds"
+    assert change.replicates[0] >= 6
+
+
+def test_a_real_slowdown_of_the_new_side_is_detected(tmp_path: Path) -> None:
+    base = _write(tmp_path / "base.json", _recorded(1.0, {"null.latency_ms": "1"}))
+    new = _write(tmp_path / "new.json", _recorded(1.0, {"null.latency_ms": "1.2"}))  # recorded on a faster day
+    comparison = rerun_comparison(load_side(base, _read(base)), load_side(new, _read(new)), SETTINGS, 0.05)
+    (change,) = comparison.changes
+    assert change.ratio is not None and change.ratio == pytest.approx(1.2, rel=0.03)
+    assert change.ratio_ci95 is not None and change.ratio_ci95[0] > 1.1
+    assert change.verdict == "slower" and change.regression
+    lenient = run_cli("compare", str(base), str(new), "--rerun", *FLAGS, "--threshold", "30%")
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr  # significant, but within 30%
+
+
+def test_a_side_that_cannot_be_rebuilt_is_named_and_p50_only(tmp_path: Path) -> None:
+    gone = _recorded(1.0, {"null.latency_ms": "1"}, model=str(tmp_path / "gone.onnx"))
+    base, new = _write(tmp_path / "base.json", gone), _write(tmp_path / "new.json", gone)
+    proc = run_cli("compare", str(base), str(new), "--rerun", *FLAGS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not re-measured" in proc.stdout and "gone.onnx" in proc.stdout
+    p99 = run_cli("compare", str(base), str(new), "--rerun", "--metric", "p99")
+    assert p99.returncode == 2 and "--rerun compares p50" in p99.stderr
