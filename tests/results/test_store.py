@@ -57,7 +57,8 @@ def test_bench_with_a_corrupt_history_keeps_its_json(tmp_path: Path) -> None:
     db.write_bytes(b"\x00garbage" * 512)
     out = tmp_path / "r.json"
     bench = run_cli(
-        "bench", "tiny_cnn", "-b", "null", "--batch", "1", "--iterations", "5", "--min-time", "0", "-o", str(out),
+        "bench", "tiny_cnn", "-b", "null", "--batch", "1", "--iterations", "5", "--min-time", "0", "--target-ci", "0",
+        "-o", str(out),
         env={"INFERMETER_HISTORY": str(db)},
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr
@@ -65,7 +66,8 @@ def test_bench_with_a_corrupt_history_keeps_its_json(tmp_path: Path) -> None:
     assert read_results(out).cases[0].status == "ok"
     good_db = tmp_path / "good.db"
     bench = run_cli(
-        "bench", "tiny_cnn", "-b", "null", "--batch", "1", "--iterations", "5", "--min-time", "0", "-o", str(out),
+        "bench", "tiny_cnn", "-b", "null", "--batch", "1", "--iterations", "5", "--min-time", "0", "--target-ci", "0",
+        "-o", str(out),
         env={"INFERMETER_HISTORY": str(good_db)},
     )  # fmt: skip
     assert bench.returncode == 0 and len(load_history(good_db)) == 1
@@ -104,11 +106,23 @@ def test_trend_flags_a_real_regression_and_not_noise(tmp_path: Path) -> None:
     assert not any(p.regression for p in ort.points)
     only = load_history(db, backend="onnxruntime")
     assert {p.backend for p in only} == {"onnxruntime"} and len(only) == 5
+    assert [p.judged for p in torch.points] == [False, False, False, True, True]  # 3 previous runs needed
+
+
+def test_a_run_within_the_case_s_own_run_to_run_noise_is_not_a_regression(tmp_path: Path) -> None:
+    # A case whose P50 moves ±10% from run to run: a latest run 20% above the median of the previous ones is
+    # inside their band. (Its samples against the previous run's: a Mann-Whitney p far below 0.01.)
+    db = tmp_path / "h.db"
+    _record_series(db, [2.0, 2.3, 1.8, 2.2, 1.9, 2.4])
+    (trend,) = case_trends(load_history(db), threshold=0.10)
+    latest = trend.points[-1]
+    assert latest.change is not None and latest.change > 1.15 and latest.band is not None
+    assert latest.band[1] > 2.4 and not trend.regressed and trend.judged
 
 
 def test_history_command_shows_runs_and_flags(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    _record_series(db, [2.0, 2.0, 3.0])
+    _record_series(db, [2.0, 2.0, 2.0, 3.0])
     proc = run_cli("history", "--db", str(db), "--model", "tiny_cnn")
     assert proc.returncode == 0, proc.stderr
     assert "REGRESSION" in proc.stdout and re.search(r"\+(49|50)\.\d%", proc.stdout)
@@ -119,6 +133,10 @@ def test_history_command_shows_runs_and_flags(tmp_path: Path) -> None:
     steady = tmp_path / "steady.db"
     _record_series(steady, [2.0, 2.0, 2.0])
     assert run_cli("history", "--db", str(steady), "--fail-on-regression").returncode == 0
+    young = tmp_path / "young.db"
+    _record_series(young, [2.0, 2.0, 3.0])  # two previous runs: their spread is unknown
+    unjudged = run_cli("history", "--db", str(young), "--fail-on-regression")
+    assert unjudged.returncode == 0 and "1 case(s) cannot be judged" in unjudged.stdout
     none = run_cli("history", "--db", str(db), "--backend", "tensorrt", "--fail-on-regression")
     assert none.returncode == 0 and "no recorded runs" in none.stdout
     missing = run_cli("history", "--db", str(tmp_path / "absent.db"))
