@@ -55,6 +55,8 @@ def test_second_process_hits_the_inductor_cache(tmp_path):
             "3",
             "--min-time",
             "0",
+            "--target-ci",
+            "0",
             "--no-roofline",
             "-o",
             str(out),

@@ -80,3 +80,18 @@ def test_a_slowdown_of_both_arms_moves_the_sequential_ratio_but_not_the_interlea
     _, interleaved, rounds = _ratio(tmp_path, interleave=True)
     assert rounds >= 12
     assert interleaved is not None and abs(interleaved / 2.0 - 1) < 0.01
+
+
+def test_rounds_go_on_until_the_paired_speedup_is_precise() -> None:
+    from types import SimpleNamespace
+
+    from infermeter.measure.interleave import _speedups_precise
+
+    def arm(medians: list[float]) -> SimpleNamespace:
+        return SimpleNamespace(log=SimpleNamespace(round_medians_ns=medians))
+
+    steady = [arm([2.0, 2.2, 1.8, 2.0]), arm([1.0, 1.1, 0.9, 1.0])]
+    noisy = [arm([2.0, 2.2, 1.8, 2.0]), arm([1.0, 1.3, 0.8, 1.1])]
+    assert _speedups_precise(steady, 0.005)  # type: ignore[arg-type]
+    assert not _speedups_precise(noisy, 0.01)  # type: ignore[arg-type]
+    assert _speedups_precise(noisy, 0.0)  # type: ignore[arg-type]

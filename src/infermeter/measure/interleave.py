@@ -6,7 +6,8 @@ over `--rounds` bursts, after one untimed re-warming run), one worker at a time 
 their pipe; the next burst starts only once the last worker's thread pools have stopped spinning. The order changes
 between rounds: a shuffle drawn from `--seed` on even rounds, its reverse on odd ones, so that over each pair of
 rounds every case sits in mirrored positions (an ABBA design: a trend within a round cancels). Rounds go on, past
-`--rounds`, until every case meets the stop rule, or one reaches `--max-time`.
+`--rounds`, until every case meets the stop rule and every paired speedup's interval is within ±2×`--target-ci`,
+or one case reaches `--max-time`.
 
 Per round, the ratio baseline median / case median is one paired observation of the speedup: a change in the
 machine's speed between rounds cancels in it. The speedup is their geometric mean with a 95% Student-t interval
@@ -146,11 +147,29 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) ->
         if trace is not None:
             trace.read()
         r += 1
-        states = [arm.log.state() for arm in arms if arm.ended is None]
+        live = [arm for arm in arms if arm.ended is None]
+        states = [arm.log.state() for arm in live]
         if not states or any(s.stopped_by == "max_time" for s in states):
             return
-        if r >= settings.rounds and all(s.stopped_by for s in states):
+        if r >= settings.rounds and all(s.stopped_by for s in states) and _speedups_precise(live, settings.target_ci):
             return
+
+
+def _speedups_precise(live: list[Arm], target: float) -> bool:
+    """True when every case's paired speedup over the first is known to ±2×`target` (95% interval): the rounds
+    go on for the comparison, not only for each case's own median (no target: always true). Twice the target,
+    because a ratio carries the noise of both its medians (√2 as much for equal noise) and a round's median
+    rests on a few samples."""
+    if target <= 0 or len(live) < 2:
+        return True
+    target *= 2
+    base = live[0].log.round_medians_ns
+    for arm in live[1:]:
+        count = min(len(base), len(arm.log.round_medians_ns))
+        paired = paired_speedup(base[:count], arm.log.round_medians_ns[:count], "")
+        if max(paired.ci_high / paired.ratio - 1, 1 - paired.ci_low / paired.ratio) > target:
+            return False
+    return True
 
 
 def run_group(

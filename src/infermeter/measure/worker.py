@@ -6,10 +6,12 @@ framework becomes a `crashed` or `timeout` result, and the sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -46,9 +48,22 @@ def _set_thread_environment(threads: int) -> None:
         os.environ[variable] = str(threads)
 
 
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this worker when its parent dies (even by SIGKILL), so that no orphan keeps
+    burning the CPUs stuck inside a framework's native code. Elsewhere the pipe's EOF is the only signal."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
     """The worker: load the case, say `ready`, then serve `burst` requests until `finish` (see CaseWorker)."""
     entered = time.time()
+    _die_with_parent()
     # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_thread_environment(case.threads)
