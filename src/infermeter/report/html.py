@@ -65,8 +65,9 @@ def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> st
         command = " ".join(source.results.command)
         parts.append(
             f'<p class="meta"><code>{escape(source.name)}</code> · created {escape(source.results.created)} · '
-            f"{len(source.results.cases)} cases" + (f" · <code>{escape(command)}</code>" if command else "") + "</p>"
-        )
+            f"{len(source.results.cases)} cases" + (f" · <code>{escape(command)}</code>" if command else "")
+            + _speed_note(source.results.extra.get("machine_speed")) + "</p>"
+        )  # fmt: skip
     for name, diffs in report.env_differences:
         parts.append(
             f'<div class="envdiff"><strong>Environment of {escape(name)} differs from the first file:</strong> '
@@ -108,3 +109,9 @@ def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> st
     parts.append(_table(["", "value"], env_rows, "environment"))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _speed_note(block: object) -> str:
+    """` · machine speed moved 42% during the run`, from the results file's machine-speed probe, when recorded."""
+    moved = block.get("moved") if isinstance(block, dict) else None
+    return f" · machine speed moved {moved:.0%} during the run" if isinstance(moved, int | float) else ""

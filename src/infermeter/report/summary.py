@@ -190,9 +190,9 @@ def p50_cell(case: CaseResult) -> str:
     halfwidth = max(stats.p50 - low, high - stats.p50) / stats.p50 if stats.p50 > 0 else 0.0
     if case.target_ci is None or halfwidth <= case.target_ci:
         return format_ms(stats.p50)
-    return (
-        f"{format_ms(stats.p50)} ±{halfwidth:.0%}" if halfwidth >= 0.01 else f"{format_ms(stats.p50)} ±{halfwidth:.1%}"
-    )
+    # One decimal below 10%, so that a 1.4% interval against a 1% target does not read "±1%".
+    width = f"{halfwidth:.0%}" if halfwidth >= 0.1 else f"{halfwidth:.1%}"
+    return f"{format_ms(stats.p50)} ±{width}"
 
 
 def p99_cell(stats: LatencyStats) -> str:
