@@ -4,6 +4,7 @@ does not fail the gate; a real slowdown of the new side is detected; a side that
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,14 +55,17 @@ def test_a_slowdown_of_the_machine_during_the_rerun_hits_both_sides(tmp_path: Pa
     timer = threading.Timer(1.5, slow_file.touch)  # about halfway through the rounds (loading comes first)
     timer.start()
     try:
-        comparison = rerun_comparison(load_side(base, _read(base)), load_side(new, _read(new)), SETTINGS)
+        settings = replace(SETTINGS, min_time_s=1.2, rounds=12)
+        comparison = rerun_comparison(load_side(base, _read(base)), load_side(new, _read(new)), settings)
     finally:
         timer.cancel()
     assert slow_file.exists()
     (change,) = comparison.changes
-    assert change.ratio is not None and change.ratio == pytest.approx(1.0, abs=0.03)
+    # The round in which the file appears may time one side slow and the other not: one ratio in 12 moves, the
+    # geometric mean by at most 1.3 ** (1 / 12) = 1.022, and its spread keeps it from being significant.
+    assert change.ratio is not None and change.ratio == pytest.approx(1.0, abs=0.04)
     assert not change.regression and change.replication == "paired rounds"
-    assert change.replicates[0] >= 6
+    assert change.replicates[0] >= 12
 
 
 def test_a_real_slowdown_of_the_new_side_is_detected(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ DEFAULT_THRESHOLD = 0.05
 MIN_P99_SAMPLES = 500
 UNREPLICATED = (
     "unreplicated: this comparison cannot separate a change from machine noise; "
-    "rerun with --repeat N or use compare --rerun"
+    "use compare --rerun (or bench 2+ backends together, so that each case has rounds)"
 )
 ROUNDS_CAVEAT = (
     "intervals are from each run's interleaved rounds: a change of the machine's state between the two runs is "

@@ -1,0 +1,181 @@
+"""How often does the regression gate cry wolf, and how often does it catch a real slowdown? On this machine.
+
+    python benchmarks/gate_calibration.py --pairs 10 --write-docs          # resnet18, about an hour
+    python benchmarks/gate_calibration.py --model tiny_cnn --pairs 1 --min-time 0.5 --target-ci 0 --max-time 3
+
+Unchanged pairs: `bench MODEL -b onnxruntime,openvino --batch 1` twice, back to back, same command. Slowed pairs:
+the same, then the same with `--option SLOW_OPTION` (default `onnxruntime.opt_level=basic`: ONNX Runtime's graph
+optimizations cut to the basic level; OpenVINO ignores the option, so its case stays an unchanged pair). Each pair
+is judged at --threshold (5%) by three gates:
+- old: the raw-sample test `compare` used before (every timed iteration a replicate): two-sided Mann–Whitney U
+  p < 0.01 and a slowdown of the P50 beyond the threshold (the old bootstrap interval excluded 1 whenever that
+  p-value was that small at these sample counts, so it is left out here);
+- files: today's `compare BASE NEW` (Welch's t on each file's round medians);
+- rerun: `compare BASE NEW --rerun` (both sides re-measured, interleaved, per-round ratios).
+A false alarm is an unchanged case flagged as a regression; a detection is the slowed ONNX Runtime case flagged.
+The slowdown's real size is the geometric mean of the rerun's interleaved ratios. Nothing else should run on the
+machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from infermeter.case import MeasureSettings
+from infermeter.compare import compare_results, pair_cases
+from infermeter.compare_rerun import load_side, rerun_comparison
+from infermeter.results.io import read_results
+from infermeter.results.schema import ResultsFile
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+SECTION = "## Regression gate"
+GATES = ("old", "files", "rerun")
+SLOWED_BACKEND = "onnxruntime"
+
+
+@dataclass
+class Tally:
+    """Per gate: unchanged cases judged and flagged, pairs with any false alarm, slowed cases judged and caught."""
+
+    unchanged_cases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    false_alarms: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    alarmed_pairs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    slowed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    detected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    slowdowns: list[float] = field(default_factory=list)  # the rerun's interleaved ratio of each slowed pair
+
+
+def bench(args: argparse.Namespace, out: Path, slow: bool) -> ResultsFile:
+    """One `infermeter bench` run of the calibration's configuration."""
+    command = [sys.executable, "-m", "infermeter", "bench", args.model, "-b", "onnxruntime,openvino", "--batch", "1"]
+    command += ["--min-time", str(args.min_time), "--max-time", str(args.max_time), "--rounds", str(args.rounds)]
+    command += ["--target-ci", str(args.target_ci), "--no-history", "-o", str(out)]
+    if slow:
+        command += ["--option", args.slow_option]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return read_results(out)
+
+
+def old_gate(base: ResultsFile, new: ResultsFile, threshold: float, alpha: float = 0.01) -> dict[str, bool]:
+    """The raw-sample gate `compare` used before: backend -> flagged."""
+    from scipy.stats import mannwhitneyu
+
+    flagged = {}
+    for b, n, _how in pair_cases(base.cases, new.cases)[0]:
+        if not (b.ok and n.ok and b.samples_ms and n.samples_ms):
+            continue
+        p_value = float(mannwhitneyu(b.samples_ms, n.samples_ms, alternative="two-sided").pvalue)
+        slowdown = float(np.median(n.samples_ms) / np.median(b.samples_ms))
+        flagged[b.backend] = p_value < alpha and slowdown > 1.0 + threshold
+    return flagged
+
+
+def judge_pair(args: argparse.Namespace, folder: Path, index: int, slow: bool, tally: Tally) -> None:
+    """Run one pair, judge it with the three gates, add to the tally."""
+    kind = "slow" if slow else "same"
+    paths = (folder / f"{kind}{index}-base.json", folder / f"{kind}{index}-new.json")
+    base, new = bench(args, paths[0], False), bench(args, paths[1], slow)
+    files = compare_results(base, new, "p50", args.threshold)
+    settings = MeasureSettings(
+        min_time_s=args.min_time, max_time_s=args.max_time, rounds=args.rounds, target_ci=args.target_ci
+    )
+    rerun = rerun_comparison(load_side(paths[0], base), load_side(paths[1], new), settings, args.threshold)
+    verdicts = {
+        "old": old_gate(base, new, args.threshold),
+        "files": {c.base.backend: c.regression for c in files.changes if c.ratio is not None},
+        "rerun": {c.base.backend: c.regression for c in rerun.changes if c.ratio is not None},
+    }
+    for change in rerun.changes:
+        if slow and change.base.backend == SLOWED_BACKEND and change.ratio is not None:
+            tally.slowdowns.append(change.ratio)
+    for gate, flags in verdicts.items():
+        alarm = False
+        for backend, flagged in flags.items():
+            if slow and backend == SLOWED_BACKEND:
+                tally.slowed[gate] += 1
+                tally.detected[gate] += flagged
+            else:
+                tally.unchanged_cases[gate] += 1
+                tally.false_alarms[gate] += flagged
+                alarm |= flagged
+        tally.alarmed_pairs[gate] += alarm and not slow
+    print(f"{'slowed' if slow else 'unchanged'} pair {index + 1}: {verdicts}", flush=True)
+
+
+def table(tally: Tally, pairs: int) -> str:
+    """The markdown table of the three gates."""
+    names = {
+        "old": "old: raw samples (Mann–Whitney)",
+        "files": "`compare` (round medians, Welch)",
+        "rerun": "`compare --rerun` (interleaved, paired)",
+    }
+    lines = [
+        "| gate | unchanged pairs with a false alarm | unchanged cases flagged | real slowdowns detected |",
+        "|---|---:|---:|---:|",
+    ]
+    for gate in GATES:
+        lines.append(
+            f"| {names[gate]} | {tally.alarmed_pairs[gate]}/{pairs} | "
+            f"{tally.false_alarms[gate]}/{tally.unchanged_cases[gate]} | {tally.detected[gate]}/{tally.slowed[gate]} |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(text: str) -> None:
+    """Put `text` (a whole section) into docs/benchmarks.md in place of the old one."""
+    doc = DOCS.read_text()
+    start = doc.find(SECTION)
+    if start == -1:
+        doc = doc.rstrip() + "\n\n" + text
+    else:
+        end = doc.find("\n## ", start + 1)
+        doc = doc[:start] + text + (doc[end + 1 :] if end != -1 else "")
+    DOCS.write_text(doc)
+
+
+def main() -> None:
+    """Run the pairs, print the table, optionally write it into docs/benchmarks.md."""
+    from infermeter.compare import parse_threshold
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--pairs", type=int, default=10, help="unchanged pairs, and as many slowed pairs")
+    parser.add_argument("--threshold", type=parse_threshold, default=0.05)
+    parser.add_argument("--slow-option", default="onnxruntime.opt_level=basic")
+    parser.add_argument("--min-time", type=float, default=3.0, help="bench and rerun: timed seconds per case")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--max-time", type=float, default=60.0, help="bench and rerun: at most seconds per case")
+    parser.add_argument("--target-ci", type=float, default=0.01, help="bench and rerun: P50/ratio known to ±this")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    tally, started = Tally(), time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gate-") as folder:
+        for slow in (False, True):
+            for index in range(args.pairs):
+                judge_pair(args, Path(folder), index, slow, tally)
+    size = math.exp(float(np.mean(np.log(tally.slowdowns)))) if tally.slowdowns else float("nan")
+    spread = f"{min(tally.slowdowns):.3f}–{max(tally.slowdowns):.3f}" if tally.slowdowns else "—"
+    result = table(tally, args.pairs)
+    print(result)
+    print(f"slowdown of `--option {args.slow_option}` on {SLOWED_BACKEND}, interleaved: {size:.3f}x ({spread})")
+    if args.write_docs:
+        command = "python benchmarks/gate_calibration.py " + " ".join(sys.argv[1:])
+        write_docs(
+            f"{SECTION} — `{command}`\n\n{time.monotonic() - started:.0f} s on this machine; {args.model} batch 1 on "
+            f"ONNX Runtime and OpenVINO, threshold {args.threshold:.0%}, {args.pairs} unchanged and {args.pairs} "
+            f"slowed pairs (`--option {args.slow_option}`: {SLOWED_BACKEND} {size:.3f}x slower by the interleaved "
+            f"reruns, {spread}). Method in the script's docstring.\n\n{result}\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
