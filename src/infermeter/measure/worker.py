@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from infermeter.case import Case
+from infermeter.interrupts import deferred_interrupts
 from infermeter.measure.execute import (
     CaseRunner,
     PhaseCallback,
@@ -128,8 +129,16 @@ class CaseWorker:
         self.process = context.Process(target=_child_main, args=(child_conn, spec, case), daemon=True)
         self.started = time.perf_counter()
         self.deadline = self.started + case.settings.case_timeout_s
-        self.process.start()
-        child_conn.close()
+        try:
+            # A Ctrl-C while the child is still reading its start-up data would make it print an EOFError
+            # traceback: held until the start is complete, then delivered, and the fresh worker stopped.
+            with deferred_interrupts():
+                self.process.start()
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            child_conn.close()
 
     def rss_mb(self) -> float:
         """The worker's resident memory now (0 once it has exited)."""
@@ -231,6 +240,8 @@ class CaseWorker:
 
     def kill(self) -> None:
         """Stop the worker at once (idempotent)."""
+        if self.process.pid is None:
+            return  # never started
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
