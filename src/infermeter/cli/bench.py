@@ -10,8 +10,6 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
 from infermeter.cli.common import (
@@ -25,27 +23,23 @@ from infermeter.cli.common import (
     stderr,
     stdout,
 )
+from infermeter.cli.console import print_summary, print_table, run_plan_with_progress
 from infermeter.cli.resume import check_resume_flags, given_plan_flags, new_sweep, resumed_sweep
 from infermeter.errors import InfermeterError, UsageError
-from infermeter.interrupts import Terminated, deferred_interrupts, terminate_as_interrupt
+from infermeter.interrupts import deferred_interrupts
 from infermeter.measure.plan import Matrix, PlanItem
 from infermeter.measure.shapes import parse_sizes
-from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.models.inputs import parse_input_override, resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.models.zoo import DEFAULT_MODEL
 from infermeter.report.summary import (
     COLD_START_COLUMNS,
-    NUMERIC_COLUMNS,
-    PER_SHAPE_COLUMNS,
     SummaryTable,
     cold_start_rows,
-    group_warnings,
-    per_shape_rows,
     summary_table,
 )
 from infermeter.results.io import write_results
-from infermeter.results.schema import CaseResult, ResultsFile
+from infermeter.results.schema import ResultsFile
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -53,48 +47,11 @@ OPTION_FLAGS = {
     "ort_opt_level": "onnxruntime.opt_level",
     "ov_hint": "openvino.hint",
 }
-# The summary's numeric columns plus those of the per-shape and cold-start tables.
-CONSOLE_NUMERIC_COLUMNS = NUMERIC_COLUMNS | {
-    "streams",
-    "runs",
-    "process s",
-    "import s",
-    "convert s",
-    "compile s",
-    "session s",
-    "first ms",
-    "to first result s",
-}
 
 
 def _default_output() -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("results") / f"bench-{stamp}.json"
-
-
-def _print_table(compact: SummaryTable, title: str | None = None) -> None:
-    columns, rows, caption = compact.compact()
-    rich_table = Table(header_style="bold", title=title, caption=escape(caption) or None, caption_justify="left")
-    for column in columns:
-        rich_table.add_column(column, justify="right" if column in CONSOLE_NUMERIC_COLUMNS else "left", no_wrap=True)
-    for row in rows:
-        rich_table.add_row(*(escape(cell) for cell in row))
-    stdout.print(rich_table)
-
-
-def print_summary(table: SummaryTable, cases: Sequence[CaseResult] = ()) -> None:
-    """The summary table on stdout (constant columns moved to the caption), per-shape statistics of dynamic
-    runs, grouped warnings and footnotes."""
-    _print_table(table)
-    shape_rows = per_shape_rows(cases)
-    if shape_rows:
-        _print_table(SummaryTable(PER_SHAPE_COLUMNS, shape_rows), title="dynamic shapes: per-shape latency")
-    for group in group_warnings(table.warnings):
-        where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
-        stdout.print(f"[yellow]warning[/] {escape(f'{group.code}: {group.title}: {where}')}", soft_wrap=True)
-        stdout.print(f"  [dim]→ {escape(group.remedy)}[/]", soft_wrap=True)
-    for note in table.footnotes:
-        stdout.print(escape(note), soft_wrap=True)
 
 
 def _backend_chains(
@@ -158,51 +115,6 @@ def _annotate_roofline(results: ResultsFile, path: Path) -> None:
 def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     parsed = [parse_sizes(text, flag) for text in values]
     return tuple((name, tuple(sizes)) for name, sizes in parsed)
-
-
-def _run_plan(plan: list[PlanItem], results: ResultsFile, path: Path, isolate: bool) -> SpeedTrace:
-    """Run the sweep under a progress display, with the machine-speed probe read before, between rounds and
-    after (kept in the results file as `machine_speed`)."""
-    from infermeter.measure.sweep import SweepEvent, run_sweep
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        # Every redraw takes CPU from the case being timed (on a 2-core machine, from one of its threads):
-        # twice a second is enough for a person to follow.
-        refresh_per_second=2,
-    )
-    task = progress.add_task("starting", total=len(plan))
-
-    def on_event(event: SweepEvent) -> None:
-        case = event.case
-        label = f"{case.model} · {case.backend} {case.precision} b{case.batch} {case.shape_mode}"
-        if event.kind in ("done", "skipped"):
-            progress.advance(task)
-            if event.result is not None and event.result.status != "ok":
-                text = f"{label}: {event.result.error}"
-                progress.console.print(f"[red]{event.result.status}[/] {escape(text)}", soft_wrap=True)
-        else:
-            progress.update(task, description=escape(f"{label}: {event.phase or 'starting'}"))
-
-    trace = SpeedTrace()
-    trace.read()
-    try:
-        with terminate_as_interrupt(), progress:
-            run_sweep(plan, results, path, isolate=isolate, on_event=on_event, trace=trace)
-        trace.read()
-        results.extra["machine_speed"] = trace.to_dict()
-        write_results(path, results)
-    except KeyboardInterrupt as exc:
-        finished = len(results.cases)
-        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        stderr.print(f"{how}: {finished} finished case(s) are saved in {path}; continue with --resume {path}")
-        raise SystemExit(143 if isinstance(exc, Terminated) else 130) from None
-    return trace
 
 
 @click.command("bench")
@@ -440,13 +352,13 @@ def bench(
     write_results(path, results)
     if not cold_start:  # a cold start measures the conversion itself
         _prepare_onnx(sweep.todo)
-    trace = _run_plan(plan, results, path, isolate=not no_isolation)
+    trace = run_plan_with_progress(plan, results, path, isolate=not no_isolation)
     if not no_roofline and not cold_start:
         _annotate_roofline(results, path)
     planned_ids = {case.id for item in plan for case in item.chain}
     shown = [c for c in results.cases if c.id in planned_ids]
     if cold_start:
-        _print_table(
+        print_table(
             SummaryTable(COLD_START_COLUMNS, cold_start_rows(shown)), title="cold start: fresh process to first result"
         )
     else:

@@ -71,7 +71,7 @@ def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allo
         raise UsageError("--format table prints to the console; for a file use --format md, html or csv")
     merged = load_report(results)
     if fmt == "table":
-        from infermeter.cli.bench import print_summary
+        from infermeter.cli.console import print_summary
 
         print_summary(report_table(merged, allow_mixed_precision))
         for name, diffs in merged.env_differences:
