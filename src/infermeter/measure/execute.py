@@ -7,7 +7,7 @@ import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -255,8 +255,9 @@ class CaseRunner:
         self.wall_ns += wall_ns
         return Burst(samples_ns, wall_ns)
 
-    def finish(self, state: StopState, round_medians_ns: Sequence[float] = ()) -> CaseResult:
-        """Statistics and warnings over every burst, after the parity check when asked for."""
+    def finish(self, state: StopState, interleaved: bool = False) -> CaseResult:
+        """Statistics and warnings over every burst, after the parity check when asked for. `interleaved`: each
+        burst was one round of an interleaved group, and its median is kept as that round's."""
         result = self.result
         if self._sampler is not None:
             self._sampler.__exit__()
@@ -275,9 +276,18 @@ class CaseRunner:
         result.duration_s = time.perf_counter() - self._started
         if result.status == "ok" and self.samples_ns:
             result.peak_rss_mb = peak_mb
-            result.rounds_p50_ms = [ns / 1e6 for ns in round_medians_ns]
+            if interleaved:
+                result.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
             _fill_measurements(self, state)
         return result
+
+    def bursts(self) -> list[list[int]]:
+        """The samples (ns) of each burst, in order."""
+        out, start = [], 0
+        for length in self.burst_lengths:
+            out.append(self.samples_ns[start : start + length])
+            start += length
+        return out
 
     def close(self) -> None:
         """Release the session (idempotent)."""
@@ -301,15 +311,12 @@ def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
     return runner.finish(state)
 
 
-def _within_bursts(samples_ms: list[float], lengths: list[int]) -> list[float]:
+def _within_bursts(bursts: list[list[int]]) -> list[float]:
     """Each sample over its burst's median: the spread within bursts, without the moves between them."""
     out: list[float] = []
-    start = 0
-    for length in lengths:
-        chunk = samples_ms[start : start + length]
+    for chunk in bursts:
         median = float(np.median(chunk))
         out += [value / median for value in chunk]
-        start += length
     return out
 
 
@@ -327,7 +334,7 @@ def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
     interleaved = len(result.rounds_p50_ms) > 1
     # Interleaved: the noise that matters is within a round (the machine's moves between rounds cancel in the
     # paired speedups), so high_cv judges each sample against its own burst's median.
-    spread = _within_bursts(samples_ms, runner.burst_lengths) if interleaved else samples_ms
+    spread = _within_bursts(runner.bursts()) if interleaved else samples_ms
     result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, (), interleaved, spread)
     if runner.points:
         result.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)

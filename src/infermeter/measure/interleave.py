@@ -16,9 +16,10 @@ on the log ratios (rounds are the replicates: Kalibera & Jones, ISMM 2013).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,18 +64,16 @@ class Arm:
     ended: CaseResult | None = None  # set when the worker failed or died between bursts
 
 
-def round_orders(count: int, rounds: int, seed: int) -> list[list[int]]:
-    """The order of the `count` cases in each of `rounds` rounds: shuffled on even rounds, reversed on odd."""
+def round_orders(count: int, seed: int) -> Iterator[list[int]]:
+    """The order of the `count` cases in each round, without end: shuffled on even rounds, reversed on odd."""
     rng = random.Random(seed)
     order = list(range(count))
-    orders = []
-    for r in range(rounds):
+    for r in itertools.count():
         if r % 2 == 0:
             rng.shuffle(order)
         else:
             order.reverse()
-        orders.append(list(order))
-    return orders
+        yield list(order)
 
 
 def paired_speedup(base_medians: Sequence[float], case_medians: Sequence[float], baseline_id: str) -> PairedSpeedup:
@@ -131,14 +130,12 @@ def _memory_short(arms: Sequence[Arm]) -> bool:
 
 def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) -> None:
     settings = arms[0].case.settings
-    r = 0
-    while True:
-        order = round_orders(len(arms), r + 1, settings.seed)[-1]
+    for r, order in enumerate(round_orders(len(arms), settings.seed), start=1):
         for i in order:
             arm = arms[i]
             if arm.ended is not None:
                 continue
-            on_phase(arm.index, arm.case, f"round {r + 1}")
+            on_phase(arm.index, arm.case, f"round {r}")
             try:
                 arm.log.add(arm.worker.burst(settings.burst_s, settings.burst_s, 1, _rewarm(arm.log, settings.burst_s)))
             except WorkerEnded as ended:
@@ -146,7 +143,6 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) ->
             arm.worker.wait_until_idle(IDLE_POLL_S)
         if trace is not None:
             trace.read()
-        r += 1
         live = [arm for arm in arms if arm.ended is None]
         states = [arm.log.state() for arm in live]
         if not states or any(s.stopped_by == "max_time" for s in states):
@@ -201,7 +197,7 @@ def run_group(
         state = arm.log.state()
         if not state.stopped_by:
             state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, "max_time")
-        result = arm.ended or arm.worker.finish(state, arm.log.round_medians_ns)
+        result = arm.ended or arm.worker.finish(state, interleaved=True)
         done.append((arm.item, result, arm.skipped))
     done.sort(key=lambda entry: items.index(entry[0]))
     attach_paired([result for _, result, _ in done])

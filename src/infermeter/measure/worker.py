@@ -91,8 +91,8 @@ def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
                     conn.send(("result", case_to_dict(runner.result)))
                     return
             else:
-                state, medians = argument
-                result = runner.finish(state, medians)
+                state, interleaved = argument
+                result = runner.finish(state, interleaved)
                 result.process_start_s = process_start_s
                 conn.send(("result", case_to_dict(result)))
                 return
@@ -211,9 +211,10 @@ class CaseWorker:
         burst: Burst = payload
         return burst
 
-    def finish(self, state: StopState, round_medians_ns: list[float] | None = None) -> CaseResult:
-        """The case's result: statistics over every burst, warnings, parity when asked for."""
-        self._conn.send(("finish", (state, round_medians_ns or [])))
+    def finish(self, state: StopState, interleaved: bool = False) -> CaseResult:
+        """The case's result: statistics over every burst, warnings, parity when asked for (see
+        CaseRunner.finish)."""
+        self._conn.send(("finish", (state, interleaved)))
         try:
             return self._final(*self.receive())
         except WorkerEnded as ended:
