@@ -230,8 +230,9 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         assert stats is not None
         speedup = ratios.get(case.id)
         marks.add(speedup.mark if speedup is not None else "")
-        tail_short = tail_short or p99_cell(stats).startswith("~")
-        wide = wide or "±" in p50_cell(case)
+        p50, p99 = p50_cell(case), p99_cell(stats)
+        tail_short = tail_short or p99.startswith("~")
+        wide = wide or "±" in p50
         rows.append(
             [
                 case.model,
@@ -240,8 +241,8 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 str(case.batch),
                 case.shape_mode,
                 str(case.streams),
-                p50_cell(case),
-                p99_cell(stats),
+                p50,
+                p99,
                 _fmt(case.throughput, 1),
                 _fmt(case.peak_rss_mb, 0),
                 _fmt(case.load_s, 2),
