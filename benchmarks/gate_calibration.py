@@ -1,20 +1,21 @@
 """How often does the regression gate cry wolf, and how often does it catch a real slowdown? On this machine.
 
     python benchmarks/gate_calibration.py --pairs 10 --write-docs          # resnet18, about an hour
-    python benchmarks/gate_calibration.py --model tiny_cnn --pairs 1 --min-time 0.5 --target-ci 0 --max-time 3
+    python benchmarks/gate_calibration.py --model tiny_cnn --slow-model tiny_cnn --slow-option \
+        onnxruntime.opt_level=basic --pairs 1 --min-time 0.5 --target-ci 0 --max-time 3   # a smoke run
 
 Unchanged pairs: `bench MODEL -b onnxruntime,openvino --batch 1` twice, back to back, same command. Slowed pairs:
-the same, then the same with `--option SLOW_OPTION` (default `onnxruntime.opt_level=basic`: ONNX Runtime's graph
-optimizations cut to the basic level; OpenVINO ignores the option, so its case stays an unchanged pair). Each pair
-is judged at --threshold (5%) by three gates:
+the same, then `bench SLOW_MODEL` (default: ResNet-18 with one more residual block, `benchmarks/gate_models.py`,
+about 11% slower on both engines), optionally with `--option SLOW_OPTION` (then only that option's engine counts as
+slowed; the other's case is an unchanged pair). Each pair is judged at --threshold (5%) by three gates:
 - old: the raw-sample test `compare` used before (every timed iteration a replicate): two-sided Mann–Whitney U
   p < 0.01 and a slowdown of the P50 beyond the threshold (the old bootstrap interval excluded 1 whenever that
   p-value was that small at these sample counts, so it is left out here);
 - files: today's `compare BASE NEW` (Welch's t on each file's round medians);
 - rerun: `compare BASE NEW --rerun` (both sides re-measured, interleaved, per-round ratios).
-A false alarm is an unchanged case flagged as a regression; a detection is the slowed ONNX Runtime case flagged.
-The slowdown's real size is the geometric mean of the rerun's interleaved ratios. Nothing else should run on the
-machine meanwhile.
+A false alarm is an unchanged case flagged as a regression; a detection is a slowed case flagged.
+The slowdown's real size is the geometric mean of the rerun's interleaved ratios, per engine. Nothing else should
+run on the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from infermeter.results.schema import ResultsFile
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 SECTION = "## Regression gate"
 GATES = ("old", "files", "rerun")
-SLOWED_BACKEND = "onnxruntime"
+MODELS = Path(__file__).resolve().parent / "gate_models.py"
 
 
 @dataclass
@@ -51,15 +52,16 @@ class Tally:
     alarmed_pairs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
     slowed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
     detected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATES, 0))
-    slowdowns: list[float] = field(default_factory=list)  # the rerun's interleaved ratio of each slowed pair
+    slowdowns: dict[str, list[float]] = field(default_factory=dict)  # engine -> the rerun's ratio per slowed pair
 
 
 def bench(args: argparse.Namespace, out: Path, slow: bool) -> ResultsFile:
     """One `infermeter bench` run of the calibration's configuration."""
-    command = [sys.executable, "-m", "infermeter", "bench", args.model, "-b", "onnxruntime,openvino", "--batch", "1"]
+    model = args.slow_model if slow else args.model
+    command = [sys.executable, "-m", "infermeter", "bench", model, "-b", "onnxruntime,openvino", "--batch", "1"]
     command += ["--min-time", str(args.min_time), "--max-time", str(args.max_time), "--rounds", str(args.rounds)]
     command += ["--target-ci", str(args.target_ci), "--no-history", "-o", str(out)]
-    if slow:
+    if slow and args.slow_option:
         command += ["--option", args.slow_option]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return read_results(out)
@@ -79,6 +81,13 @@ def old_gate(base: ResultsFile, new: ResultsFile, threshold: float, alpha: float
     return flagged
 
 
+def slowed_backends(args: argparse.Namespace) -> set[str]:
+    """The engines the slowed side really slows: both for a slower model, else the one the option is for."""
+    if args.slow_model != args.model:
+        return {"onnxruntime", "openvino"}
+    return {args.slow_option.split(".", 1)[0]} if args.slow_option else set()
+
+
 def judge_pair(args: argparse.Namespace, folder: Path, index: int, slow: bool, tally: Tally) -> None:
     """Run one pair, judge it with the three gates, add to the tally."""
     kind = "slow" if slow else "same"
@@ -94,13 +103,14 @@ def judge_pair(args: argparse.Namespace, folder: Path, index: int, slow: bool, t
         "files": {c.base.backend: c.regression for c in files.changes if c.ratio is not None},
         "rerun": {c.base.backend: c.regression for c in rerun.changes if c.ratio is not None},
     }
+    slowed = slowed_backends(args) if slow else set()
     for change in rerun.changes:
-        if slow and change.base.backend == SLOWED_BACKEND and change.ratio is not None:
-            tally.slowdowns.append(change.ratio)
+        if change.base.backend in slowed and change.ratio is not None:
+            tally.slowdowns.setdefault(change.base.backend, []).append(change.ratio)
     for gate, flags in verdicts.items():
         alarm = False
         for backend, flagged in flags.items():
-            if slow and backend == SLOWED_BACKEND:
+            if backend in slowed:
                 tally.slowed[gate] += 1
                 tally.detected[gate] += flagged
             else:
@@ -130,6 +140,12 @@ def table(tally: Tally, pairs: int) -> str:
     return "\n".join(lines)
 
 
+def slowdown_text(ratios: list[float]) -> str:
+    """The geometric mean of a slowed engine's rerun ratios, with their range."""
+    mean = math.exp(float(np.mean(np.log(ratios))))
+    return f"{mean:.3f}x ({min(ratios):.3f}–{max(ratios):.3f})"
+
+
 def write_docs(text: str) -> None:
     """Put `text` (a whole section) into docs/benchmarks.md in place of the old one."""
     doc = DOCS.read_text()
@@ -147,10 +163,11 @@ def main() -> None:
     from infermeter.compare import parse_threshold
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--model", default=f"{MODELS}:resnet18", help="default: the zoo's ResNet-18")
+    parser.add_argument("--slow-model", default=f"{MODELS}:resnet18_extra_block", help="the slowed side's model")
     parser.add_argument("--pairs", type=int, default=10, help="unchanged pairs, and as many slowed pairs")
     parser.add_argument("--threshold", type=parse_threshold, default=0.05)
-    parser.add_argument("--slow-option", default="onnxruntime.opt_level=basic")
+    parser.add_argument("--slow-option", default="", help="KEY=VALUE for the slowed side, e.g. onnxruntime.threads")
     parser.add_argument("--min-time", type=float, default=3.0, help="bench and rerun: timed seconds per case")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--max-time", type=float, default=60.0, help="bench and rerun: at most seconds per case")
@@ -162,18 +179,18 @@ def main() -> None:
         for slow in (False, True):
             for index in range(args.pairs):
                 judge_pair(args, Path(folder), index, slow, tally)
-    size = math.exp(float(np.mean(np.log(tally.slowdowns)))) if tally.slowdowns else float("nan")
-    spread = f"{min(tally.slowdowns):.3f}–{max(tally.slowdowns):.3f}" if tally.slowdowns else "—"
     result = table(tally, args.pairs)
+    sizes = "; ".join(f"{engine} {slowdown_text(ratios)}" for engine, ratios in sorted(tally.slowdowns.items()))
+    slowed = f"`{Path(args.slow_model).name}`" + (f" with `--option {args.slow_option}`" if args.slow_option else "")
     print(result)
-    print(f"slowdown of `--option {args.slow_option}` on {SLOWED_BACKEND}, interleaved: {size:.3f}x ({spread})")
+    print(f"slowed side {slowed}, by the interleaved reruns: {sizes}")
     if args.write_docs:
         command = "python benchmarks/gate_calibration.py " + " ".join(sys.argv[1:])
         write_docs(
-            f"{SECTION} — `{command}`\n\n{time.monotonic() - started:.0f} s on this machine; {args.model} batch 1 on "
-            f"ONNX Runtime and OpenVINO, threshold {args.threshold:.0%}, {args.pairs} unchanged and {args.pairs} "
-            f"slowed pairs (`--option {args.slow_option}`: {SLOWED_BACKEND} {size:.3f}x slower by the interleaved "
-            f"reruns, {spread}). Method in the script's docstring.\n\n{result}\n"
+            f"{SECTION} — `{command}`\n\n{time.monotonic() - started:.0f} s on this machine; "
+            f"`{Path(args.model).name}` batch 1 on ONNX Runtime and OpenVINO, threshold {args.threshold:.0%}, "
+            f"{args.pairs} unchanged and {args.pairs} slowed pairs (the slowed side: {slowed}; its real size by the "
+            f"interleaved reruns: {sizes}). Method in the script's docstring.\n\n{result}\n"
         )
 
 

@@ -133,6 +133,23 @@ def test_pairing_by_id_then_by_variables() -> None:
     assert [c.backend for c in only_base] == ["ort"] and [c.backend for c in only_new] == ["ov"]
 
 
+def test_a_changed_model_is_paired_across_models_only_when_each_side_has_one() -> None:
+    def side(model: str) -> list[CaseResult]:
+        return [make_case(b, 1, 1.0, model=model, case_id=f"{model}-{b}") for b in ("ort", "ov")]
+
+    pairs, only_base, only_new = pair_cases(side("m.py:small"), side("m.py:big"))
+    assert [(b.backend, n.model, how) for b, n, how in pairs] == [
+        ("ort", "m.py:big", "model"),
+        ("ov", "m.py:big", "model"),
+    ]
+    assert not only_base and not only_new
+    change = compare_cases(pairs[0][0], pairs[0][1], paired_by="model")
+    assert change.notes[0] == "model changed, was m.py:small"
+    two_models = [*side("m.py:small"), make_case("trt", 1, 1.0, model="other", case_id="other-trt")]
+    pairs, only_base, _ = pair_cases(two_models, side("m.py:big"))
+    assert not pairs and len(only_base) == 3
+
+
 def test_parse_threshold() -> None:
     assert parse_threshold("5%") == pytest.approx(0.05)
     assert parse_threshold("0.1") == pytest.approx(0.1)

@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 
 from infermeter.case import Case, MeasureSettings
-from infermeter.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, CaseChange, Comparison, case_label, pair_cases
+from infermeter.compare import (
+    DEFAULT_ALPHA,
+    DEFAULT_THRESHOLD,
+    CaseChange,
+    Comparison,
+    case_label,
+    pair_cases,
+    pairing_note,
+)
 from infermeter.errors import InfermeterError
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -165,8 +173,9 @@ def rerun_comparison(
             remarks.append(f"not re-measured: {label}: {reason}")
             continue
         change = paired_change(done[0][1], done[1][1], label, threshold, alpha)
-        if how == "variables":
-            change.notes.insert(0, "paired by controlled variables: backend options or input shapes differ")
+        note = pairing_note(b, n, how)
+        if note:
+            change.notes.insert(0, note)
         changes.append(change)
     if pairs:
         remarks.insert(0, "re-measured now, both sides interleaved on this machine; the files' own figures unused")

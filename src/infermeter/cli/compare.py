@@ -40,7 +40,10 @@ def print_comparison(comparison: Comparison) -> None:
     table = Table(header_style="bold", caption=f"metric {comparison.metric} · threshold {comparison.threshold:.0%} · "
                   f"alpha {comparison.alpha:g}", caption_justify="left")  # fmt: skip
     for column in ("case", "base", "new", "new/base [95% CI]", "p", "verdict"):
-        table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=True)
+        # Figures never wrap; the case and the verdict's notes do, so a long note cannot squeeze the figures out.
+        wraps = column in ("case", "verdict")
+        table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=not wraps,
+                         overflow="fold" if wraps else "ellipsis", ratio=1 if wraps else None)  # fmt: skip
     for change in comparison.changes:
         ratio = "—" if change.ratio is None else f"{change.ratio:.3f}x"
         if change.ratio_ci95 is not None:
