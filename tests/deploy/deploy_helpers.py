@@ -11,7 +11,7 @@ from crafted_results import make_case, make_results
 from infermeter.case import Case
 from infermeter.models.convert import onnx_for
 from infermeter.models.spec import resolve_model
-from infermeter.optimize.deploy import entry, write_manifest
+from infermeter.optimize.deploy import MANIFEST_FORMAT, entry, write_manifest
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult
 
@@ -44,7 +44,7 @@ def make_optimize_folder(folder: Path) -> Path:
     ov.precision_effective = "int8"
     write_results(folder / "results.json", make_results([ort, ov]))
     manifest = {
-        "format": 1,
+        "format": MANIFEST_FORMAT,
         "source_model": "tiny_cnn",
         "chosen": entry(ov, "tiny_cnn", folder),
         "runner_up": None,

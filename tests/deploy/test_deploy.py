@@ -146,6 +146,24 @@ def test_bad_sources_are_one_clear_error(optimize_folder: Path, tmp_path: Path) 
     assert proc.stderr.startswith("error: ") and "--case" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
+def test_a_manifest_of_another_format_is_refused_by_deploy_and_serve(optimize_folder: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from infermeter.errors import UsageError
+    from infermeter.optimize.deploy import serve_settings
+
+    folder = tmp_path / "future"
+    shutil.copytree(optimize_folder, folder)
+    manifest = json.loads((folder / "deploy.json").read_text())
+    (folder / "deploy.json").write_text(json.dumps({**manifest, "format": 99}))
+    proc = run_cli("deploy", str(folder), "-o", str(tmp_path / "x"))
+    assert proc.returncode == 2 and "manifest format 99" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    with pytest.raises(UsageError, match="reads format 1"):
+        serve_settings(folder)
+    assert not (tmp_path / "x").exists()
+
+
 def test_tune_batching_pick_becomes_the_dynamic_batching(optimize_folder: Path, tmp_path: Path) -> None:
     tune = tmp_path / "tune.json"
     args = ["tune-batching", "tiny_cnn", "-b", "onnxruntime", "--threads", "1", "--slo-p99-ms", "500"]

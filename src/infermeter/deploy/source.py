@@ -7,7 +7,6 @@ that the written files can carry their origin next to each value."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,18 +167,15 @@ _Found = tuple[CaseResult, Path, dict[str, Any], Path | None, Figure | None]
 
 
 def _from_optimize(folder: Path, which: str) -> _Found:
-    from infermeter.optimize.deploy import MANIFEST_NAME
+    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
 
     manifest_path = folder / MANIFEST_NAME
+    manifest, chosen = read_manifest(folder, which)
     try:
-        manifest = json.loads(manifest_path.read_text())
-        chosen = manifest[which]
         case_id = chosen["case_id"]
         delay = float(manifest["serving"]["max_delay_ms"]) if which == "chosen" else None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{manifest_path}: not a readable deploy manifest ({type(exc).__name__}: {exc})") from exc
-    if chosen is None:
-        raise UsageError(f"{manifest_path} has no {which} configuration")
     results_path = folder / "results.json"
     results = _read_results(results_path)
     case = next((c for c in results.cases if c.id == case_id), None)

@@ -92,9 +92,9 @@ class ServeSettings:
     label: str
 
 
-def serve_settings(folder: Path, which: str = "chosen") -> ServeSettings:
-    """Read `folder/deploy.json` into serve settings for the `chosen` configuration (or `fallback`).
-    UsageError when the folder holds no usable manifest."""
+def read_manifest(folder: Path, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the whole manifest, its `which` configuration) from `folder/deploy.json`. UsageError when the folder has no
+    manifest, it cannot be read, it was written in another format version, or it lacks `which`."""
     path = folder / MANIFEST_NAME
     if not path.is_file():
         raise UsageError(
@@ -103,12 +103,28 @@ def serve_settings(folder: Path, which: str = "chosen") -> ServeSettings:
         )
     try:
         data = json.loads(path.read_text())
-        chosen = data[which]
-        serving = data["serving"] if which == "chosen" else {"max_batch": chosen["batch"], "max_delay_ms": 0.0}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        version, chosen = data.get("format"), data[which]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path} is not a readable deploy manifest ({type(exc).__name__}: {exc})") from exc
+    if version != MANIFEST_FORMAT:
+        raise UsageError(
+            f"{path} is in manifest format {version!r}; this infermeter reads format {MANIFEST_FORMAT}: rerun "
+            "`infermeter optimize` with this version"
+        )
     if chosen is None:
         raise UsageError(f"{path} has no {which} configuration")
+    return data, chosen
+
+
+def serve_settings(folder: Path, which: str = "chosen") -> ServeSettings:
+    """Read `folder/deploy.json` into serve settings for the `chosen` configuration (or `fallback`).
+    UsageError when the folder holds no usable manifest."""
+    data, chosen = read_manifest(folder, which)
+    path = folder / MANIFEST_NAME
+    try:
+        serving = data["serving"] if which == "chosen" else {"max_batch": chosen["batch"], "max_delay_ms": 0.0}
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a readable deploy manifest ({type(exc).__name__}: {exc})") from exc
     model = str(folder / chosen["model"]) if chosen.get("model_is_file") else str(chosen["model"])
     return ServeSettings(
         model=model,

@@ -9,7 +9,7 @@ from typing import Any
 
 from infermeter.advise import Advice, advise
 from infermeter.optimize.candidates import accuracy_drop
-from infermeter.optimize.deploy import BATCHING_DELAY_MS, entry, render_deploy_md, write_manifest
+from infermeter.optimize.deploy import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.optimize.pipeline import Run
 from infermeter.optimize.steps import begin, finish, note, skip
 from infermeter.report.summary import case_label
@@ -180,7 +180,7 @@ def _write_deploy(
     source = run.spec.ref if run.spec.kind != "onnx" else str(Path(run.spec.ref).resolve())
     env = run.results.environment
     manifest: dict[str, Any] = {
-        "format": 1,
+        "format": MANIFEST_FORMAT,
         "source_model": run.request.model,
         "objective": run.request.objective,
         "constraints_text": constraints_text(run),
