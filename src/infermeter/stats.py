@@ -104,7 +104,9 @@ def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
     return float(np.percentile(np.asarray(samples, dtype=np.float64), q))
 
 
-def _order_statistic_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+def order_statistic_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the q-th percentile of `sorted_values`: the order statistics whose ranks
+    bound a Binomial(n, q/100) at `confidence`."""
     from scipy.stats import binom
 
     n = len(sorted_values)
@@ -122,7 +124,7 @@ def quantile_ci95(samples: Sequence[float] | np.ndarray, q: float, seed: int = 0
         only = float(values[0]) if n else math.nan
         return only, only
     if n > BOOTSTRAP_MAX_SAMPLES:
-        return _order_statistic_ci(values, q)
+        return order_statistic_ci(values, q)
     rng = np.random.default_rng(seed)
     estimates = np.empty(BOOTSTRAP_RESAMPLES)
     # Chunks bound memory at about 16 MB whatever n is.

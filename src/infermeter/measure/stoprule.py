@@ -18,6 +18,7 @@ import numpy as np
 
 from infermeter.case import MeasureSettings
 from infermeter.results.schema import CaseWarning
+from infermeter.stats import order_statistic_ci
 
 # Sequential mode times a case in bursts of this length, checking the rule between them.
 SEQUENTIAL_BURST_S = 0.25
@@ -38,13 +39,9 @@ def median_halfwidth(samples: Sequence[float] | np.ndarray) -> float:
     """Half-width of the median's 95% order-statistic interval, relative to the median (inf below 6 samples,
     where no such interval exists)."""
     values = np.sort(np.asarray(samples, dtype=np.float64))
-    n = len(values)
-    if n < 6:
+    if len(values) < 6:
         return math.inf
-    # Normal approximation of the Binomial(n, 1/2) ranks, exact enough from n = 6 on.
-    offset = 1.96 * math.sqrt(n) / 2
-    low = values[max(math.floor(n / 2 - offset), 0)]
-    high = values[min(math.ceil(n / 2 + offset), n - 1)]
+    low, high = order_statistic_ci(values, 50.0)
     median = float(np.median(values))
     if median <= 0:
         return math.inf
