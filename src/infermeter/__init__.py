@@ -1,6 +1,7 @@
 """infermeter: measure, compare and optimize ML inference across frameworks, honestly.
 
-The public Python API. Nothing heavy is imported here: frameworks load only inside the backend that needs them.
+The public Python API (docs/python-api.md): `bench(...)` runs what `infermeter bench` runs and returns `Results`.
+Nothing heavy is imported here: frameworks load only inside the backend that needs them.
 """
 
 from __future__ import annotations
@@ -12,24 +13,36 @@ __version__ = "0.1.0"
 __all__ = [
     "Case",
     "CaseResult",
+    "CaseRow",
     "MeasureSettings",
+    "Results",
     "ResultsFile",
     "__version__",
+    "bench",
+    "comparison_table",
     "latency_stats",
+    "load_results",
     "read_results",
     "resolve_model",
     "run_case",
 ]
 
 if TYPE_CHECKING:
+    from infermeter.api import bench
     from infermeter.case import Case, MeasureSettings
     from infermeter.measure.worker import run_isolated as run_case
     from infermeter.models.spec import resolve_model
     from infermeter.results.io import read_results
     from infermeter.results.schema import CaseResult, ResultsFile
+    from infermeter.results.view import CaseRow, Results, comparison_table, load_results
     from infermeter.stats import latency_stats
 
 _LAZY = {
+    "bench": "infermeter.api",
+    "Results": "infermeter.results.view",
+    "CaseRow": "infermeter.results.view",
+    "load_results": "infermeter.results.view",
+    "comparison_table": "infermeter.results.view",
     "Case": "infermeter.case",
     "MeasureSettings": "infermeter.case",
     "CaseResult": "infermeter.results.schema",

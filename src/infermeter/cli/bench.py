@@ -2,44 +2,30 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
-from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
+from infermeter.case import MeasureSettings
 from infermeter.cli.common import (
-    choose,
     parse_fraction,
     parse_options,
     parse_positive_ints,
-    require_measure_flags,
-    require_positive,
     split_values,
     stderr,
     stdout,
 )
-from infermeter.cli.console import print_summary, print_table, run_plan_with_progress
-from infermeter.cli.resume import check_resume_flags, given_plan_flags, new_sweep, resumed_sweep
-from infermeter.errors import InfermeterError, UsageError
-from infermeter.interrupts import deferred_interrupts
-from infermeter.measure.plan import Matrix, PlanItem
+from infermeter.cli.console import ConsoleDisplay, print_summary, print_table
+from infermeter.cli.resume import check_resume_flags, given_plan_flags
+from infermeter.errors import UsageError
+from infermeter.measure.plan import Matrix
+from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
 from infermeter.measure.shapes import parse_sizes
-from infermeter.models.inputs import parse_input_override, resolve_shapes
-from infermeter.models.spec import ModelSpec, resolve_model
-from infermeter.models.zoo import DEFAULT_MODEL
-from infermeter.report.summary import (
-    COLD_START_COLUMNS,
-    SummaryTable,
-    cold_start_rows,
-    summary_table,
-)
-from infermeter.results.io import write_results
-from infermeter.results.schema import ResultsFile
+from infermeter.models.inputs import parse_input_override
+from infermeter.models.spec import resolve_model
+from infermeter.report.summary import COLD_START_COLUMNS, SummaryTable, cold_start_rows, summary_table
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -52,64 +38,6 @@ OPTION_FLAGS = {
 def _default_output() -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("results") / f"bench-{stamp}.json"
-
-
-def _backend_chains(
-    backend: tuple[str, ...], fallback: tuple[str, ...], specs: Sequence[ModelSpec]
-) -> list[tuple[str, ...]]:
-    """The backends to run, each a fallback chain (usually of one). Without --backend/--fallback: every available
-    CPU backend that can run the models' form (a `.tflite`-only backend is left out for a zoo model, with a note)."""
-    from infermeter.backends.registry import backend_names, default_backends, get_backend
-
-    chains: list[tuple[str, ...]] = [(name,) for name in split_values(backend)]
-    chains += [tuple(split_values([chain])) for chain in fallback]
-    known = backend_names()
-    for chain in chains:
-        for name in chain:
-            if name not in known:
-                raise UsageError(
-                    f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
-                )
-    if chains:
-        return chains
-    for name in default_backends():
-        reasons = [get_backend(name).unsupported_reason(spec, Case(spec.ref, name)) for spec in specs]
-        if all(reason is not None for reason in reasons):
-            stderr.print(f"[dim]not running {name}: {escape(str(reasons[0]))}[/]", soft_wrap=True)
-        else:
-            chains.append((name,))
-    return chains
-
-
-def _prepare_onnx(plan: Sequence[PlanItem]) -> None:
-    """Export each model's ONNX form once, before any case, when an ONNX-reading backend will need it: the export
-    is a one-time conversion (cached on disk), not part of any one backend's load time or peak memory."""
-    from infermeter.backends.registry import get_backend
-    from infermeter.models.convert import onnx_for
-
-    seen: set[str] = set()
-    for item in plan:
-        spec = item.spec
-        if spec.ref in seen or not spec.has_torch_form:
-            continue
-        if any(get_backend(c.backend).consumes_onnx and get_backend(c.backend).available() is None for c in item.chain):
-            seen.add(spec.ref)
-            status = stderr.status(escape(f"exporting {spec.ref} to ONNX (once; cached for later runs)"))
-            # An export error is not raised here: each case that needs the export reports it as its own failure.
-            with status, contextlib.suppress(InfermeterError), deferred_interrupts():
-                onnx_for(spec)
-
-
-def _annotate_roofline(results: ResultsFile, path: Path) -> None:
-    """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
-    from infermeter.graph.peak import cached_peak
-    from infermeter.graph.roofline import annotate_roofline
-
-    if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
-        stderr.print("[dim]measuring this machine's compute and memory ceilings once (infermeter peak)...[/]")
-    with stderr.status("roofline: counting FLOPs per model"), deferred_interrupts():
-        annotate_roofline(results)
-    write_results(path, results)
 
 
 def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -282,63 +210,47 @@ def bench(
     from infermeter.cli.generate import GENERATE_ONLY, reject_flags
 
     reject_flags(ctx, GENERATE_ONLY, "to --task generate (add --task generate)")
-    from infermeter.results.env import collect_environment, default_threads
+    from infermeter.measure.benchrun import new_sweep, resumed_sweep, run_bench
+    from infermeter.results.env import collect_environment
 
     check_resume_flags(resume, resume_extend, given_plan_flags(ctx))
     if cold_start and no_isolation:
         raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
+    display = ConsoleDisplay()
     matrix: Matrix | None = None
     if resume is None or resume_extend:  # a bare --resume takes every one of these from the file's plan
-        require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
-        require_positive(input_sets, "--input-sets")
-        require_positive(rounds, "--rounds")
-        require_positive(threads, "--threads", allow_zero=True)
-        if seq_len is not None:
-            require_positive(seq_len, "--seq-len")
-        specs = [resolve_model(ref) for ref in split_values(models) or [DEFAULT_MODEL]]
-        chains = _backend_chains(backend, fallback, specs)
-        precisions = choose(precision, PRECISIONS, "--precision")
-        shape_modes = choose(shape_mode, SHAPE_MODES, "--shape-mode")
-        batches = parse_positive_ints(batch or ["1,16"], "--batch")
-        stream_counts = parse_positive_ints(streams, "--streams")
-        if not (precisions and shape_modes and batches and chains and stream_counts):
-            raise UsageError("nothing to run: --backend, --batch, --precision and --shape-mode need at least one value")
-        if (dynamic or buckets) and "dynamic" not in shape_modes:
-            raise UsageError("--dynamic and --buckets apply to --shape-mode dynamic; add --shape-mode dynamic")
-        overrides = tuple(parse_input_override(text) for text in inputs or ())
-        all_names = {i.name for spec in specs for i in spec.inputs}
-        if len(specs) == 1 or any(name not in all_names for name, _ in overrides):
-            # With one model, every --input must name one of its inputs; resolve_shapes says which exist.
-            resolve_shapes(specs[0].inputs, batches[0], overrides)
         flag_values = {"compile_mode": compile_mode, "ort_opt_level": ort_opt_level, "ov_hint": ov_hint}
         flag_options = [f"{OPTION_FLAGS[k]}={v}" for k, v in flag_values.items() if v]
-        matrix = Matrix(
-            models=tuple(specs),
-            backends=tuple(chains),
-            precisions=tuple(precisions),
-            batches=tuple(batches),
-            shape_modes=tuple(shape_modes),
-            streams=tuple(stream_counts),
-            threads=threads or default_threads(),
-            input_shapes=overrides,
+        settings = MeasureSettings(
+            warmup,
+            iterations,
+            min_time,
+            max_time,
+            input_sets,
+            case_timeout,
+            seed,
+            check_parity,
+            parse_fraction(target_ci, "--target-ci"),
+            rounds,
+            not no_interleave,
+        )
+        request = BenchRequest(
+            models=tuple(split_values(models)),
+            backends=tuple(split_values(backend)),
+            fallback=tuple(tuple(split_values([chain])) for chain in fallback),
+            batch=tuple(parse_positive_ints(batch or ["1,16"], "--batch")),
+            precision=tuple(split_values(precision)),
+            shape_mode=tuple(split_values(shape_mode)),
+            streams=tuple(parse_positive_ints(streams, "--streams")),
+            threads=threads,
+            inputs=tuple(parse_input_override(text) for text in inputs or ()),
             options=parse_options([*flag_options, *option]),
             dynamic=_sizes(dynamic, "--dynamic"),
             buckets=_sizes(buckets, "--buckets"),
             seq_len=seq_len,
-            settings=MeasureSettings(
-                warmup,
-                iterations,
-                min_time,
-                max_time,
-                input_sets,
-                case_timeout,
-                seed,
-                check_parity,
-                parse_fraction(target_ci, "--target-ci"),
-                rounds,
-                not no_interleave,
-            ),
+            settings=settings,
         )
+        matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]
     if resume is not None:
         sweep = resumed_sweep(resume, output, matrix, cold_start, not no_isolation, command, resolve_model)
@@ -347,32 +259,18 @@ def bench(
         assert matrix is not None
         environment = collect_environment()
         sweep = new_sweep(output or _default_output(), matrix, cold_start, not no_isolation, command, environment)
-    results, path, plan = sweep.results, sweep.path, sweep.items
-    cold_start, no_isolation = sweep.plan.cold_start, not sweep.plan.isolate
-    write_results(path, results)
-    if not cold_start:  # a cold start measures the conversion itself
-        _prepare_onnx(sweep.todo)
-    trace = run_plan_with_progress(plan, results, path, isolate=not no_isolation)
-    if not no_roofline and not cold_start:
-        _annotate_roofline(results, path)
-    planned_ids = {case.id for item in plan for case in item.chain}
-    shown = [c for c in results.cases if c.id in planned_ids]
-    if cold_start:
+    run = run_bench(sweep, display, roofline=not no_roofline, history=not no_history)
+    shown = run.cases
+    if run.cold_start:
         print_table(
             SummaryTable(COLD_START_COLUMNS, cold_start_rows(shown)), title="cold start: fresh process to first result"
         )
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
-    if trace.moved is not None:
+    if run.trace.moved is not None:
         paired = any(case.paired is not None for case in shown)
         stdout.print(
-            f"machine speed: moved {trace.moved:.0%} during the run ({len(trace.readings)} probe readings"
+            f"machine speed: moved {run.trace.moved:.0%} during the run ({len(run.trace.readings)} probe readings"
             + ("; speedups are paired per round, so a move hits both sides)" if paired else ")")
         )
-    stdout.print(f"results: {path}")
-    if not no_history:
-        from infermeter.results.store import record_run
-
-        problem = record_run(results, path)
-        if problem:
-            stderr.print(escape(problem), soft_wrap=True)
+    stdout.print(f"results: {run.path}")

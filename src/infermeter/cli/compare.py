@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from infermeter.checks import check_gate
 from infermeter.cli.common import stdout
-from infermeter.compare import DEFAULT_ALPHA, METRICS, CaseChange, Comparison, compare_results, parse_threshold
+from infermeter.compare import DEFAULT_ALPHA, METRICS, CaseChange, Comparison, compare_results
 from infermeter.errors import UsageError
 from infermeter.report.summary import format_ms
 
@@ -29,10 +31,10 @@ def _value(change: CaseChange, value: float | None) -> str:
     return f"{value:,.1f}/s" if change.metric == "throughput" else f"{format_ms(value)} ms"
 
 
-def print_comparison(comparison: Comparison) -> None:
-    """The comparison table, the environment caveat and the unpaired cases."""
+def print_comparison(comparison: Comparison, console: Console = stdout) -> None:
+    """The comparison table, the environment caveat and the unpaired cases, on `console` (stdout)."""
     if comparison.env_differences:
-        stdout.print(
+        console.print(
             f"[yellow]warning[/] the environments differ: {escape('; '.join(comparison.env_differences))}; "
             "a change may come from the machine or the versions, not from the code",
             soft_wrap=True,
@@ -61,22 +63,24 @@ def print_comparison(comparison: Comparison) -> None:
             "—" if change.p_value is None else f"{change.p_value:.2g}",
             f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
         )
-    stdout.print(table)
+    console.print(table)
     for warning in comparison.warnings:
-        stdout.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
+        console.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
     for remark in comparison.remarks:
-        stdout.print(escape(remark), soft_wrap=True)
+        console.print(escape(remark), soft_wrap=True)
     for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):
         for case in cases:
-            stdout.print(f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}")
+            console.print(
+                f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}"
+            )
     regressions = comparison.regressions
     if regressions:
-        stdout.print(
+        console.print(
             f"[red]{len(regressions)} regression(s)[/]: more than {comparison.threshold:.0%} slower, and significant "
             "(unreplicated: beyond the known noise)"
         )
     else:
-        stdout.print("no significant regression beyond the threshold")
+        console.print("no significant regression beyond the threshold")
 
 
 @click.command("compare")
@@ -116,12 +120,7 @@ def compare(
     change is judged on its per-round ratios: a change of the machine between the two files cannot fail it."""
     from infermeter.results.io import read_results
 
-    try:
-        limit = parse_threshold(threshold)
-    except ValueError:
-        raise UsageError(f"--threshold {threshold!r} is not a percentage; write e.g. --threshold 5%") from None
-    if not 0 < alpha < 1:
-        raise UsageError(f"--alpha {alpha:g} must be between 0 and 1")
+    limit = check_gate(threshold, alpha)
     if rerun:
         comparison = _rerun(base, new, metric, limit, alpha, rounds, min_time, max_time, target_ci)
     else:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
@@ -12,6 +10,7 @@ from rich.markup import escape
 from infermeter.cli.common import stderr, stdout
 from infermeter.errors import UsageError
 from infermeter.report.merged import MergedReport, SourceFile, merge_results, report_table
+from infermeter.results.io import write_text_atomically
 
 FORMATS = ("table", "md", "html", "csv")
 _SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
@@ -39,16 +38,12 @@ def render(report: MergedReport, fmt: str, allow_mixed_precision: bool = False) 
     return render_csv(report)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def format_of(output: Path) -> str:
+    """The report format an output file's suffix asks for (md, html, csv); UsageError when it says none."""
+    fmt = _SUFFIXES.get(output.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"cannot tell the format from {output}; add --format md, html or csv")
+    return fmt
 
 
 @click.command("report")
@@ -64,9 +59,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allow_mixed_precision: bool) -> None:
     """Render results files (several are merged, their differences shown) as a table, markdown, HTML or CSV."""
     if fmt is None:
-        fmt = _SUFFIXES.get(output.suffix.lower(), "") if output is not None else "table"
-        if not fmt:
-            raise UsageError(f"cannot tell the format from {output}; add --format md, html or csv")
+        fmt = format_of(output) if output is not None else "table"
     if fmt == "table" and output is not None:
         raise UsageError("--format table prints to the console; for a file use --format md, html or csv")
     merged = load_report(results)
@@ -81,5 +74,5 @@ def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allo
     if output is None:
         click.echo(text, nl=False)
         return
-    _write_atomic(output, text)
+    write_text_atomically(output, text)
     stderr.print(f"{fmt} report: {escape(str(output))} ({len(merged.cases)} cases)")

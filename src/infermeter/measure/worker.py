@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 import time
+import types
+from collections.abc import Iterator
 from typing import Any
 
 from infermeter.case import Case
@@ -117,6 +119,22 @@ class WorkerEnded(Exception):
         self.result = result
 
 
+@contextlib.contextmanager
+def _parent_main_hidden() -> Iterator[None]:
+    """While a worker starts, the parent's `__main__` is hidden from `spawn`, which would otherwise run the parent's
+    script again in the worker (as `__mp_main__`) before the case: a script calling `infermeter.bench` without an
+    `if __name__ == "__main__"` guard would start benchmarks inside its own workers, and one with it would still
+    load its own imports there, into the case's start-up time and peak memory. A worker needs nothing from
+    `__main__` (its target and arguments are infermeter's), so it is the same fresh process whoever starts it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
 class CaseWorker:
     """One case in a fresh `spawn`ed process, driven from here: `wait_ready`, then `burst` as often as the stop
     rule or the interleaving asks, then `finish`. The whole life is bounded by the case's `case_timeout_s`.
@@ -132,7 +150,7 @@ class CaseWorker:
         try:
             # A Ctrl-C while the child is still reading its start-up data would make it print an EOFError
             # traceback: held until the start is complete, then delivered, and the fresh worker stopped.
-            with deferred_interrupts():
+            with deferred_interrupts(), _parent_main_hidden():
                 self.process.start()
         except BaseException:
             self.kill()

@@ -19,16 +19,18 @@ def write_results(path: Path, results: ResultsFile) -> None:
     """
     payload = json.dumps(results_to_dict(results), indent=1, allow_nan=False)
     try:
-        _write_atomically(path, payload)
+        write_text_atomically(path, payload)
     except OSError as exc:
         raise ResultsError(f"cannot write results file {str(path)!r}: {exc.strerror or exc}") from exc
 
 
-def _write_atomically(path: Path, payload: str) -> None:
+def write_text_atomically(path: Path, payload: str) -> None:
+    """Write `payload` (UTF-8, newlines as given) to `path` atomically: a temporary file in the same folder,
+    fsync, then rename; the folder is made when missing. OSError when it cannot be written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())

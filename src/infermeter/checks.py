@@ -1,0 +1,101 @@
+"""Checks of user-given values, shared by the CLI (flags) and the Python API (keywords).
+
+Each check names the value the way its caller's user typed it (`--min-time` on the command line, `min_time_s`
+in Python), so a message always points at something the user can find and change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from infermeter.case import MeasureSettings
+from infermeter.errors import UsageError
+
+# The CLI flag of each MeasureSettings field (the Python API accepts the flag's spelling as a keyword too).
+SETTING_FLAGS = {
+    "warmup_iterations": "--warmup",
+    "min_iterations": "--iterations",
+    "min_time_s": "--min-time",
+    "max_time_s": "--max-time",
+    "input_sets": "--input-sets",
+    "case_timeout_s": "--case-timeout",
+    "seed": "--seed",
+    "check_parity": "--check-parity",
+    "target_ci": "--target-ci",
+    "rounds": "--rounds",
+    "interleave": "--no-interleave",
+}
+
+
+def setting_flag(name: str) -> str:
+    """The CLI flag of a MeasureSettings field (the field itself when it has none)."""
+    return SETTING_FLAGS.get(name, name)
+
+
+def split_values(values: Iterable[str] | None) -> list[str]:
+    """Matrix flags take repeats and comma-separated lists: ['a,b', 'c'] -> ['a', 'b', 'c'] (order kept,
+    duplicates dropped)."""
+    out: list[str] = []
+    for value in values or ():
+        for item in value.split(","):
+            item = item.strip()
+            if item and item not in out:
+                out.append(item)
+    return out
+
+
+def choose(values: Iterable[str] | None, allowed: Iterable[str], flag: str) -> list[str]:
+    """Values of a matrix flag checked against `allowed`."""
+    allowed = tuple(allowed)
+    chosen = split_values(values)
+    for item in chosen:
+        if item not in allowed:
+            raise UsageError(f"{flag} {item!r} is not one of {', '.join(allowed)}")
+    return chosen
+
+
+def require_positive(value: float, flag: str, allow_zero: bool = False) -> None:
+    """UsageError unless value > 0 (or >= 0 with allow_zero)."""
+    if value < 0 or (value == 0 and not allow_zero):
+        raise UsageError(f"{flag} {value:g} must be {'zero or more' if allow_zero else 'positive'}")
+
+
+def parse_fraction(text: str, flag: str) -> float:
+    """`1%` or `0.01` as a fraction; a usage error for anything else or a negative value."""
+    stripped = text.strip()
+    try:
+        value = float(stripped.removesuffix("%")) / (100 if stripped.endswith("%") else 1)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a fraction; write e.g. {flag} 1% or {flag} 0.01") from None
+    if value < 0 or value >= 1:
+        raise UsageError(f"{flag} {text!r} must lie in [0, 100%)")
+    return value
+
+
+def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setting_flag) -> None:
+    """UsageError for a loop setting that cannot work (counts and times must make sense before any case runs);
+    `name` turns a field into what the user typed (by default its CLI flag)."""
+    require_positive(settings.min_iterations, name("min_iterations"))
+    require_positive(settings.min_time_s, name("min_time_s"), allow_zero=True)
+    require_positive(settings.max_time_s, name("max_time_s"))
+    require_positive(settings.case_timeout_s, name("case_timeout_s"))
+    require_positive(settings.warmup_iterations, name("warmup_iterations"), allow_zero=True)
+    require_positive(settings.input_sets, name("input_sets"))
+    require_positive(settings.rounds, name("rounds"))
+    if not 0 <= settings.target_ci < 1:
+        raise UsageError(f"{name('target_ci')} {settings.target_ci:g} must lie in [0, 1)")
+
+
+def check_gate(threshold: str, alpha: float, name: Callable[[str], str] = lambda key: f"--{key}") -> float:
+    """A regression gate's threshold (`5%`, `5` or `0.05`) as a fraction, its significance level `alpha` checked;
+    UsageError naming either as `name` spells it (by default the CLI flag)."""
+    from infermeter.compare import parse_threshold
+
+    try:
+        limit = parse_threshold(threshold)
+    except ValueError:
+        flag = name("threshold")
+        raise UsageError(f"{flag} {threshold!r} is not a percentage; write e.g. {flag} 5%") from None
+    if not 0 < alpha < 1:
+        raise UsageError(f"{name('alpha')} {alpha:g} must be between 0 and 1")
+    return limit

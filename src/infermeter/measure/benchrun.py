@@ -1,0 +1,233 @@
+"""A whole `bench` run, from its results file to the finished cases: the one code path behind the CLI's `bench`
+and the Python API's `infermeter.bench`, so both measure with the same isolation, interleaving, stop rules and
+machine-speed probe, and write the same results file.
+
+A new file gets the plan before its first case; a resumed one (`bench --resume FILE`) replays the plan stored in
+it. What a person sees while it runs (notes, spinners, a progress bar) goes through a `BenchDisplay`, which the
+caller chooses: the terminal's for the CLI and for notebooks, `SilentDisplay` for scripts that want none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from infermeter.errors import InfermeterError, ResultsError, UsageError
+from infermeter.interrupts import deferred_interrupts, terminate_as_interrupt
+from infermeter.measure.plan import Matrix, PlanItem
+from infermeter.measure.planfile import StoredPlan, record_resumption, remaining, store_plan, stored_plan
+from infermeter.measure.speedprobe import SpeedTrace
+from infermeter.models.spec import ModelSpec
+from infermeter.results.schema import CaseResult, ResultsFile, now_iso
+
+if TYPE_CHECKING:
+    from infermeter.measure.sweep import SweepEvent
+
+
+class BenchDisplay(Protocol):
+    """What a bench run tells a person while it runs. Texts are plain (no markup)."""
+
+    def note(self, text: str) -> None:
+        """A passing remark (a default backend left out, a one-time measurement starting)."""
+
+    def warn(self, text: str) -> None:
+        """Something went wrong that does not stop the run (the history database could not be written)."""
+
+    def status(self, text: str) -> AbstractContextManager[object]:
+        """A spinner with `text` for the duration of the block."""
+
+    def progress(self, total: int) -> AbstractContextManager[Callable[[SweepEvent], None]]:
+        """A progress display for the sweep of `total` plan items; the block receives the event callback."""
+
+    def interrupted(self, exc: KeyboardInterrupt, finished: int, path: Path | None) -> None:
+        """The sweep was interrupted (Ctrl-C, or SIGTERM as `Terminated`) with `finished` cases saved in `path`.
+        The run re-raises `exc` afterwards unless this raises something else (the CLI exits 130 or 143)."""
+
+
+class SilentDisplay:
+    """A BenchDisplay that shows nothing."""
+
+    def note(self, text: str) -> None:
+        """Dropped."""
+
+    def warn(self, text: str) -> None:
+        """Dropped."""
+
+    def status(self, text: str) -> AbstractContextManager[object]:
+        """No spinner."""
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def progress(self, total: int) -> Iterator[Callable[[SweepEvent], None]]:
+        """No progress display: the events are dropped."""
+        yield lambda _event: None
+
+    def interrupted(self, exc: KeyboardInterrupt, finished: int, path: Path | None) -> None:
+        """Nothing to say: the interrupt goes on to the caller."""
+
+
+@dataclass
+class Sweep:
+    """The results file a bench run writes (`path`, None to keep it in memory), its content so far, the whole plan
+    and what is left of it."""
+
+    results: ResultsFile
+    path: Path | None
+    plan: StoredPlan
+    items: list[PlanItem]
+    todo: list[PlanItem]
+
+
+def new_sweep(
+    path: Path | None,
+    matrix: Matrix,
+    cold_start: bool,
+    isolate: bool,
+    command: Sequence[str],
+    environment: dict[str, Any],
+) -> Sweep:
+    """A fresh results file for `matrix`, its plan stored in it."""
+    plan = StoredPlan((matrix,), tuple(command), cold_start, isolate)
+    items = plan.items()  # a bad shape fails here, before anything is written
+    results = ResultsFile(created=now_iso(), environment=environment, command=list(command))
+    store_plan(results, plan)
+    return Sweep(results, path, plan, items, items)
+
+
+def resumed_sweep(
+    resume: Path,
+    output: Path | None,
+    matrix: Matrix | None,
+    cold_start: bool,
+    isolate: bool,
+    command: Sequence[str],
+    resolve: Callable[[str], ModelSpec],
+) -> Sweep:
+    """The sweep of a results file to resume: its stored plan (extended by `matrix` with --resume-extend), the
+    original command kept and this resumption appended to `resumed`. ResultsError before any write when the file
+    or its plan cannot be read."""
+    from infermeter.results.io import read_results
+
+    results = read_results(resume)
+    stored = stored_plan(results, resume, resolve)
+    if matrix is None:
+        if stored is None:
+            raise ResultsError(
+                f"{resume} holds no plan (written by an older infermeter), so there is nothing to replay: give the "
+                f"original command's flags with --resume {resume} --resume-extend"
+            )
+        plan = stored
+    elif stored is None:
+        plan = StoredPlan((matrix,), tuple(results.command or command), cold_start, isolate)
+    elif (stored.cold_start, stored.isolate) != (cold_start, isolate):
+        raise UsageError(f"--resume-extend keeps {resume}'s --cold-start and --no-isolation as they were")
+    else:
+        plan = stored.extended(matrix)
+    items = plan.items()
+    todo = remaining(items, results)
+    if not results.command:
+        results.command = list(plan.command)
+    store_plan(results, plan)
+    record_resumption(results, command, len(todo), extended=matrix is not None)
+    return Sweep(results, output or resume, plan, items, todo)
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """A finished bench run: its results (also in `path` when there is one), the plan and the speed probe's
+    readings (`trace.moved`: how far the machine's speed moved during the run)."""
+
+    results: ResultsFile
+    path: Path | None
+    items: list[PlanItem]
+    trace: SpeedTrace
+    cold_start: bool
+
+    @property
+    def cases(self) -> list[CaseResult]:
+        """The results of this run's plan, in the order they ran (a resumed file may hold others too)."""
+        planned = {case.id for item in self.items for case in item.chain}
+        return [case for case in self.results.cases if case.id in planned]
+
+
+def _save(path: Path | None, results: ResultsFile) -> None:
+    if path is not None:
+        from infermeter.results.io import write_results
+
+        write_results(path, results)
+
+
+def prepare_onnx(plan: Sequence[PlanItem], display: BenchDisplay) -> None:
+    """Export each model's ONNX form once, before any case, when an ONNX-reading backend will need it: the export
+    is a one-time conversion (cached on disk), not part of any one backend's load time or peak memory."""
+    from infermeter.backends.registry import get_backend
+    from infermeter.models.convert import onnx_for
+
+    seen: set[str] = set()
+    for item in plan:
+        spec = item.spec
+        if spec.ref in seen or not spec.has_torch_form:
+            continue
+        if any(get_backend(c.backend).consumes_onnx and get_backend(c.backend).available() is None for c in item.chain):
+            seen.add(spec.ref)
+            status = display.status(f"exporting {spec.ref} to ONNX (once; cached for later runs)")
+            # An export error is not raised here: each case that needs the export reports it as its own failure.
+            with status, contextlib.suppress(InfermeterError), deferred_interrupts():
+                onnx_for(spec)
+
+
+def _annotate_roofline(results: ResultsFile, path: Path | None, display: BenchDisplay) -> None:
+    """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
+    from infermeter.graph.peak import cached_peak
+    from infermeter.graph.roofline import annotate_roofline
+
+    if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
+        display.note("measuring this machine's compute and memory ceilings once (infermeter peak)...")
+    with display.status("roofline: counting FLOPs per model"), deferred_interrupts():
+        annotate_roofline(results)
+    _save(path, results)
+
+
+def _run_plan(sweep: Sweep, display: BenchDisplay) -> SpeedTrace:
+    """The sweep under the display's progress, with the machine-speed probe read before, between rounds and after
+    (kept in the results as `machine_speed`). An interrupt reaches the display, then the caller."""
+    from infermeter.measure.sweep import run_sweep
+
+    results, path = sweep.results, sweep.path
+    trace = SpeedTrace()
+    trace.read()
+    try:
+        with terminate_as_interrupt(), display.progress(len(sweep.items)) as on_event:
+            run_sweep(sweep.items, results, path, isolate=sweep.plan.isolate, on_event=on_event, trace=trace)
+        trace.read()
+        results.extra["machine_speed"] = trace.to_dict()
+        _save(path, results)
+    except KeyboardInterrupt as exc:
+        display.interrupted(exc, len(results.cases), path)
+        raise
+    return trace
+
+
+def run_bench(sweep: Sweep, display: BenchDisplay, roofline: bool = True, history: bool = True) -> BenchRun:
+    """Run what is left of `sweep`'s plan, saving the results file after every case: the ONNX exports first, then
+    the sweep, then (unless a cold start, or `roofline` is off) the roofline figures, and the run recorded in the
+    history database when `history` is on."""
+    results, path = sweep.results, sweep.path
+    cold_start = sweep.plan.cold_start
+    _save(path, results)
+    if not cold_start:  # a cold start measures the conversion itself
+        prepare_onnx(sweep.todo, display)
+    trace = _run_plan(sweep, display)
+    if roofline and not cold_start:
+        _annotate_roofline(results, path, display)
+    if history:
+        from infermeter.results.store import record_run
+
+        problem = record_run(results, path)
+        if problem:
+            display.warn(problem)
+    return BenchRun(results, path, sweep.items, trace, cold_start)
