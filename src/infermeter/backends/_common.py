@@ -1,9 +1,8 @@
-"""Helpers shared by the framework backends: option parsing, cache switch, CPU precision support, dummy feeds."""
+"""Helpers shared by the framework backends: CPU precision support, shapes, dummy feeds (options: `options.py`)."""
 
 from __future__ import annotations
 
 from infermeter.case import Case
-from infermeter.errors import UsageError
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 
@@ -13,36 +12,6 @@ NATIVE_ISA = {
     "bf16": ("avx512_bf16", "amx_bf16"),
     "fp16": ("avx512_fp16", "amx_fp16"),
 }
-
-
-def cache_enabled(case: Case) -> bool:
-    """False when the case asks for `cache=off` (the backend then neither reads nor writes its artifact cache)."""
-    value = (case.option("cache", "on") or "on").lower()
-    if value not in ("on", "off", "true", "false", "1", "0"):
-        raise UsageError(f"cache={value!r}: use cache=on or cache=off")
-    return value in ("on", "true", "1")
-
-
-def choice_option(case: Case, key: str, allowed: tuple[str, ...], default: str) -> str:
-    """The value of option `key`, checked against `allowed` (UsageError naming them otherwise)."""
-    value = case.option(key, default) or default
-    if value not in allowed:
-        raise UsageError(f"{key}={value!r}: use one of {', '.join(allowed)}")
-    return value
-
-
-def int_option(case: Case, key: str, default: int | None) -> int | None:
-    """The value of option `key` as a non-negative int (UsageError otherwise); `default` when absent."""
-    value = case.option(key)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise UsageError(f"{key}={value!r}: use a non-negative integer")
-    return number
 
 
 def cpu_precision_reason(precision: str, framework: str) -> str | None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from infermeter.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from infermeter.backends.options import Option
 
 
 def package_version(distribution: str) -> str | None:
@@ -67,22 +71,34 @@ class Session(ABC):
         """Release the engine's resources."""
 
 
-class Backend(ABC):
-    """An inference framework. `name` is its CLI word; `load` does all slow work and returns a Session."""
+@dataclass(frozen=True)
+class TritonTarget:
+    """How Triton runs what a backend ran: `key` is `platform` or `backend` in config.pbtxt, `name` its value,
+    `filename` the model file in the version folder. `writable`: the file is the ONNX the case ran (TensorRT plans
+    and TorchScript files are not kept by bench, so their repository cannot be filled from a results file).
+    `aliases`: other spellings of `name` in config.pbtxt files (Triton's backend name for a platform)."""
+
+    key: str
+    name: str
+    filename: str
+    writable: bool = True
+    aliases: tuple[str, ...] = ()
+
+
+class BackendInfo(ABC):
+    """What every registered backend, of any task (inference or generation), tells about itself without loading
+    anything: its CLI word, device, framework distribution, options, and whether it can run here. The registry
+    (`backends.registry`) lists these classes; `infermeter backends` shows them."""
 
     name: ClassVar[str]
     device: ClassVar[str] = "cpu"
-    # The distribution whose version is recorded with each result.
+    # The distribution whose version is recorded with each result (and in every results file's environment).
     distribution: ClassVar[str | None] = None
-    # Synthetic backends are never part of the default "every available backend" set.
+    # Synthetic backends (test doubles) are never part of a default "every available backend" set.
     synthetic: ClassVar[bool] = False
-    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     description: ClassVar[str] = ""
-    # True when `--precision int8` on a float model should be served as an INT8 (QDQ) ONNX graph made on the fly.
-    quantizes_on_the_fly: ClassVar[bool] = False
-    # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before
-    # any case runs, so that no case's load time or peak memory carries the one-time export.
-    consumes_onnx: ClassVar[bool] = False
+    # The `-O KEY=VALUE` options `load` reads, checked while the plan is built (`backends.options`).
+    options: ClassVar[tuple[Option, ...]] = ()
 
     @classmethod
     def version(cls) -> str | None:
@@ -93,6 +109,35 @@ class Backend(ABC):
     @abstractmethod
     def available(cls) -> str | None:
         """None when the backend can run here, else why not and how to fix it (install hint)."""
+
+
+class Backend(BackendInfo):
+    """An inference framework. `name` is its CLI word; `load` does all slow work and returns a Session.
+
+    The capability flags below are what the rest of infermeter asks of a backend (optimize, quantize, parity,
+    deploy); nothing outside `backends/` keeps a list of backend names."""
+
+    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
+    # True when `--precision int8` on a float model should be served as an INT8 (QDQ) ONNX graph made on the fly.
+    quantizes_on_the_fly: ClassVar[bool] = False
+    # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before
+    # any case runs, so that no case's load time or peak memory carries the one-time export.
+    consumes_onnx: ClassVar[bool] = False
+    # True when the engine compiles for fixed shapes in static mode and for symbolic ones in dynamic mode: the
+    # backends on which static vs dynamic shapes is a real choice.
+    shape_aware: ClassVar[bool] = False
+    # True when `load` spends long in compilation: optimize tries such backends last.
+    slow_to_load: ClassVar[bool] = False
+    # True when the engine executes a quantized (QDQ) ONNX graph in int8 on its device.
+    runs_quantized_onnx: ClassVar[bool] = False
+    # True when the framework ships its own INT8 quantizer (`infermeter quantize --engine NAME`).
+    quantizer: ClassVar[bool] = False
+    # Model-file suffixes `load` takes as they are (`quantize` times a file on the first CPU backend that reads it).
+    model_files: ClassVar[tuple[str, ...]] = ()
+    # Set when the backend can be the fp32 reference of `infermeter parity`: the options it runs the reference with.
+    reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
+    # How Triton serves what this backend ran (None: Triton has no backend for it).
+    triton: ClassVar[TritonTarget | None] = None
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:

@@ -1,20 +1,9 @@
 """A synthetic backend for testing the harness without any framework.
 
-Options (`--option null.KEY=VALUE`):
-  latency_ms   median latency of one inference (default 1.0)
-  dist         constant | lognormal | exponential (default constant)
-  sigma        spread of the lognormal distribution (default 0.1)
-  wait         spin | sleep: how the latency is spent (spin is accurate to microseconds; default spin)
-  load_s       seconds `load` takes (default 0)
-  fail         load | run: raise an error there
-  crash        load | run: kill the process with SIGSEGV there (abort: SIGABRT with crash_signal=abort)
-  hang         load | run: never return from there
-  after        with fail/crash/hang at run: how many runs succeed first (default 0)
-  precision    the effective precision to report (default: the requested one)
-  slow_file    a path: while a file exists there, every run takes slow_factor times longer (a machine-wide
-               slowdown that tests switch on and off, shared by every worker)
-  slow_factor  the slowdown factor while slow_file exists (default 1.3)
-  seed         seed of the latency draws (default 0)
+Its options (`--option null.KEY=VALUE`, listed by `infermeter backends --options`) set the latency it spends,
+its spread, and failures to inject (fail, crash or hang at load or run). `slow_file` names a path: while a file
+exists there, every run takes `slow_factor` times longer (a machine-wide slowdown that tests switch on and off,
+shared by every worker).
 """
 
 from __future__ import annotations
@@ -28,23 +17,38 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends.base import Backend, Session
+from infermeter.backends.options import Choice, Integer, Number, Text
 from infermeter.case import PRECISIONS, Case
 from infermeter.errors import BackendError, UsageError
 from infermeter.models.spec import ModelSpec
 
-_KNOWN_OPTIONS = {
-    "latency_ms",
-    "dist",
-    "sigma",
-    "wait",
-    "load_s",
-    "fail",
-    "crash",
-    "crash_signal",
-    "hang",
-    "after",
-}
-_KNOWN_OPTIONS |= {"precision", "seed", "slow_file", "slow_factor"}
+_WHERE = ("none", "load", "run")
+
+
+def _check_precision(value: str) -> None:
+    if value not in PRECISIONS:
+        raise UsageError(f"null.precision={value!r}: use one of {', '.join(PRECISIONS)}")
+
+
+LATENCY_MS = Number(key="null.latency_ms", default=1.0, help="median latency of one inference, ms")
+DIST = Choice(key="null.dist", choices=("constant", "lognormal", "exponential"), default="constant",
+              help="distribution of the latencies")  # fmt: skip
+SIGMA = Number(key="null.sigma", default=0.1, help="spread of the lognormal distribution")
+WAIT = Choice(key="null.wait", choices=("spin", "sleep"), default="spin",
+              help="how the latency is spent (spin is accurate to microseconds)")  # fmt: skip
+LOAD_S = Number(key="null.load_s", default=0.0, help="seconds `load` takes")
+FAIL = Choice(key="null.fail", choices=_WHERE, default="none", help="raise an error at load or run")
+CRASH = Choice(key="null.crash", choices=_WHERE, default="none", help="kill the process with a signal at load or run")
+CRASH_SIGNAL = Choice(key="null.crash_signal", choices=("segv", "abort"), default="segv", help="the signal of crash")
+HANG = Choice(key="null.hang", choices=_WHERE, default="none", help="never return from load or run")
+AFTER = Integer(key="null.after", default=0, help="with fail/crash/hang at run: how many runs succeed first")
+PRECISION = Text(key="null.precision", help="the effective precision to report (default: the requested one)",
+                 describe=" | ".join(PRECISIONS), check=_check_precision)  # fmt: skip
+SLOW_FILE = Text(key="null.slow_file", help="while a file exists at this path, every run is slow_factor slower",
+                 describe="path")  # fmt: skip
+SLOW_FACTOR = Number(key="null.slow_factor", default=1.3, help="the slowdown factor while slow_file exists")
+SEED = Integer(key="null.seed", default=0, help="seed of the latency draws")
+MISBEHAVIOURS = {"fail": FAIL, "crash": CRASH, "hang": HANG}
 
 
 def _misbehave(what: str, signal_name: str) -> None:
@@ -60,30 +64,28 @@ def _misbehave(what: str, signal_name: str) -> None:
 class NullSession(Session):
     """Spends a drawn latency per run and returns zeros shaped (batch, 1)."""
 
-    def __init__(self, case: Case, options: dict[str, str]) -> None:
+    def __init__(self, case: Case) -> None:
         super().__init__()
-        self._precision = options.get("precision", case.precision)
-        latency_s = float(options.get("latency_ms", "1.0")) / 1e3
-        dist = options.get("dist", "constant")
-        rng = np.random.default_rng(int(options.get("seed", "0")))
+        self._precision = PRECISION.value(case) or case.precision
+        latency_s = LATENCY_MS.value(case) / 1e3
+        dist = DIST.value(case)
+        rng = np.random.default_rng(SEED.value(case))
         # Pre-drawn so that drawing costs nothing inside the timed region.
         size = 1 << 16
-        if dist == "constant":
-            self._latencies_s = np.full(size, latency_s)
-        elif dist == "lognormal":
-            self._latencies_s = latency_s * rng.lognormal(0.0, float(options.get("sigma", "0.1")), size)
+        if dist == "lognormal":
+            self._latencies_s = latency_s * rng.lognormal(0.0, SIGMA.value(case), size)
         elif dist == "exponential":
             self._latencies_s = latency_s / np.log(2) * rng.exponential(1.0, size)
         else:
-            raise UsageError(f"null.dist={dist!r}: use constant, lognormal or exponential")
-        self._sleep = options.get("wait", "spin") == "sleep"
+            self._latencies_s = np.full(size, latency_s)
+        self._sleep = WAIT.value(case) == "sleep"
         self._runs = 0
-        self._after = int(options.get("after", "0"))
-        self._signal = options.get("crash_signal", "segv")
-        self._on_run = [w for w in ("fail", "crash", "hang") if options.get(w) == "run"]
-        slow_file = options.get("slow_file")
+        self._after = AFTER.value(case)
+        self._signal = CRASH_SIGNAL.value(case)
+        self._on_run = [what for what, option in MISBEHAVIOURS.items() if option.value(case) == "run"]
+        slow_file = SLOW_FILE.value(case)
         self._slow_file = Path(slow_file) if slow_file else None
-        self._slow_factor = float(options.get("slow_factor", "1.3"))
+        self._slow_factor = SLOW_FACTOR.value(case)
 
     def run(self, prepared: Any) -> Any:
         if self._on_run and self._runs >= self._after:
@@ -112,6 +114,10 @@ class NullBackend(Backend):
     synthetic = True
     precisions = PRECISIONS
     description = "synthetic latencies for testing the harness (no framework)"
+    options = (
+        *(LATENCY_MS, DIST, SIGMA, WAIT, LOAD_S, SEED),
+        *(FAIL, CRASH, CRASH_SIGNAL, HANG, AFTER, PRECISION, SLOW_FILE, SLOW_FACTOR),
+    )
 
     @classmethod
     def version(cls) -> str | None:
@@ -124,18 +130,12 @@ class NullBackend(Backend):
         return None
 
     def load(self, model: ModelSpec, case: Case) -> Session:
-        options = {k.removeprefix("null."): v for k, v in case.options if k.startswith("null.")}
-        unknown = sorted(set(options) - _KNOWN_OPTIONS)
-        if unknown:
-            raise UsageError(
-                f"unknown null backend option(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN_OPTIONS))}"
-            )
-        for what in ("fail", "crash", "hang"):
-            if options.get(what) == "load":
-                _misbehave(what, options.get("crash_signal", "segv"))
-        load_s = float(options.get("load_s", "0"))
+        for what, option in MISBEHAVIOURS.items():
+            if option.value(case) == "load":
+                _misbehave(what, CRASH_SIGNAL.value(case))
+        load_s = LOAD_S.value(case)
         if load_s:
             time.sleep(load_s)
-        session = NullSession(case, options)
+        session = NullSession(case)
         session.load_phases_s["simulated_load_s"] = load_s
         return session

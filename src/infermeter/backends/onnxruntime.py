@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from infermeter.backends._common import cache_enabled, case_shapes, choice_option, onnx_form_reason
-from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends._common import case_shapes, onnx_form_reason
+from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.convert import CachedArtifact, cached_build, onnx_for
@@ -22,6 +23,8 @@ from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
+OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",
+                   help="graph optimization level (SessionOptions.graph_optimization_level)")  # fmt: skip
 
 
 def onnx_graph_precision(path: str) -> str:
@@ -82,10 +85,18 @@ class OnnxRuntimeBackend(Backend):
     """ONNX Runtime, CPU execution provider (`onnxruntime`).
 
     Options: `onnxruntime.opt_level` disable | basic | extended | all (default all); `cache=off` disables the
-    optimized-model cache."""
+    optimized-model cache; `quantize.*` tune int8 made on the fly."""
 
     name = "onnxruntime"
+    options = (OPT_LEVEL, CACHE, *QUANTIZE_OPTIONS)
     consumes_onnx = True
+    shape_aware = True
+    runs_quantized_onnx = True
+    quantizer = True
+    model_files = (".onnx",)
+    # As the parity reference it runs the graph as written: no fusion, no layout change.
+    reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((OPT_LEVEL.key, "disable"),)
+    triton = TritonTarget("platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",))
     distribution = "onnxruntime"
     description = "ONNX Runtime, CPU execution provider"
     # Execution providers in preference order, as (name, provider options) pairs.
@@ -152,8 +163,8 @@ class OnnxRuntimeBackend(Backend):
             raise BackendError(f"ONNX Runtime could not load {model.ref}: {str(exc).strip()}") from exc
 
     def load(self, model: ModelSpec, case: Case) -> Session:
-        level_name = choice_option(case, "onnxruntime.opt_level", OPT_LEVELS, "all")
-        use_cache = self.optimized_model_cache and cache_enabled(case) and level_name != "disable"
+        level_name = OPT_LEVEL.value(case)
+        use_cache = self.optimized_model_cache and CACHE.value(case) and level_name != "disable"
         start = time.perf_counter()
         import onnxruntime as ort
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from infermeter.backends._common import cache_enabled, onnx_form_reason
+from infermeter.backends._common import onnx_form_reason
 from infermeter.backends._gpu import nvidia_gpu_reason
 from infermeter.backends.base import Session, package_version
-from infermeter.backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeSession
+from infermeter.backends.onnxruntime import OPT_LEVEL, OnnxRuntimeBackend, OnnxRuntimeSession
+from infermeter.backends.options import CACHE, Option, Switch
 from infermeter.case import Case
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
 
+# Fail session creation when any node would be placed on the CPU: a partly-CPU graph is not a GPU figure.
+CPU_FALLBACK = Switch(key="onnxruntime.cpu_fallback", default=False, help="allow nodes to fall back to the CPU")
 _GPU_BUILD_HINT = "pip uninstall onnxruntime && pip install onnxruntime-gpu (needs CUDA 12 and cuDNN 9 libraries)"
 
 
@@ -24,6 +27,11 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
     device = "cuda"
     distribution = "onnxruntime-gpu"
     optimized_model_cache = False
+    options: ClassVar[tuple[Option, ...]] = (OPT_LEVEL, CPU_FALLBACK)
+    # Not the CPU backend's: int8 graphs, quantization and the parity reference are the CPU provider's business.
+    quantizes_on_the_fly = False
+    quantizer = False
+    reference_options = None
 
     @classmethod
     def version(cls) -> str | None:
@@ -48,16 +56,15 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
 
     def session_options(self, ort: Any, model: ModelSpec, case: Case, level_name: str) -> Any:
         options = super().session_options(ort, model, case, level_name)
-        if (case.option("onnxruntime.cpu_fallback", "off") or "off") != "on":
-            # Fail session creation when any node would be placed on the CPU: a partly-CPU graph is not a GPU
-            # figure. `onnxruntime.cpu_fallback=on` allows it (and the note says so).
+        if not CPU_FALLBACK.value(case):
+            # `onnxruntime.cpu_fallback=on` allows a partly-CPU graph (and the note says so).
             options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         return options
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         session = super().load(model, case)
         assert isinstance(session, OnnxRuntimeSession)
-        if (case.option("onnxruntime.cpu_fallback", "off") or "off") == "on":
+        if CPU_FALLBACK.value(case):
             session.notes.append("onnxruntime.cpu_fallback=on: some nodes may run on the CPU")
         session.notes.append("timed run() includes host<->device copies (numpy inputs and outputs)")
         return session
@@ -69,6 +76,7 @@ class OnnxRuntimeCudaBackend(_OnnxRuntimeGpuBackend):
     name = "onnxruntime-cuda"
     description = "ONNX Runtime, CUDA execution provider"
     providers: ClassVar[tuple[str, ...]] = ("CUDAExecutionProvider",)
+    runs_quantized_onnx = False  # the CUDA provider runs a QDQ graph's float path, not int8 kernels
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
@@ -93,6 +101,7 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
     description = "ONNX Runtime, TensorRT execution provider"
     providers: ClassVar[tuple[str, ...]] = ("TensorrtExecutionProvider",)
     precisions = ("fp32", "fp16")
+    options = (OPT_LEVEL, CPU_FALLBACK, CACHE)
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
@@ -104,7 +113,7 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
 
     def provider_options(self, case: Case) -> list[tuple[str, dict[str, str]]]:
         options = {"device_id": "0", "trt_fp16_enable": "True" if case.precision == "fp16" else "False"}
-        if cache_enabled(case):
+        if CACHE.value(case):
             folder = cache_root() / "ort-tensorrt"
             folder.mkdir(parents=True, exist_ok=True)
             options |= {"trt_engine_cache_enable": "True", "trt_engine_cache_path": str(folder)}

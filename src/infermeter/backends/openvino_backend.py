@@ -11,16 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.backends._common import (
-    cache_enabled,
-    case_shapes,
-    choice_option,
-    cpu_precision_reason,
-    int_option,
-    onnx_form_reason,
-    precision_from_dtype_name,
-)
-from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends._common import case_shapes, cpu_precision_reason, onnx_form_reason, precision_from_dtype_name
+from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.options import CACHE, Choice, Integer
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.convert import cache_root, onnx_for
@@ -32,6 +25,8 @@ PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 # OPTIMIZATION_CAPABILITIES entry the CPU plugin must list for each hint.
 CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
+HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
+STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
 
 
 def read_back_precision(compiled: Any) -> str:
@@ -120,7 +115,13 @@ class OpenVinoBackend(Backend):
     shapes before compiling; dynamic keeps its symbolic dimensions."""
 
     name = "openvino"
+    options = (HINT, STREAMS, CACHE)
     consumes_onnx = True
+    shape_aware = True
+    runs_quantized_onnx = True
+    quantizer = True
+    model_files = (".onnx", ".xml")
+    triton = TritonTarget("backend", "openvino", "model.onnx")
     distribution = "openvino"
     precisions = ("fp32", "bf16", "fp16")
     description = "OpenVINO CPU plugin (precision hint set and read back)"
@@ -146,9 +147,9 @@ class OpenVinoBackend(Backend):
         return cpu_precision_reason(case.precision, "OpenVINO")
 
     def load(self, model: ModelSpec, case: Case) -> Session:
-        hint = choice_option(case, "openvino.hint", PERFORMANCE_HINTS, "latency")
-        streams = int_option(case, "openvino.streams", None)
-        use_cache = cache_enabled(case)
+        hint = HINT.value(case)
+        streams = STREAMS.value(case)
+        use_cache = CACHE.value(case)
         start = time.perf_counter()
         import openvino as ov
 

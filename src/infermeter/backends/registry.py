@@ -1,49 +1,127 @@
-"""The backend registry: CLI words to backend classes, imported lazily so that `infermeter --help` stays fast."""
+"""The backend registry: one line per backend, for every task (inference and LLM generation). CLI words map to
+backend classes, imported lazily so that `infermeter --help` stays fast.
+
+Everything else about a backend is on its class (`backends.base.BackendInfo` and `Backend`, or
+`generate.backends.base.GenerationBackend`): lists such as "the backends that read ONNX" are derived from here.
+Inference backends live in this package, generation backends in `infermeter.generate.backends`.
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
-from infermeter.backends.base import Backend
 from infermeter.errors import UsageError
 
-# CLI word -> "module:Class". Importing a backend module never imports its framework.
-_BACKENDS: dict[str, str] = {
-    "null": "infermeter.backends.null:NullBackend",
-    "torch": "infermeter.backends.torch_eager:TorchEagerBackend",
-    "onnxruntime": "infermeter.backends.onnxruntime:OnnxRuntimeBackend",
-    "torch-compile": "infermeter.backends.torch_compile:TorchCompileBackend",
-    "torchscript": "infermeter.backends.torchscript:TorchScriptBackend",
-    "openvino": "infermeter.backends.openvino_backend:OpenVinoBackend",
-    "onnxruntime-cuda": "infermeter.backends.onnxruntime_gpu:OnnxRuntimeCudaBackend",
-    "onnxruntime-tensorrt": "infermeter.backends.onnxruntime_gpu:OnnxRuntimeTensorRTBackend",
-    "tensorrt": "infermeter.backends.tensorrt_backend:TensorRTBackend",
-    "tflite": "infermeter.backends.tflite:TFLiteBackend",
-}
+if TYPE_CHECKING:
+    from infermeter.backends.base import Backend, BackendInfo
+    from infermeter.generate.backends.base import GenerationBackend
+
+TASKS = ("infer", "generate")
 
 
-def backend_names() -> list[str]:
-    """Every known backend's CLI word, in registry order."""
-    return list(_BACKENDS)
+@dataclass(frozen=True)
+class Registered:
+    """One registry line: the CLI word, the task it serves (`infer` or `generate`), and `module:Class`.
+    Importing a backend module never imports its framework."""
+
+    name: str
+    task: str
+    target: str
+
+
+REGISTRY: tuple[Registered, ...] = (
+    Registered("null", "infer", "infermeter.backends.null:NullBackend"),
+    Registered("torch", "infer", "infermeter.backends.torch_eager:TorchEagerBackend"),
+    Registered("onnxruntime", "infer", "infermeter.backends.onnxruntime:OnnxRuntimeBackend"),
+    Registered("torch-compile", "infer", "infermeter.backends.torch_compile:TorchCompileBackend"),
+    Registered("torchscript", "infer", "infermeter.backends.torchscript:TorchScriptBackend"),
+    Registered("openvino", "infer", "infermeter.backends.openvino_backend:OpenVinoBackend"),
+    Registered("onnxruntime-cuda", "infer", "infermeter.backends.onnxruntime_gpu:OnnxRuntimeCudaBackend"),
+    Registered("onnxruntime-tensorrt", "infer", "infermeter.backends.onnxruntime_gpu:OnnxRuntimeTensorRTBackend"),
+    Registered("tensorrt", "infer", "infermeter.backends.tensorrt_backend:TensorRTBackend"),
+    Registered("tflite", "infer", "infermeter.backends.tflite:TFLiteBackend"),
+    Registered("llama-cpp", "generate", "infermeter.generate.backends.llama_cpp:LlamaCppBackend"),
+    Registered("transformers", "generate", "infermeter.generate.backends.transformers_gen:TransformersBackend"),
+    Registered("vllm", "generate", "infermeter.generate.backends.vllm_gen:VllmBackend"),
+    Registered("tensorrt-llm", "generate", "infermeter.generate.backends.tensorrt_llm:TensorRTLLMBackend"),
+    Registered("fake", "generate", "infermeter.generate.backends.fake:FakeBackend"),
+)
+_BY_NAME = {entry.name: entry for entry in REGISTRY}
+
+
+def registered(task: str | None = None) -> list[Registered]:
+    """The registry lines of `task` (every task when None), in registry order."""
+    return [entry for entry in REGISTRY if task is None or entry.task == task]
+
+
+def backend_names(task: str = "infer") -> list[str]:
+    """Every known backend's CLI word for `task`, in registry order."""
+    return [entry.name for entry in registered(task)]
+
+
+def _load(entry: Registered) -> type[BackendInfo]:
+    module_name, class_name = entry.target.split(":")
+    cls: type[BackendInfo] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def backend_class(name: str) -> type[BackendInfo]:
+    """The class of backend `name`, whatever its task; UsageError listing the known ones."""
+    entry = _BY_NAME.get(name)
+    if entry is None:
+        raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(_BY_NAME)} (see `infermeter backends`)")
+    return _load(entry)
 
 
 def get_backend(name: str) -> type[Backend]:
-    """The backend class for CLI word `name`, or UsageError listing the known ones."""
-    target = _BACKENDS.get(name)
-    if target is None:
-        raise UsageError(
-            f"unknown backend {name!r}; known backends: {', '.join(_BACKENDS)} (see `infermeter backends`)"
-        )
-    module_name, class_name = target.split(":")
-    backend: type[Backend] = getattr(importlib.import_module(module_name), class_name)
-    return backend
+    """The inference backend class for CLI word `name`, or UsageError listing the known ones."""
+    entry = _BY_NAME.get(name)
+    if entry is None or entry.task != "infer":
+        known = ", ".join(backend_names())
+        other = f" ({name} is a {entry.task} backend: use --task {entry.task})" if entry else ""
+        raise UsageError(f"unknown backend {name!r}{other}; known backends: {known} (see `infermeter backends`)")
+    return cast("type[Backend]", _load(entry))
+
+
+def get_generation_backend(name: str) -> type[GenerationBackend]:
+    """The generation backend class called `name`; UsageError naming the known ones otherwise."""
+    entry = _BY_NAME.get(name)
+    if entry is None or entry.task != "generate":
+        known = ", ".join(n for n in backend_names("generate") if not _load(_BY_NAME[n]).synthetic)
+        raise UsageError(f"unknown generation backend {name!r}; choose from {known}")
+    return cast("type[GenerationBackend]", _load(entry))
+
+
+def inference_backends() -> list[type[Backend]]:
+    """Every inference backend class, in registry order (for lists derived from their capabilities)."""
+    return [get_backend(name) for name in backend_names()]
 
 
 def default_backends() -> list[str]:
     """Every available, non-synthetic CPU backend: what `bench` runs when no --backend is given."""
-    chosen = []
-    for name in _BACKENDS:
-        cls = get_backend(name)
-        if not cls.synthetic and cls.device == "cpu" and cls.available() is None:
-            chosen.append(name)
-    return chosen
+    return [
+        cls.name
+        for cls in inference_backends()
+        if not cls.synthetic and cls.device == "cpu" and cls.available() is None
+    ]
+
+
+def backend_for_file(suffix: str, device: str = "cpu") -> str:
+    """The first real backend of `device` that loads model files ending in `suffix` as they are; UsageError when
+    none does."""
+    for cls in inference_backends():
+        if not cls.synthetic and cls.device == device and suffix.lower() in cls.model_files:
+            return cls.name
+    raise UsageError(f"no {device} backend loads {suffix} files")
+
+
+def framework_distributions() -> list[str]:
+    """The framework distribution of every registered backend (each once, registry order)."""
+    seen: list[str] = []
+    for entry in REGISTRY:
+        distribution = _load(entry).distribution
+        if distribution and distribution not in seen:
+            seen.append(distribution)
+    return seen

@@ -15,7 +15,8 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
-from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.options import CACHE, Integer, Text
 from infermeter.case import Case
 from infermeter.errors import BackendError, InputSpecError
 from infermeter.models.convert import cached_build, onnx_for
@@ -42,6 +43,17 @@ def parse_shape_list(text: str, option: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _shape_option(which: str) -> Text:
+    key = f"tensorrt.{which}_shapes"
+    return Text(key=key, help=f"{which} shapes of the optimization profile, any input (trtexec --{which}Shapes)",
+                describe="NAME:DxDxD,...", check=lambda text: parse_shape_list(text, key))  # fmt: skip
+
+
+PROFILE_WHICH = ("min", "opt", "max")
+SHAPE_OPTIONS = {which: _shape_option(which) for which in PROFILE_WHICH}
+WORKSPACE_MB = Integer(key="tensorrt.workspace_mb", default=2048, minimum=1, help="builder workspace pool, MiB")
+
+
 def profile_shapes(model: ModelSpec, case: Case) -> ProfileShapes:
     """min/opt/max shapes of the optimization profile for every input.
 
@@ -61,10 +73,9 @@ def profile_shapes(model: ModelSpec, case: Case) -> ProfileShapes:
             smallest[spec.batch_axis] = 1
         profile[spec.name] = (tuple(smallest), opt, opt)
     overrides = {
-        which: parse_shape_list(case.option(f"tensorrt.{which}_shapes") or "", f"tensorrt.{which}_shapes")
-        for which in ("min", "opt", "max")
+        which: parse_shape_list(option.value(case) or "", option.key) for which, option in SHAPE_OPTIONS.items()
     }
-    for index, which in enumerate(("min", "opt", "max")):
+    for index, which in enumerate(PROFILE_WHICH):
         for name, dims in overrides[which].items():
             if name not in profile:
                 raise InputSpecError(f"tensorrt.{which}_shapes names {name!r}; the model's inputs are {list(profile)}")
@@ -233,7 +244,12 @@ class TensorRTBackend(Backend):
     `max_shapes` (trtexec syntax), `tensorrt.workspace_mb` (default 2048); `cache=off` rebuilds the engine."""
 
     name = "tensorrt"
+    options = (*SHAPE_OPTIONS.values(), WORKSPACE_MB, CACHE)
     consumes_onnx = True
+    shape_aware = True
+    runs_quantized_onnx = True
+    model_files = (".onnx",)
+    triton = TritonTarget("platform", "tensorrt_plan", "model.plan", writable=False)
     device = "cuda"
     distribution = "tensorrt"
     precisions = ("fp32", "fp16", "int8")
@@ -267,7 +283,7 @@ class TensorRTBackend(Backend):
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         profile = profile_shapes(model, case)
-        workspace_mb = int(case.option("tensorrt.workspace_mb", "2048") or "2048")
+        workspace_mb = WORKSPACE_MB.value(case)
         start = time.perf_counter()
         import tensorrt as trt
 
@@ -285,9 +301,7 @@ class TensorRTBackend(Backend):
             target.write_bytes(build_engine(trt, str(artifact.path), case.precision, profile, workspace_mb))
             return f"built with TensorRT {trt.__version__}"
 
-        from infermeter.backends._common import cache_enabled
-
-        if cache_enabled(case):
+        if CACHE.value(case):
             entry = cached_build("tensorrt", key, ".engine", build)
             engine_bytes = entry.path.read_bytes()
             cache_hit: bool | None = entry.cache_hit

@@ -69,6 +69,7 @@ class TFLiteBackend(Backend):
     distribution = "ai-edge-litert"
     precisions = ("fp32", "int8")
     description = "LiteRT (TFLite) interpreter, .tflite models"
+    model_files = (".tflite",)
 
     @classmethod
     def available(cls) -> str | None:

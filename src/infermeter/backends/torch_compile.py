@@ -8,9 +8,9 @@ import tempfile
 import time
 from typing import Any
 
-from infermeter.backends._common import cache_enabled
 from infermeter.backends._torch_common import CompiledTorchSession
 from infermeter.backends.base import Session
+from infermeter.backends.options import CACHE, Choice
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
 from infermeter.errors import BackendError
@@ -18,6 +18,7 @@ from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+MODE = Choice(key="torch-compile.mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
 
 
 class TorchCompileSession(CompiledTorchSession):
@@ -61,6 +62,8 @@ class TorchCompileBackend(TorchFamilyBackend):
 
     name = "torch-compile"
     description = "torch.compile (Inductor)"
+    options = (MODE, CACHE)
+    slow_to_load = True
 
     @classmethod
     def available(cls) -> str | None:
@@ -72,12 +75,8 @@ class TorchCompileBackend(TorchFamilyBackend):
         return None
 
     def load(self, model: ModelSpec, case: Case) -> Session:
-        mode = case.option("torch-compile.mode", "default") or "default"
-        if mode not in COMPILE_MODES:
-            from infermeter.errors import UsageError
-
-            raise UsageError(f"torch-compile.mode={mode!r}: use one of {', '.join(COMPILE_MODES)}")
-        use_cache = cache_enabled(case)
+        mode = MODE.value(case)
+        use_cache = CACHE.value(case)
         restore: dict[str, Any] = {"cache_dir_env": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
         # Inductor reads its cache folder from the environment each time it looks one up, so setting it here
         # (before the first compilation of this process) is enough.

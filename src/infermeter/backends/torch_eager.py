@@ -71,6 +71,7 @@ class TorchFamilyBackend(Backend):
 
     distribution = "torch"
     precisions = ("fp32", "bf16")
+    model_files = (".pt2",)
 
     @classmethod
     def available(cls) -> str | None:
@@ -95,6 +96,7 @@ class TorchEagerBackend(TorchFamilyBackend):
 
     name = "torch"
     description = "PyTorch eager, torch.inference_mode"
+    reference_options = ()  # the parity reference of every model with a PyTorch form
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         start = time.perf_counter()

@@ -8,11 +8,14 @@ from typing import Any
 
 from infermeter.backends._common import dummy_feeds
 from infermeter.backends._torch_common import CompiledTorchSession
-from infermeter.backends.base import Session
+from infermeter.backends.base import Session, TritonTarget
+from infermeter.backends.options import Switch
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.spec import ModelSpec
+
+OPTIMIZE = Switch(key="torchscript.optimize", default=True, help="run torch.jit.optimize_for_inference after freezing")
 
 
 class TorchScriptBackend(TorchFamilyBackend):
@@ -23,6 +26,8 @@ class TorchScriptBackend(TorchFamilyBackend):
 
     name = "torchscript"
     description = "TorchScript: trace + freeze + optimize_for_inference"
+    options = (OPTIMIZE,)
+    triton = TritonTarget("platform", "pytorch_libtorch", "model.pt", writable=False)
 
     def load(self, model: ModelSpec, case: Case) -> Session:
         start = time.perf_counter()
@@ -33,7 +38,7 @@ class TorchScriptBackend(TorchFamilyBackend):
         built = time.perf_counter()
         names = [i.name for i in model.inputs]
         example = CompiledTorchSession(module, names, dtype).prepare(dummy_feeds(model, case))
-        optimize = (case.option("torchscript.optimize", "on") or "on") != "off"
+        optimize = OPTIMIZE.value(case)
         notes = []
         try:
             with torch.no_grad(), warnings.catch_warnings():

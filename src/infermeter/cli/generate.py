@@ -171,8 +171,12 @@ def run_generation_cases(
     for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
         require_positive(value, flag)
     require_positive(warmup, "--warmup", allow_zero=True)
+    from infermeter.backends.options import options_for
+
     for name in backends:
         get_generation_backend(name)  # unknown names are a usage error before any case runs
+    # A bad `-O` is a usage error here too, before any case; each case carries its own backend's options only.
+    own_options = {name: options_for(name, options) for name in backends}
     cases = [
         GenerateCase(
             model=model,
@@ -183,7 +187,7 @@ def run_generation_cases(
             threads=_threads(threads),
             requests=requests,
             warmup=warmup,
-            options=options,
+            options=own_options[name],
             timeout_s=timeout,
         )
         for model in (models or ("tiny-llama",))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -11,44 +11,47 @@ from rich.table import Table
 
 from infermeter.cli.common import stderr, stdout
 
+if TYPE_CHECKING:
+    from infermeter.backends.listing import OptionRow
+
 
 @click.command("backends")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def backends(as_json: bool) -> None:
-    """List every known backend: available or not, version, and why not with the install hint."""
-    from infermeter.backends.registry import backend_names, get_backend
+@click.option("--options", "show_options", is_flag=True, help="List every backend option (-O KEY=VALUE) instead.")
+def backends(as_json: bool, show_options: bool) -> None:
+    """List every known backend, inference and generation: available or not, version, and why not with the
+    install hint. With --options: every option a backend reads, its values, default and help."""
+    from infermeter.backends.listing import backend_rows, option_rows
 
-    rows: list[dict[str, Any]] = []
-    for name in backend_names():
-        cls = get_backend(name)
-        reason = cls.available()
-        rows.append(
-            {
-                "name": name,
-                "available": reason is None,
-                "version": cls.version(),
-                "device": cls.device,
-                "precisions": list(cls.precisions),
-                "description": cls.description,
-                "reason": reason,
-            }
-        )
+    if show_options:
+        _print_options(option_rows(), as_json)
+        return
+    rows = backend_rows()
     if as_json:
-        stdout.print_json(json.dumps(rows))
+        stdout.print_json(json.dumps([row.to_dict() for row in rows]))
         return
     table = Table(header_style="bold")
-    for column in ("backend", "status", "version", "device", "precisions", "notes"):
+    for column in ("backend", "task", "status", "version", "device", "precisions", "notes"):
         table.add_column(column)
     for row in rows:
-        status = "[green]available[/]" if row["available"] else "[red]unavailable[/]"
-        table.add_row(
-            row["name"],
-            status,
-            row["version"] or "—",
-            row["device"],
-            ", ".join(row["precisions"]),
-            escape(row["reason"] or row["description"]),
-        )
+        status = "[green]available[/]" if row.available else "[red]unavailable[/]"
+        precisions = ", ".join(row.precisions) or "—"
+        notes = escape(row.reason or row.description)
+        table.add_row(row.name, row.task, status, row.version or "—", row.device, precisions, notes)
+    stdout.print(table)
+    stdout.print("options: infermeter backends --options")
+
+
+def _print_options(rows: list[OptionRow], as_json: bool) -> None:
+    if as_json:
+        stdout.print_json(json.dumps([row.to_dict() for row in rows]))
+        return
+    table = Table(header_style="bold")
+    for column in ("option", "values", "default", "backends", "what it does"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        default = "—" if row.default is None else row.default
+        table.add_row(row.key, escape(row.accepts), escape(default), ", ".join(row.backends), escape(row.help))
     stdout.print(table)
 
 

@@ -191,9 +191,20 @@ def parity(
         feed_sets = random_feeds(spec, batch, overrides, samples, seed)
         shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
         source = f"random × {samples} (seed {seed})"
+    from infermeter.backends.options import options_for
+
     options = parse_options(option)
     cases = [
-        Case(spec.ref, name, precision, batch, shape_mode, threads or default_threads(), shapes, options)
+        Case(
+            spec.ref,
+            name,
+            precision,
+            batch,
+            shape_mode,
+            threads or default_threads(),
+            shapes,
+            options_for(name, options),
+        )
         for name in backends
     ]
     shape_text = "; ".join(f"{n}[{'x'.join(map(str, d))}]" for n, d in shapes)

@@ -41,8 +41,7 @@ MODEL_CONFIG_FIELDS = frozenset(
         "response_cache",
     ]
 )
-# platform or backend value -> our backend. Others Triton knows but this server cannot run.
-SERVABLE = {"onnxruntime_onnx": "onnxruntime", "onnxruntime": "onnxruntime", "openvino": "openvino"}
+# Platform and backend names Triton knows but this server cannot run (Triton's words, not our backends').
 KNOWN_ELSEWHERE = frozenset(
     [
         "tensorrt_plan",
@@ -116,6 +115,20 @@ def _int(message: Message, field: str, fail: _Fail, default: int = 0, label: str
     return value
 
 
+def servable_engines() -> dict[str, str]:
+    """Triton platform or backend value -> the backend `infermeter serve` runs it with: the CPU backends whose
+    model file a case writes (`Backend.triton`), the first registered for a platform several share."""
+    from infermeter.backends.registry import inference_backends
+
+    servable: dict[str, str] = {}
+    for cls in inference_backends():
+        target = cls.triton
+        if target is not None and target.writable and cls.device == "cpu":
+            for word in (target.name, *target.aliases):
+                servable.setdefault(word, cls.name)
+    return servable
+
+
 def _engine(config: Message, fail: _Fail) -> str:
     for field in ("platform", "backend"):
         value = config.first(field)
@@ -123,8 +136,9 @@ def _engine(config: Message, fail: _Fail) -> str:
             continue
         if not isinstance(value, str):
             raise fail(field, f"must be a string, got {value!r}")
-        if value in SERVABLE:
-            return SERVABLE[value]
+        servable = servable_engines()
+        if value in servable:
+            return servable[value]
         if value in KNOWN_ELSEWHERE:
             raise fail(field, f"{value!r} runs in Triton only; infermeter serve runs onnxruntime_onnx and openvino")
         raise fail(field, f"unknown {field} {value!r} (infermeter serves onnxruntime_onnx and openvino)")

@@ -10,6 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermeter.backends.onnxruntime import OPT_LEVEL
+from infermeter.backends.openvino_backend import HINT, STREAMS
 from infermeter.deploy.source import DeploySource, Figure, TensorSpec
 from infermeter.errors import UsageError
 from infermeter.serve.protocol import datatype_of
@@ -30,14 +32,6 @@ class Platform:
     writable: bool = True
 
 
-PLATFORMS: dict[str, Platform] = {
-    "onnxruntime": Platform("platform", "onnxruntime_onnx", "model.onnx", "KIND_CPU"),
-    "onnxruntime-cuda": Platform("platform", "onnxruntime_onnx", "model.onnx", "KIND_GPU"),
-    "onnxruntime-tensorrt": Platform("platform", "onnxruntime_onnx", "model.onnx", "KIND_GPU"),
-    "openvino": Platform("backend", "openvino", "model.onnx", "KIND_CPU"),
-    "tensorrt": Platform("platform", "tensorrt_plan", "model.plan", "KIND_GPU", writable=False),
-    "torchscript": Platform("platform", "pytorch_libtorch", "model.pt", "KIND_CPU", writable=False),
-}
 # infermeter's ONNX Runtime level -> the onnxruntime_backend's `optimization.graph.level` (-1 basic, 1 extended,
 # 2 disabled); `all` is that backend's default and has no level of its own.
 ORT_LEVELS = {"basic": -1, "extended": 1, "disable": 2}
@@ -55,13 +49,16 @@ class Parameter:
 
 
 def platform_for(engine: str) -> Platform:
-    """The Triton platform of one of our backends; UsageError for engines Triton has no backend for."""
-    platform = PLATFORMS.get(engine)
-    if platform is None:
-        raise UsageError(
-            f"backend {engine} has no Triton backend to deploy to (Triton runs: {', '.join(sorted(PLATFORMS))})"
-        )
-    return platform
+    """The Triton platform of one of our backends (`Backend.triton`); UsageError for engines Triton has no backend
+    for."""
+    from infermeter.backends.registry import backend_names, get_backend, inference_backends
+
+    target = get_backend(engine).triton if engine in backend_names() else None
+    if target is None:
+        deployable = sorted(cls.name for cls in inference_backends() if cls.triton is not None)
+        raise UsageError(f"backend {engine} has no Triton backend to deploy to (Triton runs: {', '.join(deployable)})")
+    kind = "KIND_GPU" if get_backend(engine).device == "cuda" else "KIND_CPU"
+    return Platform(target.key, target.name, target.filename, kind, target.writable)
 
 
 def engine_parameters(source: DeploySource) -> list[Parameter]:
@@ -76,7 +73,7 @@ def engine_parameters(source: DeploySource) -> list[Parameter]:
     if case.backend == "openvino":
         # A quantized file fixes int8 itself; the hint then governs its float layers, as when measured.
         asked = case.precision if case.precision in OV_PRECISION_HINTS else "fp32"
-        hint = case.options.get("openvino.hint", "latency")
+        hint = case.options.get(HINT.key, HINT.default)
         params = [
             Parameter(
                 "INFERENCE_PRECISION_HINT",
@@ -86,8 +83,8 @@ def engine_parameters(source: DeploySource) -> list[Parameter]:
             Parameter("PERFORMANCE_HINT", hint.upper(), f"case {case.id}: openvino.hint {hint}"),
             Parameter("INFERENCE_NUM_THREADS", str(case.threads), threads),
         ]
-        if "openvino.streams" in case.options:
-            streams = case.options["openvino.streams"]
+        if STREAMS.key in case.options:
+            streams = case.options[STREAMS.key]
             params.append(Parameter("NUM_STREAMS", streams, f"case {case.id}: openvino.streams {streams}"))
         return params
     if case.backend == "torchscript":
@@ -153,7 +150,7 @@ def _batching_lines(source: DeploySource, batched: bool) -> list[str]:
 def _optimization_lines(source: DeploySource) -> list[str]:
     case = source.case
     lines: list[str] = []
-    level = case.options.get("onnxruntime.opt_level", "all")
+    level = case.options.get(OPT_LEVEL.key, OPT_LEVEL.default)
     if case.backend == "onnxruntime":
         if level in ORT_LEVELS:
             origin = f"case {case.id}: onnxruntime.opt_level {level}"

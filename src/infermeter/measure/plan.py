@@ -56,8 +56,14 @@ def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str,
 
 def build_plan(matrix: Matrix) -> list[PlanItem]:
     """The matrix in the order it runs: model, batch, shape mode, streams, precision, then backend, so that the
-    first backend of each group is the baseline of its speedups. Shapes are resolved here, so a bad `--input`
-    fails before any case runs."""
+    first backend of each group is the baseline of its speedups. Shapes and options are checked here, so a bad
+    `--input` or `-O` fails (UsageError, exit 2) before any case runs; each case carries only its own backend's
+    options, normalized (`backends.options.options_for`), which is what its id holds."""
+    from infermeter.backends.options import check_options, options_for
+
+    check_options(matrix.options)
+    names = {name for chain in matrix.backends for name in chain}
+    options = {name: options_for(name, matrix.options) for name in names}
     plan = []
     for spec in matrix.models:
         names = {i.name for i in spec.inputs}
@@ -83,7 +89,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     shape_mode,
                                     matrix.threads,
                                     shapes,
-                                    matrix.options,
+                                    options[backend],
                                     matrix.settings,
                                     dynamic,
                                     buckets,

@@ -25,9 +25,6 @@ PRIOR_GAIN_CEILING = {"int8": 4.0, "bf16": 4.0, "fp16": 4.0}
 GAIN_MARGIN = 1.5
 # Cost of a case before anything has been measured in this run (spawn, import, load, measure, parity).
 PRIOR_CASE_S = 30.0
-# Backends known to spend long in compilation are tried last, so that a tight budget spends itself on the
-# configurations that are cheap to measure first.
-SLOW_TO_LOAD = ("torch-compile",)
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,9 @@ def plan_backends(device: str, requested: Sequence[str]) -> BackendPlan:
             skipped.append((name, f"unavailable ({reason})"))
         else:
             usable.append(name)
-    usable.sort(key=lambda n: n in SLOW_TO_LOAD)
+    # Backends known to spend long in compilation are tried last, so that a tight budget spends itself on the
+    # configurations that are cheap to measure first.
+    usable.sort(key=lambda n: get_backend(n).slow_to_load)
     return BackendPlan(tuple(usable), tuple(skipped))
 
 

@@ -23,9 +23,6 @@ ARTIFACTS = "artifacts"
 FP32_ONNX = f"{ARTIFACTS}/model.fp32.onnx"
 INT8_ONNX = f"{ARTIFACTS}/model.int8.onnx"
 MIXED_ONNX = f"{ARTIFACTS}/model.mixed.onnx"
-# Backends that compile for fixed shapes when asked (static) and for symbolic ones otherwise: the only ones on
-# which static vs dynamic shapes is a real choice.
-SHAPE_AWARE_BACKENDS = ("onnxruntime", "openvino", "onnxruntime-cuda", "onnxruntime-tensorrt", "tensorrt")
 
 
 @dataclass(frozen=True)
@@ -89,13 +86,10 @@ class Run:
         write_results(self.results_path, self.results)
 
     def options_for(self, backend: str) -> tuple[tuple[str, str], ...]:
-        """The user's backend options that apply to `backend` (unprefixed keys go to every backend)."""
-        from infermeter.backends.registry import backend_names
+        """The user's options that `backend` declares, checked and normalized (`backends.options.options_for`)."""
+        from infermeter.backends.options import options_for
 
-        prefixes = tuple(f"{name}." for name in backend_names())
-        return tuple(
-            (k, v) for k, v in self.request.options if k.startswith(f"{backend}.") or not k.startswith(prefixes)
-        )
+        return options_for(backend, self.request.options)
 
     def case(
         self,

@@ -108,3 +108,6 @@ def check_request(request: OptimizeRequest) -> None:
     for ref, flag in ((request.calib, "--calib"), (request.eval, "--eval")):
         if ref is not None and ".py:" not in ref and not Path(ref).exists():
             raise UsageError(f"{flag} {ref!r} does not exist (a folder of images, an .npz/.npy, or file.py:function)")
+    from infermeter.backends.options import check_options
+
+    check_options(request.options)

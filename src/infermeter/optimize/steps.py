@@ -6,9 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from infermeter.backends.registry import get_backend
 from infermeter.models.spec import file_sha256
 from infermeter.optimize.candidates import admissible, hardware_precision_reason, p50, plan_backends
-from infermeter.optimize.pipeline import FP32_ONNX, SHAPE_AWARE_BACKENDS, OptimizeEvent, Run, case_variant_label
+from infermeter.optimize.pipeline import FP32_ONNX, OptimizeEvent, Run, case_variant_label
 from infermeter.results.schema import CaseResult
 
 STEP_TITLES = {
@@ -144,8 +145,6 @@ def _check_onnx(run: Run, target: Path, details: dict[str, object]) -> None:
 
 def step_fp32(run: Run, baseline: str) -> None:
     """3. Every available backend of the device at FP32, each case's outputs checked against the reference."""
-    from infermeter.backends.registry import get_backend
-
     begin(
         run,
         "fp32",
@@ -163,18 +162,13 @@ def step_fp32(run: Run, baseline: str) -> None:
         if unsupported:
             skip(run, "fp32", name, unsupported)
             continue
-        run.measure("fp32", run.spec, case, artifact=FP32_ONNX if _reads_onnx(name) else None)
+        run.measure("fp32", run.spec, case, artifact=FP32_ONNX if get_backend(name).consumes_onnx else None)
     finish(run, "fp32")
-
-
-def _reads_onnx(backend: str) -> bool:
-    return backend.startswith("onnxruntime") or backend in ("openvino", "tensorrt")
 
 
 def step_half(run: Run) -> None:
     """4b. BF16 and FP16 on the backends that offer them, where the CPU computes them natively; each case is
     parity-checked at that precision's tolerance and scored on the evaluation data."""
-    from infermeter.backends.registry import get_backend
     from infermeter.optimize.candidates import best_case, prune_reason
 
     begin(
@@ -202,7 +196,7 @@ def step_half(run: Run) -> None:
             if reason:
                 skip(run, "half", f"{backend} {precision}", reason)
                 continue
-            result = run.measure("half", run.spec, case, artifact=FP32_ONNX if _reads_onnx(backend) else None)
+            result = run.measure("half", run.spec, case, artifact=FP32_ONNX if cls.consumes_onnx else None)
             if result is not None and result.ok:
                 run.gains.record(precision, backend, fp32, result)
                 _score_half(run, result)
@@ -255,7 +249,7 @@ def step_shapes(run: Run) -> None:
     for case in _top(run, 2, run.request.batch):
         if case.shape_mode != "static":
             continue
-        if case.backend not in SHAPE_AWARE_BACKENDS:
+        if not get_backend(case.backend).shape_aware:
             skip(run, "shapes", case_variant_label(case), f"{case.backend} runs any shape it is given: no "
                  "static-shape compilation to compare")  # fmt: skip
             continue

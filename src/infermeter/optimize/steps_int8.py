@@ -16,8 +16,12 @@ from infermeter.optimize.pipeline import FP32_ONNX, INT8_ONNX, MIXED_ONNX, Optim
 from infermeter.optimize.steps import begin, finish, note, skip
 from infermeter.results.schema import CaseResult
 
-# The engines that execute a quantized (QDQ) ONNX graph in int8 on this device.
-INT8_ENGINES = {"cpu": ("onnxruntime", "openvino"), "cuda": ("onnxruntime-tensorrt", "tensorrt")}
+
+def int8_engines(device: str) -> list[str]:
+    """The engines that execute a quantized (QDQ) ONNX graph in int8 on `device` (`Backend.runs_quantized_onnx`)."""
+    from infermeter.backends.registry import inference_backends
+
+    return [cls.name for cls in inference_backends() if cls.runs_quantized_onnx and cls.device == device]
 
 
 class _OutOfBudget(Exception):
@@ -87,7 +91,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
         "but it changes the outputs, so it is calibrated on data and its accuracy is measured before it counts",
     )
     usable = plan_backends(run.request.device, run.request.backends).usable
-    engines = [b for b in INT8_ENGINES.get(run.request.device, ()) if b in usable]
+    engines = [b for b in int8_engines(run.request.device) if b in usable]
     if fp32_onnx is None:
         skip(run, "int8", "int8", "no FP32 ONNX artifact to quantize (the export step failed)")
         return finish(run, "int8", "skipped")
@@ -96,7 +100,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
             run,
             "int8",
             "int8",
-            f"no engine that runs quantized ONNX graphs is in use ({', '.join(INT8_ENGINES[run.request.device])})",
+            f"no engine that runs quantized ONNX graphs is in use ({', '.join(int8_engines(run.request.device))})",
         )
         return finish(run, "int8", "skipped")  # fmt: skip
     measured = run.measured()

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends.base import Session
-from infermeter.backends.registry import get_backend
+from infermeter.backends.registry import get_backend, inference_backends
 from infermeter.case import Case
 from infermeter.errors import BackendError, BackendUnavailable, InfermeterError, ModelError, UsageError
 from infermeter.models.inputs import Feeds
@@ -37,9 +37,10 @@ from infermeter.parity import (
 )
 from infermeter.parity.data import random_feeds
 
-REFERENCES = ("torch", "onnxruntime")
-# ONNX Runtime as the reference runs the graph as written: no fusion, no layout change.
-REFERENCE_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {"onnxruntime": (("onnxruntime.opt_level", "disable"),)}
+
+def reference_backends() -> dict[str, tuple[tuple[str, str], ...]]:
+    """The backends that can be the fp32 reference, with the options each runs it with (`Backend.reference_options`)."""
+    return {cls.name: cls.reference_options for cls in inference_backends() if cls.reference_options is not None}
 
 
 def choose_reference(spec: ModelSpec, reference: str | None) -> str:
@@ -47,8 +48,9 @@ def choose_reference(spec: ModelSpec, reference: str | None) -> str:
     onnxruntime for ONNX files."""
     if reference is None:
         return "torch" if spec.has_torch_form else "onnxruntime"
-    if reference not in REFERENCES:
-        raise UsageError(f"--reference {reference!r}: use one of {', '.join(REFERENCES)}")
+    references = reference_backends()
+    if reference not in references:
+        raise UsageError(f"--reference {reference!r}: use one of {', '.join(references)}")
     if reference == "torch" and not spec.has_torch_form:
         raise UsageError(f"--reference torch: {spec.ref} has no PyTorch form; use --reference onnxruntime")
     return reference
@@ -56,7 +58,7 @@ def choose_reference(spec: ModelSpec, reference: str | None) -> str:
 
 def reference_case(case: Case, reference: str) -> Case:
     """The reference's case: the candidate's shapes and threads, in fp32, with the reference's own options."""
-    return replace(case, backend=reference, precision="fp32", options=REFERENCE_OPTIONS.get(reference, ()))
+    return replace(case, backend=reference, precision="fp32", options=reference_backends().get(reference) or ())
 
 
 def candidate_spec(spec: ModelSpec, onnx_path: Path) -> ModelSpec:

@@ -33,10 +33,10 @@ def measure_file(
 ) -> CaseResult:
     """Measure `path` in this process at `batch`. The case's precision is the file's own (a quantized file
     runs in int8 whatever is asked), recorded as such."""
-    from infermeter.backends.registry import get_backend
+    from infermeter.backends.registry import backend_for_file, get_backend
     from infermeter.measure.worker import execute_case
 
-    backend = "openvino" if path.suffix.lower() == ".xml" else "onnxruntime"
+    backend = backend_for_file(path.suffix)
     precision = file_precision(path)
     spec = resolve_model(str(path))
     supported = get_backend(backend).precisions

@@ -25,15 +25,16 @@ def quantize_on_the_fly(spec: ModelSpec, case: Case) -> Path:
     """The INT8 (QDQ) ONNX file for `spec`, built on first use and cached (`models.convert.cached_build`).
 
     Case options: `quantize.calib=DATA` (calibration data, as for `infermeter quantize --calib`),
-    `quantize.method=minmax|entropy|percentile`, `quantize.per_channel=1`. Without `quantize.calib`, emits a
+    `quantize.method=minmax|entropy|percentile`, `quantize.per_channel=on`. Without `quantize.calib`, emits a
     `RandomCalibrationWarning` (the caller turns it into a `random_calibration` result warning).
     """
+    from infermeter.backends.options import QUANTIZE_CALIB, QUANTIZE_METHOD, QUANTIZE_PER_CHANNEL
     from infermeter.models.convert import cached_build, onnx_for
     from infermeter.quantize.pipeline import RANDOM_CALIBRATION_SAMPLES
 
-    calib_ref = case.option("quantize.calib")
-    method = case.option("quantize.method", "minmax") or "minmax"
-    per_channel = (case.option("quantize.per_channel", "0") or "0").lower() in ("1", "true", "yes")
+    calib_ref = QUANTIZE_CALIB.value(case)
+    method = QUANTIZE_METHOD.value(case)
+    per_channel = QUANTIZE_PER_CHANNEL.value(case)
     config = QuantConfig("static", method, per_channel)
     config.check()
     source = onnx_for(spec).path

@@ -18,7 +18,14 @@ from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
 from infermeter.results.schema import CaseResult, CaseWarning
 
-ENGINES = ("onnxruntime", "openvino")
+
+def quantize_engines() -> list[str]:
+    """The backends whose framework ships an INT8 quantizer (`Backend.quantizer`): the `--engine` values."""
+    from infermeter.backends.registry import inference_backends
+
+    return [cls.name for cls in inference_backends() if cls.quantizer]
+
+
 RANDOM_CALIBRATION_SAMPLES = 32
 
 
@@ -71,8 +78,9 @@ class QuantizeOutcome:
 def check_request(request: QuantizeRequest) -> None:
     """UsageError for combinations that cannot work, before any slow step."""
     request.config.check()
-    if request.engine not in ENGINES:
-        raise UsageError(f"--engine {request.engine!r} is not one of {', '.join(ENGINES)}")
+    engines = quantize_engines()
+    if request.engine not in engines:
+        raise UsageError(f"--engine {request.engine!r} is not one of {', '.join(engines)}")
     if request.calib_size <= 0:
         raise UsageError(f"--calib-size {request.calib_size} must be positive")
     if request.max_drop_pct is not None and request.max_drop_pct < 0:

@@ -13,20 +13,9 @@ from typing import Any
 
 import psutil
 
-FRAMEWORK_DISTRIBUTIONS = (
-    "infermeter",
-    "numpy",
-    "torch",
-    "onnx",
-    "onnxruntime",
-    "onnxruntime-gpu",
-    "openvino",
-    "nncf",
-    "tensorrt",
-    "ai-edge-litert",
-    "transformers",
-    "llama-cpp-python",
-)
+# Distributions recorded besides every backend's own (`Backend.distribution`, from the registry): the tools that
+# convert and quantize models on the way to a backend.
+TOOL_DISTRIBUTIONS = ("infermeter", "numpy", "onnx", "nncf")
 ISA_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni")
 ISA_FLAGS += ("amx_tile", "amx_int8", "amx_bf16", "avx512_fp16", "asimd", "sve")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "KMP_AFFINITY", "OMP_PROC_BIND")
@@ -77,8 +66,10 @@ def _gpus() -> list[dict[str, str]]:
 
 def framework_versions() -> dict[str, str]:
     """Installed versions of every framework infermeter knows, read from package metadata (no imports)."""
+    from infermeter.backends.registry import framework_distributions
+
     versions = {}
-    for dist in FRAMEWORK_DISTRIBUTIONS:
+    for dist in (*TOOL_DISTRIBUTIONS, *framework_distributions()):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -103,6 +103,7 @@ class ServedModel:
     spec: ModelSpec = field(init=False)
     name: str = field(init=False)
     buckets: tuple[BucketSpec, ...] = field(init=False)
+    options: tuple[tuple[str, str], ...] = field(init=False)
     sessions: list[Session] = field(default_factory=list)
     output_meta: list[dict[str, Any]] = field(default_factory=list)
     precision_effective: str | None = None
@@ -118,6 +119,10 @@ class ServedModel:
         reason = backend.available()
         if reason:
             raise BackendUnavailable(f"backend {self.config.backend} is not available here: {reason}")
+        from infermeter.backends.options import options_for
+
+        # Checked here, before any session loads: a bad `-O` is a usage error, not a failed worker.
+        self.options = options_for(self.config.backend, self.config.options)
 
     def case(self, threads: int) -> Case:
         """The backend case of one worker's session: dynamic shapes, batch up to max_batch."""
@@ -129,7 +134,7 @@ class ServedModel:
             "dynamic",
             threads,
             self.config.input_shapes,
-            self.config.options,
+            self.options,
         )
 
     def load(self, threads: int) -> None:

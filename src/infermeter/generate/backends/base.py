@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from infermeter.backends.base import package_version
+from infermeter.backends.base import BackendInfo
 
 OnToken = Callable[[], None]
 
@@ -84,23 +84,10 @@ class GenerationSession(ABC):
         """Free the model."""
 
 
-class GenerationBackend(ABC):
-    """A way to run causal LMs. Class attributes as in `infermeter.backends.base.Backend`."""
-
-    name: str = ""
-    device: str = "cpu"
-    distribution: str = ""
-    description: str = ""
-
-    @classmethod
-    @abstractmethod
-    def available(cls) -> str | None:
-        """None when usable here, else the reason with the install hint."""
-
-    @classmethod
-    def version(cls) -> str | None:
-        """The installed framework version."""
-        return package_version(cls.distribution) if cls.distribution else None
+class GenerationBackend(BackendInfo):
+    """A way to run causal LMs. Its name, device, distribution, options and `available()` are those of every
+    registered backend (`infermeter.backends.base.BackendInfo`); it is registered in `infermeter.backends.registry`
+    with the task `generate`."""
 
     @classmethod
     def unsupported_reason(cls, case: GenerateCase) -> str | None:

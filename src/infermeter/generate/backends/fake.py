@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infermeter.backends.options import Number
 from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
+
+PREFILL_MS = Number(key="fake.prefill_ms", default=10.0, help="scripted prefill time, ms")
+DECODE_MS = Number(key="fake.decode_ms", default=2.0, help="scripted time per decode step, ms")
 
 
 class FakeClock:
@@ -52,6 +56,8 @@ class FakeBackend(GenerationBackend):
 
     name = "fake"
     description = "scripted token timings on a fake clock (for tests)"
+    synthetic = True
+    options = (PREFILL_MS, DECODE_MS)
 
     @classmethod
     def available(cls) -> str | None:
@@ -60,6 +66,6 @@ class FakeBackend(GenerationBackend):
     def load(self, case: GenerateCase) -> GenerationSession:
         return FakeSession(
             clock=FakeClock(),
-            prefill_ms=float(case.option("fake.prefill_ms", "10") or 10),
-            decode_ms=float(case.option("fake.decode_ms", "2") or 2),
+            prefill_ms=PREFILL_MS.value(case),
+            decode_ms=DECODE_MS.value(case),
         )

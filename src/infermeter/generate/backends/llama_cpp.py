@@ -1,7 +1,7 @@
 """`llama-cpp`: GGUF models through llama-cpp-python (llama.cpp), on the CPU here.
 
 Options: `llama-cpp.n_batch` (prompt batch size, default 512), `llama-cpp.n_gpu_layers` (default 0: CPU),
-`llama-cpp.flash_attn` (0/1). One sequence at a time: the high-level API has no batched decoding; for
+`llama-cpp.flash_attn` (on/off). One sequence at a time: the high-level API has no batched decoding; for
 concurrent requests, benchmark llama.cpp's server with `infermeter load URL --api openai`.
 """
 
@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infermeter.backends.options import Integer, Switch
 from infermeter.errors import ModelError
 from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
 
+N_BATCH = Integer(key="llama-cpp.n_batch", default=512, minimum=1, help="prompt batch size (n_batch)")
+N_GPU_LAYERS = Integer(key="llama-cpp.n_gpu_layers", default=0, minimum=-1, help="layers offloaded to a GPU (-1: all)")
+FLASH_ATTN = Switch(key="llama-cpp.flash_attn", default=False, help="flash attention (flash_attn)")
 INSTALL_HINT = (
     "llama-cpp-python is not installed; install the `llm` extra (`make install-llm`, or "
     "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'infermeter[llm]'; it compiles llama.cpp, several minutes)"
@@ -79,6 +83,7 @@ class LlamaCppBackend(GenerationBackend):
     name = "llama-cpp"
     distribution = "llama-cpp-python"
     description = "GGUF models through llama-cpp-python (llama.cpp), CPU"
+    options = (N_BATCH, N_GPU_LAYERS, FLASH_ATTN)
 
     @classmethod
     def available(cls) -> str | None:
@@ -109,11 +114,11 @@ class LlamaCppBackend(GenerationBackend):
             llm = Llama(
                 model_path=str(path),
                 n_ctx=case.prompt_len + case.gen_len + 8,
-                n_batch=int(case.option("llama-cpp.n_batch", "512") or 512),
+                n_batch=N_BATCH.value(case),
                 n_threads=case.threads,
                 n_threads_batch=case.threads,
-                n_gpu_layers=int(case.option("llama-cpp.n_gpu_layers", "0") or 0),
-                flash_attn=case.option("llama-cpp.flash_attn", "0") == "1",
+                n_gpu_layers=N_GPU_LAYERS.value(case),
+                flash_attn=FLASH_ATTN.value(case),
                 seed=case.seed,
                 verbose=False,
             )

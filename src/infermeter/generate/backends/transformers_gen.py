@@ -9,9 +9,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from infermeter.backends.options import Choice, Text
 from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
 
 DTYPES = ("float32", "bfloat16", "float16")
+DTYPE = Choice(key="transformers.dtype", choices=DTYPES, default="float32", help="torch dtype of the weights")
+DEVICE = Text(key="transformers.device", default="cpu", help="torch device to run on", describe="cpu, cuda, cuda:N…")
 
 
 def _make_streamer(on_token: OnToken) -> Any:
@@ -82,6 +85,7 @@ class TransformersBackend(GenerationBackend):
     name = "transformers"
     distribution = "transformers"
     description = "Hugging Face causal LMs via PyTorch generate (greedy, streamer-timed)"
+    options = (DTYPE, DEVICE)
 
     @classmethod
     def available(cls) -> str | None:
@@ -92,13 +96,6 @@ class TransformersBackend(GenerationBackend):
             return (
                 f"{' and '.join(missing)} not installed; pip install transformers torch==2.13.0 (or `make install-llm`)"
             )
-        return None
-
-    @classmethod
-    def unsupported_reason(cls, case: GenerateCase) -> str | None:
-        dtype = case.option("transformers.dtype", "float32")
-        if dtype not in DTYPES:
-            return f"transformers.dtype={dtype} is not one of {', '.join(DTYPES)}"
         return None
 
     def load(self, case: GenerateCase) -> GenerationSession:
@@ -113,8 +110,8 @@ class TransformersBackend(GenerationBackend):
         torch.set_num_threads(case.threads)
         phases["import"] = time.perf_counter() - start
         start = time.perf_counter()
-        device = case.option("transformers.device", "cpu") or "cpu"
-        dtype = getattr(torch, case.option("transformers.dtype", "float32") or "float32")
+        device = DEVICE.value(case) or "cpu"
+        dtype = getattr(torch, DTYPE.value(case))
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device).eval()  # type: ignore[arg-type]
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         phases["load_model"] = time.perf_counter() - start

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from infermeter.backends.options import Choice, Number
 from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
 
 
@@ -59,6 +60,12 @@ class VllmSession(GenerationSession):
         return str(self.engine.model_config.dtype).removeprefix("torch.")
 
 
+DTYPE = Choice(key="vllm.dtype", choices=("auto", "float16", "bfloat16", "float32", "half", "float"), default="auto",
+               help="dtype of weights and activations (EngineArgs.dtype)")  # fmt: skip
+GPU_MEMORY = Number(key="vllm.gpu_memory_utilization", default=0.9, maximum=1.0, above=True,
+                    help="fraction of GPU memory vLLM may use")  # fmt: skip
+
+
 class VllmBackend(GenerationBackend):
     """vLLM (GPU)."""
 
@@ -66,6 +73,7 @@ class VllmBackend(GenerationBackend):
     device = "cuda"
     distribution = "vllm"
     description = "vLLM engine on an NVIDIA GPU (continuous batching, PagedAttention)"
+    options = (DTYPE, GPU_MEMORY)
 
     @classmethod
     def available(cls) -> str | None:
@@ -84,8 +92,8 @@ class VllmBackend(GenerationBackend):
 
         args = EngineArgs(
             model=str(folder),
-            dtype=case.option("vllm.dtype", "auto") or "auto",
-            gpu_memory_utilization=float(case.option("vllm.gpu_memory_utilization", "0.9") or 0.9),
+            dtype=DTYPE.value(case),
+            gpu_memory_utilization=GPU_MEMORY.value(case),
             max_model_len=case.prompt_len + case.gen_len + 8,
             seed=case.seed,
         )
