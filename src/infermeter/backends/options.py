@@ -116,34 +116,6 @@ class Switch(Option):
         return self.text(case) == "on"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Integer(Option):
-    """A whole number of at least `minimum`."""
-
-    default: int
-    minimum: int = 0
-    kind: ClassVar[str] = "int"
-
-    def parse(self, raw: str) -> str:
-        try:
-            number = int(raw.strip())
-        except ValueError:
-            raise self.error(raw, f"use an integer >= {self.minimum}") from None
-        if number < self.minimum:
-            raise self.error(raw, f"use an integer >= {self.minimum}")
-        return str(number)
-
-    def default_text(self) -> str:
-        return str(self.default)
-
-    def accepts(self) -> str:
-        return f"integer >= {self.minimum}"
-
-    def value(self, case: HasOptions) -> int:
-        """The number."""
-        return int(self.text(case) or self.default)
-
-
 def _number_text(number: float) -> str:
     text = repr(number)
     return text[:-2] if text.endswith(".0") else text
@@ -158,15 +130,20 @@ class Number(Option):
     maximum: float | None = None
     above: bool = False
     kind: ClassVar[str] = "number"
+    noun: ClassVar[str] = "a number"
+
+    def convert(self, text: str) -> float:
+        """`text` as this option's kind of number (ValueError when it is none)."""
+        return float(text)
 
     def parse(self, raw: str) -> str:
         try:
-            number = float(raw.strip())
+            number = self.convert(raw.strip())
         except ValueError:
-            raise self.error(raw, f"use a number {self.accepts().removeprefix('number ')}") from None
+            raise self.error(raw, f"use {self.accepts()}") from None
         low_ok = number > self.minimum if self.above else number >= self.minimum
         if not low_ok or (self.maximum is not None and number > self.maximum) or number != number:
-            raise self.error(raw, f"use a number {self.accepts().removeprefix('number ')}")
+            raise self.error(raw, f"use {self.accepts()}")
         return _number_text(number)
 
     def default_text(self) -> str:
@@ -174,11 +151,28 @@ class Number(Option):
 
     def accepts(self) -> str:
         low = f"{'>' if self.above else '>='} {_number_text(self.minimum)}"
-        return f"number {low}" + (f" and <= {_number_text(self.maximum)}" if self.maximum is not None else "")
+        return f"{self.noun} {low}" + (f" and <= {_number_text(self.maximum)}" if self.maximum is not None else "")
 
     def value(self, case: HasOptions) -> float:
         """The number."""
-        return float(self.text(case) or self.default)
+        return self.convert(self.text(case) or self.default_text())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Integer(Number):
+    """A whole number of at least `minimum`."""
+
+    default: int
+    minimum: int = 0
+    kind: ClassVar[str] = "int"
+    noun: ClassVar[str] = "an integer"
+
+    def convert(self, text: str) -> int:
+        return int(text)
+
+    def value(self, case: HasOptions) -> int:
+        """The number."""
+        return self.convert(self.text(case) or self.default_text())
 
 
 @dataclass(frozen=True, kw_only=True)
