@@ -2,7 +2,11 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-TORCH_VERSION := 2.13.0
+# The torch pin is written once, in pyproject.toml's `torch` extra.
+TORCH_VERSION := $(shell sed -n 's/^torch = \["torch==\([0-9.]*\)".*/\1/p' pyproject.toml)
+ifeq ($(TORCH_VERSION),)
+$(error cannot read the torch pin (torch = ["torch==X", ...]) from pyproject.toml)
+endif
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.test-installed-stamp
 LLM_STAMP := $(VENV)/.llm-installed-stamp
@@ -10,18 +14,18 @@ LLM_STAMP := $(VENV)/.llm-installed-stamp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test run test lint typecheck unit clean benchmarks browser install-llm test-llm
+.PHONY: install install-test run test lint typecheck unit clean benchmarks browser install-llm test-llm dist
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The pinned CPU build first: an unpinned torch would resolve to a multi-GB CUDA build.
+	# The pinned CPU build first (found through pip's configuration): PyPI's Linux torch is a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
-	$(BIN)/python -m pip install --quiet -e '.[frameworks]' torch==$(TORCH_VERSION)
+	$(BIN)/python -m pip install --quiet -e '.[all-cpu]'
 	touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[frameworks,test]' torch==$(TORCH_VERSION)
+	$(BIN)/python -m pip install --quiet -e '.[all-cpu,test]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)
@@ -32,7 +36,7 @@ install-test: $(TEST_STAMP)
 # caches the built wheel, so only the first install on a machine pays for the compile.
 $(LLM_STAMP): $(TEST_STAMP)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-	  $(BIN)/python -m pip install --quiet -e '.[frameworks,test,llm]' torch==$(TORCH_VERSION)
+	  $(BIN)/python -m pip install --quiet -e '.[all-cpu,test,llm]'
 	touch $(LLM_STAMP)
 
 install-llm: $(LLM_STAMP)
@@ -52,6 +56,7 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
+# The packaging tests (tests/packaging) build and reuse venvs with a subset of the extras under .venv-matrix/.
 unit: $(TEST_STAMP) browser
 	$(BIN)/python -m pytest -q
 
@@ -65,5 +70,11 @@ browser:
 	  else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; fi; \
 	fi
 
+# The wheel and sdist, checked (tests/packaging/test_distribution.py builds and installs them too).
+dist: $(TEST_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+	$(BIN)/python -m twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-matrix dist build .pytest_cache .mypy_cache .ruff_cache

@@ -31,3 +31,7 @@ class BackendError(InfermeterError):
 
 class ResultsError(InfermeterError):
     """A results file cannot be read or written."""
+
+
+class MissingExtra(InfermeterError):
+    """An optional package this needs is not installed; the message names the `infermeter[...]` extra to install."""

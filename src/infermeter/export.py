@@ -302,7 +302,9 @@ def _simplify(report: ExportReport, path: Path) -> None:
         import onnx
         import onnxslim
     except ImportError:
-        report.add("simplify", None, "onnxslim is not installed (pip install onnxslim); kept the exporter's graph")
+        from infermeter.extras import install_line
+
+        report.add("simplify", None, f"onnxslim is not installed ({install_line('torch')}); kept the exporter's graph")
         return
     before = onnx.load(str(path))
     nodes_before = len(before.graph.node)
@@ -342,11 +344,12 @@ def export_model(
     import importlib.util
 
     from infermeter.errors import ModelError
+    from infermeter.extras import install_line
     from infermeter.models.spec import load_torch_module
 
-    for package, hint in (("torch", "torch==2.13.0"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")):
+    for package, extra in (("torch", "torch"), ("onnx", "torch"), ("onnxruntime", "onnxruntime")):
         if importlib.util.find_spec(package) is None:
-            raise ModelError(f"export needs {package}, which is not installed: pip install {hint}")
+            raise ModelError(f"export needs {package}, which is not installed: {install_line(extra)}")
     if not spec.has_torch_form:
         raise ModelError(
             f"{spec.ref} is already an ONNX file; export takes a zoo model, a .py factory or a .pt2 program"

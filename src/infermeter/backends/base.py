@@ -138,6 +138,15 @@ class Backend(BackendInfo):
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
     # How Triton serves what this backend ran (None: Triton has no backend for it).
     triton: ClassVar[TritonTarget | None] = None
+    # The `infermeter[...]` extra that installs the framework (None: not installable through an extra, e.g. GPU).
+    install_extra: ClassVar[str | None] = None
+
+    @classmethod
+    def not_installed(cls, framework: str) -> str:
+        """`<framework> is not installed: <the install line of the backend's extra>`, for `available()`."""
+        from infermeter.extras import install_line
+
+        return f"{framework} is not installed" + (f": {install_line(cls.install_extra)}" if cls.install_extra else "")
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:

@@ -98,6 +98,7 @@ class OnnxRuntimeBackend(Backend):
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((OPT_LEVEL.key, "disable"),)
     triton = TritonTarget("platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",))
     distribution = "onnxruntime"
+    install_extra: ClassVar[str | None] = "onnxruntime"
     description = "ONNX Runtime, CPU execution provider"
     # Execution providers in preference order, as (name, provider options) pairs.
     providers: ClassVar[tuple[str, ...]] = ("CPUExecutionProvider",)
@@ -108,7 +109,7 @@ class OnnxRuntimeBackend(Backend):
     @classmethod
     def available(cls) -> str | None:
         if package_version("onnxruntime") is None and package_version("onnxruntime-gpu") is None:
-            return "ONNX Runtime is not installed: pip install onnxruntime"
+            return cls.not_installed("ONNX Runtime")
         return None
 
     @classmethod

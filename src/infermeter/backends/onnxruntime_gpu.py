@@ -26,6 +26,7 @@ _GPU_BUILD_HINT = "pip uninstall onnxruntime && pip install onnxruntime-gpu (nee
 class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
     device = "cuda"
     distribution = "onnxruntime-gpu"
+    install_extra = None  # the GPU build replaces the CPU one; no extra installs it
     optimized_model_cache = False
     options: ClassVar[tuple[Option, ...]] = (OPT_LEVEL, CPU_FALLBACK)
     # Not the CPU backend's: int8 graphs, quantization and the parity reference are the CPU provider's business.

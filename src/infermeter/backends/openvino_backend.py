@@ -123,15 +123,16 @@ class OpenVinoBackend(Backend):
     model_files = (".onnx", ".xml")
     triton = TritonTarget("backend", "openvino", "model.onnx")
     distribution = "openvino"
+    install_extra = "openvino"
     precisions = ("fp32", "bf16", "fp16")
     description = "OpenVINO CPU plugin (precision hint set and read back)"
 
     @classmethod
     def available(cls) -> str | None:
         if package_version("openvino") is None:
-            return "OpenVINO is not installed: pip install openvino"
+            return cls.not_installed("OpenVINO")
         if package_version("onnx") is None and package_version("torch") is None:
-            return "OpenVINO reads the model's ONNX form, which needs onnx (pip install onnx)"
+            return cls.not_installed("onnx (OpenVINO reads the model's ONNX form with it)")
         return None
 
     @classmethod

@@ -67,6 +67,7 @@ class TFLiteBackend(Backend):
 
     name = "tflite"
     distribution = "ai-edge-litert"
+    install_extra = "tflite"
     precisions = ("fp32", "int8")
     description = "LiteRT (TFLite) interpreter, .tflite models"
     model_files = (".tflite",)
@@ -74,7 +75,7 @@ class TFLiteBackend(Backend):
     @classmethod
     def available(cls) -> str | None:
         if package_version("ai-edge-litert") is None:
-            return "LiteRT is not installed: pip install ai-edge-litert"
+            return cls.not_installed("LiteRT")
         return None
 
     @classmethod

@@ -70,13 +70,14 @@ class TorchFamilyBackend(Backend):
     the model exists; the precision is one torch runs natively on this CPU)."""
 
     distribution = "torch"
+    install_extra = "torch"
     precisions = ("fp32", "bf16")
     model_files = (".pt2",)
 
     @classmethod
     def available(cls) -> str | None:
         if package_version("torch") is None:
-            return "PyTorch is not installed: pip install torch==2.13.0 (the CPU build)"
+            return cls.not_installed("PyTorch")
         return None
 
     @classmethod

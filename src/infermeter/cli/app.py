@@ -103,9 +103,17 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
-        print(
-            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback; please report it)",
-            file=sys.stderr,
-        )
-        code = 1
+        from infermeter.extras import missing_extra_error
+
+        # An optional package that a command imported without checking first: still one line with its extra.
+        missing = missing_extra_error(exc)
+        if missing is not None:
+            print(f"error: {missing}", file=sys.stderr)
+            code = missing.exit_code
+        else:
+            print(
+                f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback; please report it)",
+                file=sys.stderr,
+            )
+            code = 1
     sys.exit(code if isinstance(code, int) else 0)

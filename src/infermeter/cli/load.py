@@ -17,6 +17,7 @@ from infermeter.cli.common import parse_positive_ints, require_positive, split_v
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
+from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.inputs import parse_input_override
 from infermeter.results.schema import now_iso
 
@@ -57,6 +58,7 @@ def _served(target: str, backend: str | None, serve_args: list[str]) -> Iterator
         return
     if not backend:
         raise UsageError(f"TARGET {target!r} is not a URL: give --backend to serve it here (e.g. -b onnxruntime)")
+    require_extra("serve", SERVE_MODULES, f"serving {target} here (a MODEL target; a URL target needs nothing)")
     from infermeter.serve.server import spawn_server
 
     with stderr.status(f"serving {escape(target)} with {escape(backend)} on 127.0.0.1 …"):
@@ -262,7 +264,7 @@ def load(
         return
     from infermeter.serve.driver import find_peak as search_peak
     from infermeter.serve.driver import prepare_target, run_once, sweep_steps
-    from infermeter.serve.server import API_KEY_VARIABLE
+    from infermeter.serve.protocol import API_KEY_VARIABLE
     from infermeter.serve.summary import summarize
 
     reject_flags(ctx, OPENAI_ONLY, "to --api openai (add --api openai)")
@@ -358,6 +360,7 @@ def tune_batching(
     """Find the batching policy (max-batch × max-delay × workers) with the highest throughput whose P99 meets
     --slo-p99-ms: each policy is served on 127.0.0.1 and measured at rising concurrency; the pick is then
     checked under Poisson arrivals."""
+    require_extra("serve", SERVE_MODULES, "`infermeter tune-batching`")
     from infermeter.serve.tune import check_pick, measure_policy, policies, recommend
 
     require_positive(slo_p99_ms, "--slo-p99-ms")

@@ -132,9 +132,13 @@ def serve(
     POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus).
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
     """
+    from infermeter.extras import SERVE_MODULES, require_extra
+
+    require_extra("serve", SERVE_MODULES, "`infermeter serve`")
     from infermeter.deploy.repository import is_repository
     from infermeter.serve.model import ServeConfig
-    from infermeter.serve.server import API_KEY_VARIABLE, LISTENING_PREFIX, serve_foreground
+    from infermeter.serve.protocol import API_KEY_VARIABLE
+    from infermeter.serve.server import LISTENING_PREFIX, serve_foreground
 
     if model and is_repository(Path(model)):
         model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = _from_repository(

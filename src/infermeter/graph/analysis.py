@@ -84,8 +84,10 @@ def inspect_loaded(loaded: LoadedGraph, ort_levels: bool = True) -> dict[str, An
                 "levels": [{**asdict(level), "nodes_removed": len(view.nodes) - level.node_count} for level in levels],
             }
         except ImportError:
+            from infermeter.extras import install_line
+
             report["notes"].append(
-                "onnxruntime is not installed: optimizer node counts skipped (pip install onnxruntime)"
+                f"onnxruntime is not installed: optimizer node counts skipped ({install_line('onnxruntime')})"
             )
         except Exception as exc:  # ORT refusing a model is a finding, not a crash of the whole report
             report["notes"].append(f"onnxruntime could not optimize this model: {type(exc).__name__}: {exc}")

@@ -263,7 +263,9 @@ def load_graph(
     try:
         import onnx
     except ImportError as exc:
-        raise ModelError("graph analysis needs the onnx package: pip install onnx") from exc
+        from infermeter.extras import install_line
+
+        raise ModelError(f"graph analysis needs the onnx package: {install_line('onnxruntime')}") from exc
     from infermeter.models.convert import onnx_for
     from infermeter.models.inputs import resolve_shapes
     from infermeter.models.spec import resolve_model

@@ -95,6 +95,9 @@ def onnx_for(spec: ModelSpec, opset: int = DEFAULT_OPSET) -> CachedArtifact:
         return CachedArtifact(Path(spec.path), True, 0.0, "user-supplied ONNX file")
     from importlib.metadata import version
 
+    from infermeter.extras import require_extra
+
+    require_extra("torch", ["torch", "onnx"], f"exporting {spec.ref} to ONNX")
     # The exporter's version from package metadata: importing torch here would add seconds to every load.
     from infermeter.models.onnx_export import default_dynamic_axes
 

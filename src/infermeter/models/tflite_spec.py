@@ -8,8 +8,6 @@ from infermeter.errors import ModelError
 from infermeter.models.inputs import Dim, InputSpec
 from infermeter.models.spec import ModelSpec, file_sha256
 
-LITERT_HINT = "pip install ai-edge-litert"
-
 
 def tflite_spec(ref: str, path: Path) -> ModelSpec:
     """A ModelSpec for a .tflite file: inputs and outputs from the interpreter's tensor details; a dimension
@@ -19,7 +17,9 @@ def tflite_spec(ref: str, path: Path) -> ModelSpec:
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as exc:
-        raise ModelError(f"reading .tflite files needs LiteRT: {LITERT_HINT}") from exc
+        from infermeter.extras import install_line
+
+        raise ModelError(f"reading .tflite files needs LiteRT: {install_line('tflite')}") from exc
     try:
         interpreter = Interpreter(model_path=str(path))
     except Exception as exc:

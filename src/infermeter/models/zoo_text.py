@@ -14,7 +14,7 @@ import os
 import torch
 from torch import nn
 
-from infermeter.errors import ModelError
+from infermeter.errors import MissingExtra
 from infermeter.models.zoo import BERT_VOCAB_SIZE
 
 
@@ -113,7 +113,9 @@ def build_minilm() -> nn.Module:
         from transformers import AutoModel
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        raise ModelError("the minilm model needs transformers: pip install transformers torch==2.13.0") from exc
+        from infermeter.extras import install_line
+
+        raise MissingExtra(f"the minilm model needs transformers: {install_line('text-models')}") from exc
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     # Eager attention: the same arithmetic on every backend and exporter (SDPA kernels differ between them).

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.advise import Advice, advise
+from infermeter.extras import install_line, missing_modules
 from infermeter.optimize.candidates import accuracy_drop
 from infermeter.optimize.deploy import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.optimize.pipeline import Run
@@ -89,6 +90,8 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
     for line in explanation:
         note(run, "advise", line)
     deploy_md = _write_deploy(run, advice, runner_up, fallback, baseline) if advice.pick else None
+    if missing_modules(["plotly"]):
+        note(run, "advise", f"report.md, not report.html: the HTML report needs plotly: {install_line('html')}")
     finish(run, "advise", "done" if advice.pick else "failed")
     report = write_report(run)
     return Outcome(advice, runner_up, fallback, baseline, run.folder, report, deploy_md, explanation)
@@ -117,14 +120,21 @@ def explain(advice: Advice, fallback: CaseResult | None, baseline: CaseResult | 
 
 
 def write_report(run: Run) -> Path:
-    """report.html: the story section first, then the standard report of every case."""
+    """report.html: the story section first, then the standard report of every case. Without plotly (the `html`
+    extra), report.md: the standard report, every case compared (mixed precisions on purpose, as optimize does)."""
     from infermeter.report.merged import SourceFile, merge_results
-    from infermeter.report.story import render_story_html
 
     merged = merge_results([SourceFile(str(run.results_path.name), run.results)])
-    path = run.path("report.html")
+    if missing_modules(["plotly"]):
+        from infermeter.report.markdown import render_markdown
+
+        path, text = run.path("report.md"), render_markdown(merged, allow_mixed_precision=True)
+    else:
+        from infermeter.report.story import render_story_html
+
+        path, text = run.path("report.html"), render_story_html(merged)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_story_html(merged), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -140,7 +140,9 @@ def _load_images(inputs: Sequence[InputSpec], folder: Path, limit: int | None) -
     try:
         from PIL import Image
     except ImportError as exc:
-        raise UsageError("reading an image folder needs pillow: pip install pillow") from exc
+        from infermeter.extras import install_line
+
+        raise UsageError(f"reading an image folder needs pillow: {install_line('quantize')}") from exc
     mode = {1: "L", 3: "RGB"}.get(channels)
     if mode is None:
         raise InputSpecError(f"input {spec.describe()} has {channels} channels; images give 1 (L) or 3 (RGB)")

@@ -71,7 +71,11 @@ class ModelRunner:
                 self._compiled: Any = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads})
                 self.output_names = [o.get_any_name() for o in model.outputs]
         except ImportError as exc:
-            raise UsageError(f"running {path.name} needs {exc.name}: pip install {exc.name}") from exc
+            from infermeter.extras import MODULE_EXTRAS, install_line
+
+            extra = MODULE_EXTRAS.get((exc.name or "").split(".")[0])
+            hint = install_line(extra) if extra else f"pip install {exc.name}"
+            raise UsageError(f"running {path.name} needs {exc.name}: {hint}") from exc
         except Exception as exc:
             raise BackendError(f"could not load {path}: {type(exc).__name__}: {exc}") from exc
         self.fixed_batch: int | None = fixed[0] if fixed else None

@@ -21,7 +21,9 @@ def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: Sa
         import nncf
         import openvino as ov
     except ImportError as exc:
-        raise UsageError(f"--engine openvino needs {exc.name}: pip install openvino nncf") from exc
+        from infermeter.extras import install_line
+
+        raise UsageError(f"--engine openvino needs {exc.name}: {install_line('quantize')}") from exc
     if target.suffix.lower() != ".xml":
         raise UsageError(f"--engine openvino writes an OpenVINO IR: give -o a .xml path, not {target.name!r}")
     if config.method != "minmax":

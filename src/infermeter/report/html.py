@@ -47,6 +47,9 @@ def _plotly_js() -> str:
 
 def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> str:
     """The whole page as text (UTF-8 when written)."""
+    from infermeter.extras import require_extra
+
+    require_extra("html", ["plotly"], "the HTML report")
     import plotly.io as pio
 
     table = report_table(report, allow_mixed_precision)

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 HEADER_LENGTH = "inference-header-content-length"
+# The environment variable that gives the server its API key, and `load` the key to send (a bearer token).
+API_KEY_VARIABLE = "INFERMETER_API_KEY"
 
 # Protocol datatype <-> numpy dtype. BYTES and BF16 have no numpy form here and are refused with a clear 400.
 DATATYPES: dict[str, str] = {

@@ -26,7 +26,6 @@ from infermeter.serve.app import ServerState, build_app
 from infermeter.serve.model import ServeConfig, ServedModel
 
 LISTENING_PREFIX = "infermeter serve: listening on "
-API_KEY_VARIABLE = "INFERMETER_API_KEY"
 
 
 class _Server(uvicorn.Server):
