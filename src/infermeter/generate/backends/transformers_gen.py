@@ -93,9 +93,9 @@ class TransformersBackend(GenerationBackend):
 
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
-            return (
-                f"{' and '.join(missing)} not installed; pip install transformers torch==2.13.0 (or `make install-llm`)"
-            )
+            from infermeter.extras import install_line
+
+            return f"{' and '.join(missing)} not installed: {install_line('text-models')}"
         return None
 
     def load(self, case: GenerateCase) -> GenerationSession:
