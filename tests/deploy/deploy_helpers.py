@@ -36,7 +36,7 @@ def make_optimize_folder(folder: Path) -> Path:
     artifacts = folder / "artifacts"
     artifacts.mkdir(parents=True)
     shutil.copyfile(onnx_for(spec).path, artifacts / "model.fp32.onnx")
-    int8 = quantize_on_the_fly(spec, Case("tiny_cnn", "onnxruntime", "int8", 1, "static", 1, (), ()))
+    int8 = quantize_on_the_fly(spec, Case("tiny_cnn", "onnxruntime", "int8", 1, "static", 1, (), ())).path
     shutil.copyfile(int8, artifacts / "model.int8.onnx")
     ort = _optimize_case("onnxruntime", "fp32", ORT_ID, "artifacts/model.fp32.onnx", parity={"passed": True})
     accuracy = {"metric": "top1_agreement", "value": 0.98, "fp32_value": 1.0, "drop_pct": 2.0, "eval_samples": 64}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -11,24 +10,37 @@ from quant_models import mlp, mlp_data
 from infermeter.backends.onnxruntime import onnx_graph_precision
 from infermeter.case import Case
 from infermeter.models.spec import resolve_model
-from infermeter.quantize.onthefly import RandomCalibrationWarning, quantize_on_the_fly
+from infermeter.quantize.onthefly import quantize_on_the_fly
 
 
 def test_on_the_fly_random_calibration_warns_and_caches(tmp_path: Path) -> None:
     spec = resolve_model(str(mlp(tmp_path / "mlp.onnx")))
     case = Case(spec.ref, "onnxruntime", "int8")
-    with pytest.warns(RandomCalibrationWarning, match="random inputs"):
-        first = quantize_on_the_fly(spec, case)
-    assert onnx_graph_precision(str(first)) == "int8"
+    first = quantize_on_the_fly(spec, case)
+    assert [w.code for w in first.warnings] == ["random_calibration"]
+    assert "32 random inputs" in first.warnings[0].message and "quantize.calib=DATA" in first.warnings[0].message
+    assert onnx_graph_precision(str(first.path)) == "int8"
     calib = mlp_data(tmp_path / "calib.npz", Path(spec.ref), 50, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RandomCalibrationWarning)  # real data given: no warning
-        second = quantize_on_the_fly(
-            spec, Case(spec.ref, "onnxruntime", "int8", options=(("quantize.calib", str(calib)),))
-        )
-    assert second != first and onnx_graph_precision(str(second)) == "int8"
-    with pytest.warns(RandomCalibrationWarning):
-        assert quantize_on_the_fly(spec, case) == first  # cached by content
+    second = quantize_on_the_fly(spec, Case(spec.ref, "onnxruntime", "int8", options=(("quantize.calib", str(calib)),)))
+    assert second.warnings == ()  # real data given: no warning
+    assert second.path != first.path and onnx_graph_precision(str(second.path)) == "int8"
+    assert quantize_on_the_fly(spec, case) == first  # cached by content, warned again
+
+
+def test_quantize_on_the_fly_does_not_import_the_measurement_package() -> None:
+    """measure/execute.py imports onthefly: onthefly reaching measure (it once did, through quantize.pipeline and
+    quantize.latency) made an import circle."""
+    import inspect
+    import subprocess
+    import sys
+
+    from infermeter.quantize import onthefly
+
+    code = "import sys, infermeter.quantize.onthefly as m; print(sorted(n for n in sys.modules if 'measure' in n))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    source = inspect.getsource(onthefly)
+    assert "infermeter.measure" not in source and "quantize.pipeline" not in source and "quantize.latency" not in source
 
 
 @pytest.mark.slow

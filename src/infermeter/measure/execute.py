@@ -112,25 +112,16 @@ def _int8_model(spec: ModelSpec, case: Case, result: CaseResult) -> tuple[ModelS
     backend = get_backend(case.backend)
     if case.precision != "int8" or not backend.quantizes_on_the_fly:
         return spec, []
-    import warnings
-
     from infermeter.backends.onnxruntime import onnx_graph_precision
     from infermeter.models.convert import onnx_for
     from infermeter.models.spec import resolve_model
-    from infermeter.quantize.onthefly import RandomCalibrationWarning, quantize_on_the_fly
+    from infermeter.quantize.onthefly import quantize_on_the_fly
 
     if onnx_graph_precision(str(onnx_for(spec).path)) == "int8":
         return spec, []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RandomCalibrationWarning)
-        path = quantize_on_the_fly(spec, case)
-    result.notes.append(f"int8: quantized on the fly to {path}")
-    found = [
-        CaseWarning("random_calibration", str(w.message), "calibrated on random inputs")
-        for w in caught
-        if issubclass(w.category, RandomCalibrationWarning)
-    ]
-    return resolve_model(str(path)), found
+    built = quantize_on_the_fly(spec, case)
+    result.notes.append(f"int8: quantized on the fly to {built.path}")
+    return resolve_model(str(built.path)), list(built.warnings)
 
 
 def _per_shape(

@@ -17,9 +17,15 @@ import numpy as np
 from infermeter.case import Case
 from infermeter.errors import BackendUnavailable
 from infermeter.models.spec import ModelSpec
-from infermeter.quantize.data import SampleSet, calibration_warnings, load_samples, random_samples
+from infermeter.quantize.data import (
+    RANDOM_CALIBRATION_SAMPLES,
+    SampleSet,
+    calibration_warnings,
+    load_samples,
+    random_calibration_warning,
+    random_samples,
+)
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
-from infermeter.quantize.pipeline import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
 from infermeter.results.schema import CaseWarning
 
 RANDOM_EVAL_SAMPLES = 64

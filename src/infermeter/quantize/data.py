@@ -18,6 +18,9 @@ from infermeter.errors import InputSpecError, UsageError
 from infermeter.models.inputs import Feeds, InputSpec, generate_feeds, resolve_shapes
 from infermeter.results.schema import CaseWarning
 
+# Calibration samples drawn when no real data is given (every such model carries random_calibration_warning).
+RANDOM_CALIBRATION_SAMPLES = 32
+
 SMALL_CALIBRATION_SAMPLES = 100
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 # torchvision's ImageNet normalisation: what nearly every pretrained 3-channel image model expects.
@@ -25,6 +28,18 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # Beyond this Kolmogorov-Smirnov distance two value distributions are plainly different (0 = same, 1 = disjoint).
 KS_DISTANCE_LIMIT = 0.25
+
+
+def random_calibration_warning(
+    count: int, remedy: str = "pass --calib with a few hundred representative samples"
+) -> CaseWarning:
+    """The warning every quantization calibrated on generated inputs carries; `remedy` says how to give real data."""
+    return CaseWarning(
+        "random_calibration",
+        f"calibrated on {count} random inputs, not real data: activation ranges (and so accuracy) may be far from "
+        f"what real inputs need; {remedy}",
+        "random data",
+    )
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,44 @@
 """`bench --precision int8` on a float model: quantize it once (static QDQ, ONNX Runtime), cache the result by
 content, and hand back the INT8 file to benchmark. Calibration uses generated inputs unless the case names
 real data with the option `quantize.calib=DATA`, and the caller is told so (the accuracy of such a model is
-unknown: a warning, never silence)."""
+unknown: a warning, never silence). The warning comes back in the returned record, not through Python's warnings
+module, and nothing here imports the measurement package (measure/execute.py imports this module)."""
 
 from __future__ import annotations
 
 import tempfile
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.case import Case
 from infermeter.models.spec import ModelSpec, file_sha256
-from infermeter.quantize.data import load_samples, random_samples
+from infermeter.quantize.data import (
+    RANDOM_CALIBRATION_SAMPLES,
+    load_samples,
+    random_calibration_warning,
+    random_samples,
+)
 from infermeter.quantize.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
-
-RANDOM_SAMPLES = 32
-
-
-class RandomCalibrationWarning(UserWarning):
-    """Raised as a warning when `quantize_on_the_fly` calibrated on generated inputs."""
+from infermeter.results.schema import CaseWarning
 
 
-def quantize_on_the_fly(spec: ModelSpec, case: Case) -> Path:
+@dataclass(frozen=True)
+class OnTheFlyInt8:
+    """The INT8 file `quantize_on_the_fly` built (or found cached), and the warnings its case must carry."""
+
+    path: Path
+    warnings: tuple[CaseWarning, ...]
+
+
+def quantize_on_the_fly(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
     """The INT8 (QDQ) ONNX file for `spec`, built on first use and cached (`models.convert.cached_build`).
 
     Case options: `quantize.calib=DATA` (calibration data, as for `infermeter quantize --calib`),
-    `quantize.method=minmax|entropy|percentile`, `quantize.per_channel=on`. Without `quantize.calib`, emits a
-    `RandomCalibrationWarning` (the caller turns it into a `random_calibration` result warning).
+    `quantize.method=minmax|entropy|percentile`, `quantize.per_channel=on`. Without `quantize.calib`, the record
+    carries a `random_calibration` warning.
     """
     from infermeter.backends.options import QUANTIZE_CALIB, QUANTIZE_METHOD, QUANTIZE_PER_CHANNEL
     from infermeter.models.convert import cached_build, onnx_for
-    from infermeter.quantize.pipeline import RANDOM_CALIBRATION_SAMPLES
 
     calib_ref = QUANTIZE_CALIB.value(case)
     method = QUANTIZE_METHOD.value(case)
@@ -41,13 +49,8 @@ def quantize_on_the_fly(spec: ModelSpec, case: Case) -> Path:
     calib_id = "random" if calib_ref is None else _data_identity(calib_ref)
     key = {"model": spec.content_hash, "source": file_sha256(source)[:16], "calib": calib_id, "method": method,
            "per_channel": per_channel, "v": 1}  # fmt: skip
-    if calib_ref is None:
-        warnings.warn(
-            f"{spec.ref}: int8 on the fly calibrated on {RANDOM_CALIBRATION_SAMPLES} random inputs; accuracy is "
-            "unknown — pass --option quantize.calib=DATA, or quantize with `infermeter quantize --calib --eval`",
-            RandomCalibrationWarning,
-            stacklevel=2,
-        )
+    remedy = "pass --option quantize.calib=DATA, or quantize with `infermeter quantize --calib --eval`"
+    found = () if calib_ref is not None else (random_calibration_warning(RANDOM_CALIBRATION_SAMPLES, remedy),)
 
     def build(target: Path) -> str:
         if calib_ref is None:
@@ -60,7 +63,7 @@ def quantize_on_the_fly(spec: ModelSpec, case: Case) -> Path:
             quantize_onnx(prepared, target, config, calib)
         return f"int8 static QDQ ({method}) calibrated on {calib.source}; {note}"
 
-    return cached_build("int8", key, ".onnx", build).path
+    return OnTheFlyInt8(cached_build("int8", key, ".onnx", build).path, found)
 
 
 def _data_identity(ref: str) -> str:
@@ -73,4 +76,4 @@ def _data_identity(ref: str) -> str:
     return ref
 
 
-__all__ = ["METHODS", "RandomCalibrationWarning", "quantize_on_the_fly"]
+__all__ = ["METHODS", "OnTheFlyInt8", "quantize_on_the_fly"]

@@ -12,7 +12,14 @@ from typing import Any
 
 from infermeter.errors import InfermeterError, UsageError
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
-from infermeter.quantize.data import SampleSet, calibration_warnings, load_samples, random_samples
+from infermeter.quantize.data import (
+    RANDOM_CALIBRATION_SAMPLES,
+    SampleSet,
+    calibration_warnings,
+    load_samples,
+    random_calibration_warning,
+    random_samples,
+)
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
 from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
@@ -24,9 +31,6 @@ def quantize_engines() -> list[str]:
     from infermeter.backends.registry import inference_backends
 
     return [cls.name for cls in inference_backends() if cls.quantizer]
-
-
-RANDOM_CALIBRATION_SAMPLES = 32
 
 
 @dataclass(frozen=True)
@@ -171,16 +175,6 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
         if request.latency:
             _time_rows(request, outcome, evaluation, progress)
     return outcome
-
-
-def random_calibration_warning(count: int) -> CaseWarning:
-    """The warning every quantization calibrated on generated inputs carries."""
-    return CaseWarning(
-        "random_calibration",
-        f"calibrated on {count} random inputs, not real data: activation ranges (and so accuracy) may be far from "
-        "what real inputs need; pass --calib with a few hundred representative samples",
-        "random data",
-    )
 
 
 def _search_mixed(
