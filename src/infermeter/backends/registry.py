@@ -4,11 +4,17 @@ backend classes, imported lazily so that `infermeter --help` stays fast.
 Everything else about a backend is on its class (`backends.base.BackendInfo` and `Backend`, or
 `generate.backends.base.GenerationBackend`): lists such as "the backends that read ONNX" are derived from here.
 Inference backends live in this package, generation backends in `infermeter.generate.backends`.
+
+A backend kept outside infermeter (a plugin, or a test's own module) joins with `register(name, "module:Class")`, or
+with the environment variable INFERMETER_BACKENDS (`name=module:Class[,name/generate=module:Class...]`) for a CLI
+run; `register` writes that variable too, so that spawned workers, which import this module afresh, know it.
+See docs/adding-a-backend.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -49,11 +55,63 @@ REGISTRY: tuple[Registered, ...] = (
     Registered("fake", "generate", "infermeter.generate.backends.fake:FakeBackend"),
 )
 _BY_NAME = {entry.name: entry for entry in REGISTRY}
+# Lines added by `register` (after the built-in ones, in the order registered).
+_ADDED: list[Registered] = []
+ENV_VAR = "INFERMETER_BACKENDS"
+
+
+def _environment_text() -> str:
+    return ",".join(f"{e.name}{'' if e.task == 'infer' else '/' + e.task}={e.target}" for e in _ADDED)
+
+
+def register(name: str, target: str, task: str = "infer") -> Registered:
+    """Add backend `name` (class at `target`, `module:Class`, importable here and in workers) for `task`.
+    UsageError when the name is taken or the task unknown. Built-in backends are the REGISTRY lines above."""
+    if task not in TASKS:
+        raise UsageError(f"unknown task {task!r} for backend {name!r}; tasks: {', '.join(TASKS)}")
+    if name in _BY_NAME:
+        raise UsageError(f"backend {name!r} is already registered ({_BY_NAME[name].target})")
+    if ":" not in target:
+        raise UsageError(f"backend {name!r}: target {target!r} is not of the form module:Class")
+    entry = Registered(name, task, target)
+    _ADDED.append(entry)
+    _BY_NAME[name] = entry
+    _registry_changed()
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove a backend added by `register` (built-in lines stay); UsageError for any other name."""
+    entry = _BY_NAME.get(name)
+    if entry is None or entry not in _ADDED:
+        raise UsageError(f"backend {name!r} was not added by register()")
+    _ADDED.remove(entry)
+    del _BY_NAME[name]
+    _registry_changed()
+
+
+def _registry_changed() -> None:
+    """Keep the environment (read by spawned workers) and the option catalog in step with the registry."""
+    from infermeter.backends.options import option_catalog
+
+    if _ADDED:
+        os.environ[ENV_VAR] = _environment_text()
+    else:
+        os.environ.pop(ENV_VAR, None)
+    option_catalog.cache_clear()
+
+
+def _register_from_environment() -> None:
+    for item in filter(None, (part.strip() for part in os.environ.get(ENV_VAR, "").split(","))):
+        name_task, _, target = item.partition("=")
+        name, _, task = name_task.partition("/")
+        if name not in _BY_NAME:
+            register(name.strip(), target.strip(), task.strip() or "infer")
 
 
 def registered(task: str | None = None) -> list[Registered]:
-    """The registry lines of `task` (every task when None), in registry order."""
-    return [entry for entry in REGISTRY if task is None or entry.task == task]
+    """The registry lines of `task` (every task when None), in registry order, then those added by `register`."""
+    return [entry for entry in (*REGISTRY, *_ADDED) if task is None or entry.task == task]
 
 
 def backend_names(task: str = "infer") -> list[str]:
@@ -120,8 +178,11 @@ def backend_for_file(suffix: str, device: str = "cpu") -> str:
 def framework_distributions() -> list[str]:
     """The framework distribution of every registered backend (each once, registry order)."""
     seen: list[str] = []
-    for entry in REGISTRY:
+    for entry in registered():
         distribution = _load(entry).distribution
         if distribution and distribution not in seen:
             seen.append(distribution)
     return seen
+
+
+_register_from_environment()
