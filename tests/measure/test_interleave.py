@@ -80,7 +80,9 @@ def test_a_slowdown_of_both_arms_moves_the_sequential_ratio_but_not_the_interlea
     assert abs(sequential / 2.0 - 1) > 0.15  # the second case ran 30% slower: 2 / 1.3
     _, interleaved, rounds = _ratio(tmp_path, interleave=True)
     assert rounds >= 12
-    assert interleaved is not None and abs(interleaved / 2.0 - 1) < 0.01
+    # Within 3%, against the sequential ratio's 15%+: the paired ratio is an estimate whose 95% interval is about
+    # ±1% here, so a 1% bound failed by design about once in twenty runs (seen at 1.07% and 1.6% under load).
+    assert interleaved is not None and abs(interleaved / 2.0 - 1) < 0.03
 
 
 def test_rounds_go_on_until_the_paired_speedup_is_precise() -> None:
