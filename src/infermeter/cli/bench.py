@@ -254,7 +254,9 @@ def bench(
     command = ["infermeter", *sys.argv[1:]]
     if resume is not None:
         sweep = resumed_sweep(resume, output, matrix, cold_start, not no_isolation, command, resolve_model)
-        stderr.print(f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain")
+        stderr.print(
+            f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True
+        )
     else:
         assert matrix is not None
         environment = collect_environment()

@@ -132,6 +132,9 @@ class ConsoleDisplay:
         else:
             resume = "--resume" if self.exit_on_interrupt else "`infermeter bench --resume`"
             where = escape(str(path))
-            stderr.print(f"{how}: {finished} finished case(s) are saved in {where}; continue with {resume} {where}")
+            stderr.print(
+                f"{how}: {finished} finished case(s) are saved in {where}; continue with {resume} {where}",
+                soft_wrap=True,
+            )
         if self.exit_on_interrupt:
             raise SystemExit(143 if isinstance(exc, Terminated) else 130) from None
