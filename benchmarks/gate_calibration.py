@@ -41,6 +41,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 SECTION = "## Regression gate"
 GATES = ("old", "files", "rerun")
 MODELS = Path(__file__).resolve().parent / "gate_models.py"
+ENGINES = ("onnxruntime", "openvino")  # the engines every pair is measured on
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Tally:
 def bench(args: argparse.Namespace, out: Path, slow: bool) -> ResultsFile:
     """One `infermeter bench` run of the calibration's configuration."""
     model = args.slow_model if slow else args.model
-    command = [sys.executable, "-m", "infermeter", "bench", model, "-b", "onnxruntime,openvino", "--batch", "1"]
+    command = [sys.executable, "-m", "infermeter", "bench", model, "-b", ",".join(ENGINES), "--batch", "1"]
     command += ["--min-time", str(args.min_time), "--max-time", str(args.max_time), "--rounds", str(args.rounds)]
     command += ["--target-ci", str(args.target_ci), "--no-history", "-o", str(out)]
     if slow and args.slow_option:
@@ -84,7 +85,7 @@ def old_gate(base: ResultsFile, new: ResultsFile, threshold: float, alpha: float
 def slowed_backends(args: argparse.Namespace) -> set[str]:
     """The engines the slowed side really slows: both for a slower model, else the one the option is for."""
     if args.slow_model != args.model:
-        return {"onnxruntime", "openvino"}
+        return set(ENGINES)
     return {args.slow_option.split(".", 1)[0]} if args.slow_option else set()
 
 
