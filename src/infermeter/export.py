@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import UsageError
+from infermeter.errors import UsageError, describe_exception, engine_message
 from infermeter.models.inputs import Feeds, generate_feeds
 from infermeter.models.onnx_export import (
     DEFAULT_OPSET,
@@ -201,7 +201,7 @@ def verify_onnx(
     try:
         runner = _Runner(spec, module, onnx_path)
     except Exception as exc:
-        report.add("onnxruntime load", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+        report.add("onnxruntime load", False, describe_exception(exc))
         return
     base_sets = trace_feeds(spec, count=samples, seed=seed)
     base_shapes = {name: tuple(array.shape) for name, array in base_sets[0].items()}
@@ -214,7 +214,7 @@ def verify_onnx(
             )
         except Exception as exc:
             within, abs_err, rel_err = False, float("inf"), float("inf")
-            detail = f"ONNX Runtime failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            detail = f"ONNX Runtime failed: {describe_exception(exc)}"
         ok, worst_abs, worst_rel = ok and within, max(worst_abs, abs_err), max(worst_rel, rel_err)
         if not within:
             break
@@ -257,12 +257,12 @@ def _check_dynamic_sizes(
             try:
                 reference = runner.reference(feeds)
             except Exception as exc:
-                failure = f"PyTorch itself cannot run at {where}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                failure = f"PyTorch itself cannot run at {where}: {describe_exception(exc)}"
                 break
             try:
                 actual = runner.onnx(feeds)
             except Exception as exc:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                first = engine_message(exc, 300) or type(exc).__name__
                 failure = f"ONNX Runtime fails at {where}: the axis is frozen inside the graph ({first[:300]})"
                 break
             within, abs_err, _, detail = _compare(reference, actual, report.atol, report.rtol)
@@ -281,7 +281,7 @@ def _check_and_infer(report: ExportReport, path: Path) -> bool:
         onnx.checker.check_model(str(path), full_check=True)
         report.add("onnx checker", True, "full check passed")
     except Exception as exc:
-        report.add("onnx checker", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        report.add("onnx checker", False, describe_exception(exc, 300))
         return False
     try:
         model = onnx.load(str(path))
@@ -292,7 +292,7 @@ def _check_and_infer(report: ExportReport, path: Path) -> bool:
         ]
         report.add("shape inference", True, f"strict mode; outputs {'; '.join(outputs)}")
     except Exception as exc:
-        report.add("shape inference", False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        report.add("shape inference", False, describe_exception(exc, 300))
         return False
     return True
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import ModelError
+from infermeter.errors import ModelError, engine_message
 from infermeter.models.convert import DEFAULT_OPSET
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
@@ -78,15 +78,16 @@ def _clean(text: str) -> str:
 
 
 def summarize_exception(exc: BaseException) -> str:
-    """The useful line(s) of an exporter error: the torch.export summary when there is one, else the first line."""
+    """The useful line(s) of an exporter error: the torch.export summary when there is one, else its reason
+    (`errors.engine_message`)."""
     text = _clean(str(exc))
     if "## Exception summary" in text:
         lines = [ln.strip() for ln in text.split("## Exception summary", 1)[1].splitlines() if ln.strip()]
         lines = [ln for ln in lines if ln not in ("⬆️",) and not ln.startswith("(Refer to")]
         summary = re.sub(r"<class '(?:[\w]+\.)*(\w+)'>", r"\1", " ".join(lines[:2]))
     else:
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        summary = f"{type(exc).__name__}: {first}"
+        reason = engine_message(text)
+        summary = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
     return summary if len(summary) <= 400 else summary[:397] + "..."
 
 

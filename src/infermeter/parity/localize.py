@@ -23,7 +23,7 @@ import numpy as np
 
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
-from infermeter.errors import InfermeterError, ModelError
+from infermeter.errors import InfermeterError, ModelError, describe_exception
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec, resolve_model
@@ -185,9 +185,13 @@ def localize(
         try:
             expected = _outputs_by_name(marked_reference, reference_run, feeds)
         except Exception as exc:
-            return {**result, "status": "error", "reason": f"the reference ONNX run failed: {exc}"}
+            return {**result, "status": "error", "reason": f"the reference ONNX run failed: {describe_exception(exc)}"}
         try:
             got = _outputs_by_name(marked_candidate, candidate_run, feeds)
         except Exception as exc:
-            return {**result, "status": "error", "reason": f"{case.backend} failed on the marked graph: {exc}"}
+            return {
+                **result,
+                "status": "error",
+                "reason": f"{case.backend} failed on the marked graph: {describe_exception(exc)}",
+            }
     return {**result, **compare_intermediates(tensors, expected, got, tolerance, top_k)}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import ModelError, UsageError
+from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.quantize.data import SampleSet
 
 MODES = ("static", "dynamic")
@@ -237,4 +237,4 @@ def quantize_onnx(
     except UsageError:
         raise
     except Exception as exc:
-        raise ModelError(f"onnxruntime could not quantize {source.name}: {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"onnxruntime could not quantize {source.name}: {describe_exception(exc)}") from exc

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from infermeter.errors import ModelError, UsageError
+from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.quantize.data import SampleSet
 from infermeter.quantize.ort_quant import QuantConfig
 
@@ -47,7 +47,7 @@ def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: Sa
     except UsageError:
         raise
     except Exception as exc:
-        raise ModelError(f"NNCF could not quantize {source.name}: {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"NNCF could not quantize {source.name}: {describe_exception(exc)}") from exc
     return note
 
 

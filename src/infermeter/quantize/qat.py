@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infermeter.errors import ModelError, UsageError
+from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.models.inputs import InputSpec
 from infermeter.quantize.data import SampleSet
 
@@ -174,5 +174,5 @@ def export_module(
                 )
             return
         except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            errors.append(describe_exception(exc))
     raise ModelError("could not export the fine-tuned model to ONNX: " + " | ".join(errors))
