@@ -138,6 +138,9 @@ BAD_REQUESTS = [
     ("too many rows", _json({"input": np.zeros((9, 3, 32, 32), np.float32)}), 400, "1 to 8 rows"),
     ("unknown output", (encode_json_request({"input": TINY})[:-1] + b',"outputs":[{"name":"prob"}]}', {}), 400,
      "unknown output(s) prob"),
+    ("deeply nested JSON", (b'{"inputs":' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}), 400, "too deeply"),
+    ("data nested deeper than any tensor", (b'{"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":'
+     + b"[" * 100 + b"1" + b"]" * 100 + b"}]}", {}), 400, "maximum number of dimension"),
 ]  # fmt: skip
 
 

@@ -69,6 +69,11 @@ def _json_object(data: bytes) -> dict[str, Any]:
         parsed = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(400, f"request body is not valid JSON ({exc})") from None
+    except RecursionError:
+        # Python's parser recurses once per array or object level; a tensor needs at most one level per dim.
+        raise ProtocolError(
+            400, "request body nests JSON arrays or objects too deeply to parse; send 'data' as a flat list"
+        ) from None
     if not isinstance(parsed, dict):
         raise ProtocolError(400, "request body must be a JSON object with an 'inputs' list")
     return parsed
