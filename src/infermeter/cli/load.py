@@ -18,7 +18,7 @@ from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
-from infermeter.models.inputs import parse_input_override
+from infermeter.models.feeds_data import parse_input_flags
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
@@ -38,10 +38,15 @@ def _model_args(
     option: tuple[str, ...],
     buckets: tuple[str, ...],
     max_queue: int,
+    data: str | None = None,
 ) -> list[str]:
     args = [model, "--backend", backend, "--precision", precision, "--max-queue", str(max_queue)]
     if threads:
         args += ["--threads", str(threads)]
+    if data:
+        from infermeter.models.feeds_data import absolute_data_ref
+
+        args += ["--data", absolute_data_ref(data)]
     for flag, values in (("--input", inputs), ("--option", option), ("--buckets", buckets)):
         for value in values:
             args += [flag, value]
@@ -124,6 +129,8 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
     backend = target.backend
     version = get_backend(backend).version() if backend in backend_names() else None
     options = {"serve." + k: str(v) for k, v in (target.metadata.get("parameters") or {}).items() if k != "backend"}
+    if target.data is not None:  # what the requests carried: part of the run's identity
+        options["load.data"] = target.data.describe()
     cases = [
         case_result(s, target.model_name, backend, version, target.precision, target.precision_effective, options,
                     started, url)
@@ -239,6 +246,7 @@ def load(
     precision: str,
     threads: int,
     inputs: tuple[str, ...],
+    data: str | None,
     option: tuple[str, ...],
     buckets: tuple[str, ...],
     max_queue: int,
@@ -282,11 +290,15 @@ def load(
     if scenario == "server" and not qps and not find_peak:
         raise UsageError("the server scenario needs --qps (or --find-peak with --slo-p99-ms)")
     key = api_key or os.environ.get(API_KEY_VARIABLE) or None
-    overrides = tuple(parse_input_override(text) for text in split_values(inputs))
-    serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue)
+    overrides, values = parse_input_flags(split_values(inputs))
+    serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue, data)
     started = now_iso()
     with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))]) as url:
-        prepared = prepare_target(url, model_name, batch, overrides, use_json, key, seed)
+        prepared = prepare_target(
+            url, model_name, batch, overrides, use_json, key, seed, input_values=values, data=data
+        )
+        for note in prepared.notes:
+            stderr.print(f"note: {escape(note)}", soft_wrap=True)
         label = f"{prepared.model_name} at {url} ({prepared.backend})"
         summaries: list[LoadSummary] = []
 
@@ -345,6 +357,7 @@ def tune_batching(
     precision: str,
     threads: int,
     inputs: tuple[str, ...],
+    data: str | None,
     option: tuple[str, ...],
     buckets: tuple[str, ...],
     max_queue: int,
@@ -376,7 +389,7 @@ def tune_batching(
     grid = policies(
         parse_positive_ints(max_batches, "--max-batch"), delays, parse_positive_ints(workers_list, "--workers")
     )
-    model_args = _model_args(model, backend, precision, threads, inputs, option, buckets, max_queue)
+    model_args = _model_args(model, backend, precision, threads, inputs, option, buckets, max_queue, data)
 
     def on_point(policy: BatchPolicy, summary: LoadSummary) -> None:
         stats = summary.stats

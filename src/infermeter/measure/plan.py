@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from infermeter.case import Case, MeasureSettings
 from infermeter.models.inputs import resolve_shapes
 from infermeter.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from infermeter.case import DataSource
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,8 @@ class PlanItem:
 
 @dataclass(frozen=True)
 class Matrix:
-    """The user's matrix flags, already parsed and checked. A backend entry is a fallback chain (usually of one)."""
+    """The user's matrix flags, already parsed and checked. A backend entry is a fallback chain (usually of one).
+    `data` (`--data`) and `input_values` (`--input NAME=VALUE`) go to every case."""
 
     models: tuple[ModelSpec, ...]
     backends: tuple[tuple[str, ...], ...]
@@ -39,6 +44,8 @@ class Matrix:
     buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
     seq_len: int | None = None
     settings: MeasureSettings = field(default_factory=MeasureSettings)
+    data: DataSource | None = None
+    input_values: tuple[tuple[str, str], ...] = ()
 
 
 def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -94,6 +101,8 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     dynamic,
                                     buckets,
                                     streams,
+                                    matrix.data,
+                                    tuple((n, v) for n, v in matrix.input_values if n in names),
                                 )
                                 for backend in chain
                             )

@@ -12,13 +12,16 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.case import MeasureSettings
 from infermeter.errors import InfermeterError, ResultsError
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import ResultsFile, now_iso
+
+if TYPE_CHECKING:
+    from infermeter.case import DataSource
 
 PLAN_KEY = "plan"
 RESUMED_KEY = "resumed"
@@ -88,6 +91,8 @@ def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
         "buckets": _sizes_to_json(matrix.buckets),
         "seq_len": matrix.seq_len,
         "settings": dataclasses.asdict(matrix.settings),
+        "data": None if matrix.data is None else dataclasses.asdict(matrix.data),
+        "input_values": [list(kv) for kv in matrix.input_values],
     }
 
 
@@ -114,6 +119,26 @@ def _model_from_json(entry: dict[str, Any], resolve: Callable[[str], ModelSpec])
     return spec
 
 
+def _data_from_json(value: Any) -> DataSource | None:
+    """The plan's data, checked to hold what it held when the plan was written."""
+    if value is None:
+        return None
+    from infermeter.case import DataSource
+    from infermeter.models.feeds_data import data_content_hash
+
+    source = DataSource(str(value["ref"]), str(value["content_hash"]), int(value["samples"]))
+    try:
+        now = data_content_hash(source.ref)
+    except InfermeterError as exc:
+        raise ResultsError(f"the plan's data {source.ref!r} cannot be read any more: {exc}") from exc
+    if now != source.content_hash:
+        raise ResultsError(
+            f"the plan's data {source.ref!r} has changed since the plan was written (content hash differs); "
+            "resuming would mix two data sets in one file: start a new results file"
+        )
+    return source
+
+
 def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec]) -> Matrix:
     seq_len = data.get("seq_len")
     return Matrix(
@@ -130,6 +155,8 @@ def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec])
         buckets=_sizes_from_json(data.get("buckets", [])),
         seq_len=None if seq_len is None else int(seq_len),
         settings=_settings_from_json(data.get("settings", {})),
+        data=_data_from_json(data.get("data")),
+        input_values=tuple((str(k), str(v)) for k, v in data.get("input_values", [])),
     )
 
 

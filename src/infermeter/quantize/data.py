@@ -1,5 +1,6 @@
-"""Calibration and evaluation data: a folder of images, an `.npz`/`.npy` file, or a `file.py:function` that
-yields feeds. Everything becomes a `SampleSet` (stacked arrays with a leading sample axis, optional labels).
+"""Calibration and evaluation data (and `bench --data`): a folder of images, an `.npz`/`.npy` file, a folder of
+`.npy` files, or a `file.py:function` that yields feeds. Everything becomes a `SampleSet` (stacked arrays with a
+leading sample axis, optional labels).
 
 Also judges a calibration set before it is used: too small, or unlike the evaluation data, gets a warning.
 """
@@ -181,6 +182,34 @@ def _load_images(inputs: Sequence[InputSpec], folder: Path, limit: int | None) -
     return SampleSet({spec.name: np.stack(images).astype(spec.dtype)}, labels, f"{folder} ({len(files)} images)")
 
 
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        return np.asarray(np.load(path, allow_pickle=False))
+    except (OSError, ValueError) as exc:
+        raise InputSpecError(f"{path} is not a readable .npy file: {exc}") from exc
+
+
+def _load_npy_folder(inputs: Sequence[InputSpec], folder: Path, files: list[Path]) -> SampleSet:
+    """One file per input named after it (an .npz unpacked: `input_ids.npy`, `labels.npy`...), or, for a
+    single-input model, files of one sample (or a few) each, stacked in name order."""
+    where = f"{folder} ({len(files)} .npy files)"
+    names = {spec.name for spec in inputs}
+    stems = {path.stem for path in files}
+    if stems & (names | {"labels"}):
+        return _from_mapping(inputs, {path.stem: _read_npy(path) for path in files}, where)
+    if len(inputs) != 1:
+        raise InputSpecError(
+            f"{where}: name the files after the model's inputs ({', '.join(sorted(names))}), one array per input "
+            "with the samples along the first axis"
+        )
+    arrays = [_conform(inputs[0], _read_npy(path), str(path)) for path in files]
+    try:
+        stacked = np.concatenate(arrays)
+    except ValueError as exc:
+        raise InputSpecError(f"{where}: the arrays do not stack ({exc}); give them equal shapes") from exc
+    return SampleSet({inputs[0].name: stacked}, None, where)
+
+
 def _load_function(inputs: Sequence[InputSpec], ref: str) -> SampleSet:
     file_part, _, function = ref.rpartition(":")
     path = Path(file_part)
@@ -226,9 +255,13 @@ def _load_function(inputs: Sequence[InputSpec], ref: str) -> SampleSet:
 
 def load_samples(inputs: Sequence[InputSpec], ref: str, limit: int | None = None) -> SampleSet:
     """Load DATA for a model with `inputs`: an image folder, `.npz` (arrays named after inputs, optional
-    `labels`), `.npy` (single-input models) or `file.py:function` (yields feed dicts or (feeds, labels))."""
+    `labels`), `.npy` (single-input models), a folder of `.npy` files (see `_load_npy_folder`) or
+    `file.py:function` (yields feed dicts or (feeds, labels))."""
     path = Path(ref)
-    if path.is_dir():
+    arrays = sorted(p for p in path.glob("*.npy") if p.is_file()) if path.is_dir() else []
+    if arrays:
+        samples = _load_npy_folder(inputs, path, arrays)
+    elif path.is_dir():
         samples = _load_images(inputs, path, limit)
     elif path.suffix.lower() in (".npz", ".npy"):
         if not path.is_file():

@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from infermeter.errors import BackendError, UsageError
-from infermeter.models.inputs import InputSpec, generate_feeds, resolve_shapes
+from infermeter.models.inputs import InputSpec, resolve_shapes
 from infermeter.serve.httpclient import ConnectionPool, build_request, fetch
 from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
 from infermeter.serve.summary import LoadSummary, summarize
+
+if TYPE_CHECKING:
+    from infermeter.case import DataSource
 
 SCENARIOS = ("single-stream", "server", "offline", "sweep")
 
@@ -28,6 +31,8 @@ class LoadTarget:
     metadata: dict[str, Any]
     requests: list[bytes]
     batch: int
+    notes: tuple[str, ...] = ()  # how the request bodies were made from --data, when given
+    data: DataSource | None = None
 
     @property
     def backend(self) -> str:
@@ -71,8 +76,12 @@ def prepare_target(
     api_key: str | None = None,
     seed: int = 0,
     distinct: int = 8,
+    input_values: tuple[tuple[str, str], ...] = (),
+    data: str | None = None,
 ) -> LoadTarget:
-    """Read the model's metadata from the server and pre-build `distinct` request bodies of `batch` rows."""
+    """Read the model's metadata from the server and pre-build `distinct` request bodies of `batch` rows:
+    generated, or `batch` samples of `data` each (as many bodies as the samples fill, up to MAX_DATA_REQUESTS);
+    `input_values` set constant inputs, and the constants the server fills in itself are left out."""
     base, name = split_target_url(url, model_name)
     headers = _auth(api_key)
 
@@ -98,18 +107,59 @@ def prepare_target(
             raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
         dims = tuple(d if d >= 0 else ("batch" if axis == 0 else f"dim{axis}") for axis, d in enumerate(entry["shape"]))
         inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
-    shapes = resolve_shapes(inputs, batch, input_shapes)
+    feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
     path = f"/v2/models/{name}/infer"
     parts = urlsplit(base)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     requests = []
-    for feeds in generate_feeds(inputs, shapes, distinct, seed):
+    for feeds in feed_sets:
         if use_json:
             body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
         else:
             body, extra = encode_binary_request(feeds)
         requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
-    return LoadTarget(base, name, metadata, requests, batch)
+    return LoadTarget(base, name, metadata, requests, batch, notes, source)
+
+
+# Request bodies made from --data at most: enough to rotate a few hundred samples without holding a data set twice.
+MAX_DATA_REQUESTS = 64
+
+
+def _request_feeds(
+    metadata: dict[str, Any],
+    inputs: list[InputSpec],
+    batch: int,
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    values: tuple[tuple[str, str], ...],
+    data: str | None,
+    seed: int,
+    distinct: int,
+) -> tuple[list[dict[str, Any]], tuple[str, ...], DataSource | None]:
+    """The feeds of the request bodies, the note on how --data was used, and its DataSource."""
+    from infermeter.models.feeds_data import (
+        batched_sets,
+        check_input_values,
+        data_inputs,
+        data_note,
+        generated_feed_sets,
+        open_data,
+        with_constants,
+    )
+
+    server_fills = (metadata.get("parameters") or {}).get("constant_inputs") or {}
+    given = dict(values)
+    sent = [spec for spec in inputs if spec.name not in server_fills or spec.name in given]
+    check_input_values(sent, values)
+    if data is None:
+        shapes = resolve_shapes(sent, batch, input_shapes)
+        return generated_feed_sets(sent, values, shapes, distinct, seed), (), None
+    source, samples = open_data(sent, values, data)
+    count = min(max(distinct, -(-samples.count // batch)), MAX_DATA_REQUESTS)
+    constant = [spec for spec in sent if spec not in data_inputs(sent, values)]
+    shapes = resolve_shapes(constant, batch, input_shapes) if constant else {}
+    feed_sets = with_constants(sent, values, shapes, batched_sets(sent, samples, batch, count))
+    note = data_note(source, batch, count, f"at most {MAX_DATA_REQUESTS} distinct requests are prepared")
+    return feed_sets, (note,) if note else (), source
 
 
 def _measure(
