@@ -15,12 +15,18 @@ if TYPE_CHECKING:
     import torch
 
 
+# Kinds that exist only as a graph file of one format: no torch form to export from.
+GRAPH_FILE_KINDS = ("onnx", "tflite", "openvino_ir")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A resolved model: its identity (`content_hash`), inputs and outputs, and where it comes from.
 
     `kind` is `zoo` (built-in, defined in code), `onnx` (a user .onnx file), `python` (`file.py:factory` or
-    `package.module:factory`) or `pt2` (a torch.export program); see `models/sources.py`.
+    `package.module:factory`), `pt2` (a torch.export program; see `models/sources.py`), `hf` (a Hugging Face
+    model folder; see `models/hf_folder.py`), `tflite` or `openvino_ir` (an OpenVINO IR .xml + .bin; see
+    `models/openvino_ir.py`).
     Picklable, so that it can be handed to an isolated worker process.
     """
 
@@ -36,7 +42,7 @@ class ModelSpec:
     @property
     def has_torch_form(self) -> bool:
         """True when the model exists as a torch module (zoo or Python source), not only as a graph file."""
-        return self.kind not in ("onnx", "tflite")
+        return self.kind not in GRAPH_FILE_KINDS
 
 
 def file_sha256(path: Path) -> str:
@@ -110,8 +116,9 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
 
 
 def resolve_model(ref: str) -> ModelSpec:
-    """Turn a MODEL argument (a zoo name, an .onnx or .pt2 file, or `file.py:factory` / `package.module:factory`)
-    into a ModelSpec, or raise ModelError. Pickle checkpoints (.pt/.pth) are refused with the reason."""
+    """Turn a MODEL argument (a zoo name, an .onnx, .pt2, .tflite or OpenVINO IR .xml file, `file.py:factory` /
+    `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle checkpoints (.pt/.pth) are refused
+    with the reason."""
     if ref in ZOO:
         entry = ZOO[ref]
         return ModelSpec(
@@ -124,12 +131,20 @@ def resolve_model(ref: str) -> ModelSpec:
             task=entry.task,
         )
     path = Path(ref)
+    if path.is_dir():
+        from infermeter.models.hf_folder import hf_spec
+
+        return hf_spec(ref, path)
     if path.suffix.lower() == ".onnx":
         return _onnx_spec(ref, path)
     if path.suffix.lower() == ".tflite":
         from infermeter.models.tflite_spec import tflite_spec
 
         return tflite_spec(ref, path)
+    if path.suffix.lower() == ".xml":
+        from infermeter.models.openvino_ir import ir_spec
+
+        return ir_spec(ref, path)
     from infermeter.models import sources
 
     if path.suffix.lower() == ".pt2":
@@ -140,7 +155,8 @@ def resolve_model(ref: str) -> ModelSpec:
         return sources.python_spec(ref)
     raise ModelError(
         f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`), "
-        "a path to an .onnx or .pt2 file, or path/to/file.py:factory or package.module:factory"
+        "a path to an .onnx, .pt2 or OpenVINO IR .xml file, a Hugging Face model folder, or "
+        "path/to/file.py:factory or package.module:factory"
     )
 
 
@@ -158,6 +174,10 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models.sources import load_pt2_module
 
         return load_pt2_module(spec)
+    if spec.kind == "hf":
+        from infermeter.models.hf_torch import build_hf_module
+
+        return build_hf_module(spec)
     raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; use an ONNX-based backend")
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from infermeter.errors import MissingExtra
+from infermeter.errors import MissingExtra, ModelError
 from infermeter.models.zoo import BERT_VOCAB_SIZE
 
 
@@ -93,34 +94,41 @@ class SentenceEmbedder(nn.Module):
         self.encoder = encoder
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
-        hidden = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False
-        )[0]
+        # Token types only when the model takes them (a Hugging Face folder's tokenizer may give none).
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=False, **types)[0]
         return mean_pool_normalize(hidden, attention_mask)
+
+
+def load_pretrained(folder: Path, architecture: str = "AutoModel") -> nn.Module:
+    """A Hugging Face model (`architecture`, a transformers class name) from a local folder: offline, fp32, eval
+    mode, eager attention."""
+    # Never reach for the network: everything is in the folder.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import transformers
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        from infermeter.extras import install_line
+
+        raise MissingExtra(f"{folder} needs transformers: {install_line('text-models')}") from exc
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    model_class = getattr(transformers, architecture, None)
+    if model_class is None:
+        raise ModelError(f"{folder}: transformers {transformers.__version__} has no class {architecture!r}")
+    # Eager attention: the same arithmetic on every backend and exporter (SDPA kernels differ between them).
+    return model_class.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32).eval()
 
 
 def build_minilm() -> nn.Module:
     """The real all-MiniLM-L6-v2 from its package folder, offline, fp32, eval mode, eager attention."""
     from infermeter.models.text_feeds import minilm_model_dir
 
-    folder = minilm_model_dir()
-    # Never reach for the network: everything is in the package folder.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from transformers import AutoModel
-        from transformers.utils import logging as hf_logging
-    except ImportError as exc:
-        from infermeter.extras import install_line
-
-        raise MissingExtra(f"the minilm model needs transformers: {install_line('text-models')}") from exc
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    # Eager attention: the same arithmetic on every backend and exporter (SDPA kernels differ between them).
-    encoder = AutoModel.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32)
-    return SentenceEmbedder(encoder).eval()
+    return SentenceEmbedder(load_pretrained(minilm_model_dir())).eval()
 
 
 FACTORIES = {"bert_tiny": BertTiny}
