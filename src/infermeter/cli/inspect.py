@@ -29,11 +29,16 @@ def _print_report(report: dict[str, Any], top: int) -> None:
     shapes = "; ".join(f"{k} {'x'.join(map(str, v))}" for k, v in report["input_shapes"].items())
     stdout.print(f"[bold]{escape(report['model'])}[/]  inputs {escape(shapes)}  ·  {report['node_count']} nodes")
     totals, params = report["totals"], report["parameters"]
+    at_least = "≥ " if totals["lower_bound"] else ""  # uncounted nodes: the totals are lower bounds
     stdout.print(
-        f"parameters {_count(params['count'])} ({_mb(params['bytes'])} MB)  ·  MACs {_count(totals['macs'])}  ·  "
-        f"FLOPs {_count(totals['flops'])}  ·  bytes moved {_mb(totals['bytes_moved'])} MB  ·  "
+        f"parameters {_count(params['count'])} ({_mb(params['bytes'])} MB)  ·  MACs {at_least}{_count(totals['macs'])}"
+        f"  ·  FLOPs {at_least}{_count(totals['flops'])}  ·  bytes moved {at_least}{_mb(totals['bytes_moved'])} MB  ·  "
         f"arithmetic intensity {totals['arithmetic_intensity']:.1f} FLOP/byte"
     )
+    uncounted = report["uncounted"]
+    if uncounted["nodes"]:
+        listed = ", ".join(f"{op} ×{n}" for op, n in uncounted["ops"].items())
+        stdout.print(f"[bold]uncounted[/]: {uncounted['nodes']} nodes whose shapes stay unknown ({escape(listed)})")
     ops = Table(title="operators", header_style="bold", title_justify="left")
     for column in ("op", "count", "MACs", "FLOPs", "share", "MB moved", "FLOP/byte"):
         ops.add_column(column, justify="left" if column == "op" else "right")

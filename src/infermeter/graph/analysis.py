@@ -41,7 +41,9 @@ def inspect_loaded(loaded: LoadedGraph, ort_levels: bool = True) -> dict[str, An
             "flops": cost.flops,
             "bytes_moved": cost.bytes_moved,
             "arithmetic_intensity": cost.arithmetic_intensity,
+            "lower_bound": cost.lower_bound,
         },
+        "uncounted": {"nodes": len(cost.uncounted), "ops": cost.uncounted_ops()},
         "by_op": cost.by_op(),
         "nodes": [
             {
@@ -53,6 +55,7 @@ def inspect_loaded(loaded: LoadedGraph, ort_levels: bool = True) -> dict[str, An
                 "bytes_moved": n.bytes_moved,
                 "arithmetic_intensity": n.arithmetic_intensity,
                 "estimated": n.estimated,
+                "counted": n.counted,
             }
             for n in cost.nodes
         ],

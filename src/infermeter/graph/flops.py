@@ -10,12 +10,14 @@ Conventions (stated so that figures can be checked by hand):
 - Anything else: 1 FLOP per output element, marked `estimated`.
 - Bytes moved: every activation input read + every weight read + every output written, once per node (Shape and
   Size read metadata only). This is the unfused traffic; fusion removes the round trips between fused nodes.
+- A node whose shapes stay unknown (`GraphView.uncounted_nodes`, after `graph.shape_capture`'s recoveries) is not
+  `counted`: its figures are 0 and every total is a lower bound (`GraphCost.lower_bound`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from infermeter.graph.model import GraphView, NodeInfo
@@ -163,7 +165,8 @@ MATMUL_OPERANDS = {
 
 @dataclass(frozen=True)
 class NodeCost:
-    """What one node computes and moves. `kind` groups ops for summaries; `estimated` marks the default rule."""
+    """What one node computes and moves. `kind` groups ops for summaries; `estimated` marks the default rule;
+    `counted` is False when the node's shapes are unknown (its figures are then 0, not its cost)."""
 
     index: int
     name: str
@@ -175,6 +178,7 @@ class NodeCost:
     weight_bytes: int
     bytes_out: int
     estimated: bool = False
+    counted: bool = True
 
     @property
     def bytes_moved(self) -> int:
@@ -212,6 +216,20 @@ class GraphCost:
     def arithmetic_intensity(self) -> float:
         """Total FLOPs per total byte moved."""
         return self.flops / self.bytes_moved if self.bytes_moved else 0.0
+
+    @property
+    def uncounted(self) -> list[NodeCost]:
+        """The nodes whose shapes stayed unknown: what the totals leave out."""
+        return [n for n in self.nodes if not n.counted]
+
+    @property
+    def lower_bound(self) -> bool:
+        """True when some node is uncounted, so the totals (and any % of peak from them) are lower bounds."""
+        return any(not n.counted for n in self.nodes)
+
+    def uncounted_ops(self) -> dict[str, int]:
+        """op_type -> how many of its nodes are uncounted, most first."""
+        return dict(Counter(n.op_type for n in self.uncounted).most_common())
 
     def by_op(self) -> dict[str, dict[str, int]]:
         """op_type -> {count, macs, flops, bytes_moved}, heaviest FLOPs first."""
@@ -277,8 +295,8 @@ def _kernel_size(node: NodeInfo) -> int:
     return math.prod(int(k) for k in kernel) if kernel else 1
 
 
-def node_cost(view: GraphView, node: NodeInfo) -> NodeCost:
-    """The cost of one node under the module's conventions."""
+def node_cost(view: GraphView, node: NodeInfo, counted: bool = True) -> NodeCost:
+    """The cost of one node under the module's conventions (`counted` False: its shapes are unknown)."""
     op = node.op_type
     out_numel = sum(_numel(view, name) for name in node.outputs if name)
     first_out = _numel(view, node.outputs[0]) if node.outputs and node.outputs[0] else 0
@@ -337,9 +355,11 @@ def node_cost(view: GraphView, node: NodeInfo) -> NodeCost:
         weight_bytes=weight_in,
         bytes_out=bytes_out,
         estimated=estimated,
+        counted=counted,
     )
 
 
 def graph_cost(view: GraphView) -> GraphCost:
     """Costs of every node of the graph, in graph order."""
-    return GraphCost([node_cost(view, node) for node in view.nodes])
+    uncounted = {node.index for node in view.uncounted_nodes()}
+    return GraphCost([node_cost(view, node, node.index not in uncounted) for node in view.nodes])

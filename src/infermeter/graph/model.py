@@ -4,6 +4,7 @@ inference. `GraphView` is the plain-Python picture of that graph the analyses wo
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ class GraphView:
         return self.tensors.get(name) if name else None
 
     def nbytes(self, name: str) -> int:
-        """Bytes of `name`; 0 when unknown (counted in `unknown_shapes`)."""
+        """Bytes of `name`; 0 when unknown (its nodes are `uncounted_nodes`)."""
         info = self.tensor(name)
         return (info.nbytes or 0) if info is not None else 0
 
@@ -120,8 +121,14 @@ class GraphView:
         return {out: node for node in self.nodes for out in node.outputs if out}
 
     def unknown_shapes(self) -> list[str]:
-        """Activations whose shape inference left unknown (their FLOPs and bytes count as 0)."""
+        """Activations whose shape is still unknown (after the recoveries of `graph.shape_capture`)."""
         return [n for node in self.nodes for n in node.outputs if n and self.tensors.get(n, _UNKNOWN).shape is None]
+
+    def uncounted_nodes(self) -> list[NodeInfo]:
+        """Nodes that read or write a value of unknown shape: their FLOPs and bytes count as 0, so every total is
+        a lower bound while any is left."""
+        unknown = set(self.unknown_shapes())
+        return [node for node in self.nodes if any(n in unknown for n in (*node.inputs, *node.outputs) if n)]
 
     def parameter_count(self) -> int:
         """Elements in all weights (initializers and Constant nodes)."""
@@ -278,14 +285,18 @@ def load_graph(
     except Exception as exc:
         raise ModelError(f"{artifact.path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
     fix_input_shapes(model, shapes)
-    inferred = infer_shapes(model)
-    view = graph_view(inferred)
-    notes = [artifact.note] if artifact.note else []
-    unknown = view.unknown_shapes()
-    if unknown:
+    from infermeter.graph.shape_capture import recover_shapes
+    from infermeter.models.inputs import generate_feeds
+
+    recovered = recover_shapes(infer_shapes(model), lambda: generate_feeds(spec.inputs, shapes, 1)[0])
+    view = graph_view(recovered.model)
+    notes = ([artifact.note] if artifact.note else []) + recovered.notes
+    uncounted = view.uncounted_nodes()
+    if uncounted:
+        ops = Counter(node.op_type for node in uncounted).most_common()
         notes.append(
-            f"{len(unknown)} intermediate tensors have shapes ONNX inference could not resolve "
-            f"(first: {unknown[0]!r}); their FLOPs and bytes count as 0"
+            f"{len(uncounted)} nodes uncounted ({', '.join(f'{op} ×{n}' for op, n in ops)}): their shapes stay "
+            "unknown, so FLOPs, bytes and % peak are lower bounds"
         )
     view.notes.extend(notes)
-    return LoadedGraph(spec, artifact.path, shapes, inferred, view, notes)
+    return LoadedGraph(spec, artifact.path, shapes, recovered.model, view, notes)
