@@ -17,6 +17,7 @@ import numpy as np
 from backend_helpers import feeds_for, write_tflite_mlp
 from infermeter.backends.base import Backend, BackendInfo
 from infermeter.case import PRECISIONS, Case, MeasureSettings
+from infermeter.measure.build import build_artifact, load_model
 from infermeter.models.spec import ModelSpec, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,8 @@ def check_runs(cls: type[Backend], spec: ModelSpec, case: Case) -> str:
     """load -> prepare -> run -> outputs: one finite array per model output, batch first; returns the precision
     the session reports (one of PRECISIONS)."""
     assert cls.unsupported_reason(spec, case) is None, cls.unsupported_reason(spec, case)
-    session = cls().load(spec, case)
+    artifact = build_artifact(spec, case)  # built by the registered backend of that name
+    session = cls().load(load_model(spec, artifact), case, artifact)
     try:
         outputs = session.outputs_to_numpy(session.run(session.prepare(feeds_for(spec, case))))
         session.sync()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.backends.registry import get_backend
 from infermeter.case import Case, MeasureSettings
+from infermeter.measure.build import open_session
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 
@@ -24,7 +24,7 @@ def feeds_for(spec: ModelSpec, case: Case) -> dict[str, np.ndarray]:
 
 def outputs_of(spec: ModelSpec, case: Case, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Load `case`'s backend, run once on `feeds`, return numpy outputs (the session is closed)."""
-    session = get_backend(case.backend)().load(spec, case)
+    session = open_session(spec, case)
     try:
         return session.outputs_to_numpy(session.run(session.prepare(feeds)))
     finally:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.results.records import Accuracy, LoadRecord, ParityRecord, Roofline, Tolerance
 from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile
 from infermeter.stats import latency_stats
 
@@ -29,6 +30,32 @@ def draw_samples(p50_ms: float, n: int = 400, sigma: float = 0.05, seed: int = 0
     """Lognormal latencies around p50_ms (the median of a lognormal is its scale)."""
     rng = np.random.default_rng(seed)
     return [round(float(v), 6) for v in p50_ms * rng.lognormal(0.0, sigma, n)]
+
+
+def parity_field(passed: bool, reason: str = "") -> dict[str, Any]:
+    """`extra` entries of a parity verdict against torch (a full record, as the parity check writes it)."""
+    status = "pass" if passed else "fail"
+    tolerance = Tolerance("fp32", 1e-5, 1e-4, 0.99999)
+    return {"parity": ParityRecord("x", "torch", "fp32", status, reason or f"crafted {status}", tolerance).to_dict()}
+
+
+def accuracy_field(value: float, drop_pct: float, metric: str = "top1") -> dict[str, Any]:
+    """`extra` entries of an accuracy score `value`, `drop_pct` points under FP32's."""
+    return {"accuracy": Accuracy(metric, value, value + drop_pct / 100, drop_pct, 64).to_dict()}
+
+
+def roofline_fields(flops: float, achieved_gflops: float, intensity: float) -> dict[str, Any]:
+    """`extra` entries of a roofline annotation without a measured peak."""
+    return Roofline(int(flops), int(flops / intensity), achieved_gflops, intensity, "fp32_gflops").to_dict()
+
+
+def load_field(valid: bool, concurrency: int = 8) -> dict[str, Any]:
+    """`extra` entries of an offline load run at `concurrency`, VALID or not."""
+    reasons = [] if valid else ["P99 exceeds the SLO"]
+    record = LoadRecord(
+        "http://127.0.0.1", "offline", None, 100.0, 99.0, concurrency, 10.0, 990, 990, {}, 20.0, valid, reasons
+    )
+    return {"load": record.to_dict()}
 
 
 def make_case(
@@ -108,10 +135,10 @@ def make_results(
 def sample_results() -> ResultsFile:
     """Three backends at two batches, a failed case, a parity failure, warnings and roofline fields."""
     noisy = CaseWarning("high_cv", "latency varies a lot (CV 21%): close other programs", "CV 21%")
-    roof = {"flops": 2.0e7, "achieved_gflops": 12.0, "arithmetic_intensity": 8.0}
+    roof = roofline_fields(2.0e7, 12.0, 8.0)
     cases = [
-        make_case("torch", 1, 2.0, seed=1, peak_mb=320, load_s=1.9, extra={**roof, "parity": {"passed": True}}),
-        make_case("onnxruntime", 1, 0.5, seed=2, peak_mb=150, load_s=0.4, extra={"parity": {"passed": True}}),
+        make_case("torch", 1, 2.0, seed=1, peak_mb=320, load_s=1.9, extra={**roof, **parity_field(True)}),
+        make_case("onnxruntime", 1, 0.5, seed=2, peak_mb=150, load_s=0.4, extra=parity_field(True)),
         make_case(
             "openvino",
             1,
@@ -120,7 +147,7 @@ def sample_results() -> ResultsFile:
             peak_mb=210,
             load_s=3.5,
             warnings=[noisy],
-            extra={"parity": {"passed": False, "max_abs_diff": 0.3}},
+            extra=parity_field(False, "output logits: max abs err 0.3 exceeds atol"),
         ),
         make_case("torch", 8, 9.0, seed=4, peak_mb=340, load_s=1.9),
         make_case(
@@ -130,7 +157,7 @@ def sample_results() -> ResultsFile:
             seed=5,
             peak_mb=180,
             load_s=0.4,
-            extra={"flops": 1.6e8, "achieved_gflops": 64.0, "arithmetic_intensity": 20.0},
+            extra=roofline_fields(1.6e8, 64.0, 20.0),
         ),
         make_case("openvino", 8, 0.0, status="failed", error="openvino: model not supported"),
     ]

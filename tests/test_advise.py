@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_cli
-from crafted_results import make_case, make_results
+from crafted_results import accuracy_field, make_case, make_results, parity_field
 from infermeter.advise import Constraints, advise
 from infermeter.report.pareto import pareto_front
 from infermeter.results.io import write_results
@@ -18,8 +18,8 @@ def _cases() -> list:
         # fastest, but slow to load
         make_case("alpha", 1, 0.5, seed=1, peak_mb=400, load_s=12.0),
         # fastest that loads quickly, but its outputs are wrong
-        make_case("beta", 1, 0.6, seed=2, peak_mb=150, load_s=0.5, extra={"parity": {"passed": False}}),
-        make_case("gamma", 1, 0.8, seed=3, peak_mb=200, load_s=1.0, extra={"parity": {"passed": True}}),
+        make_case("beta", 1, 0.6, seed=2, peak_mb=150, load_s=0.5, extra=parity_field(False)),
+        make_case("gamma", 1, 0.8, seed=3, peak_mb=200, load_s=1.0, extra=parity_field(True)),
         make_case(
             "delta",
             8,
@@ -27,7 +27,7 @@ def _cases() -> list:
             seed=4,
             peak_mb=120,
             load_s=1.0,
-            extra={"accuracy": {"metric": "top1", "value": 0.91, "drop_pct": 2.5}},
+            extra=accuracy_field(0.91, 2.5),
         ),
         make_case("epsilon", 1, 2.0, seed=5, peak_mb=90, load_s=0.2),
         make_case("zeta", 1, 0.0, status="crashed", error="worker died (SIGSEGV)"),

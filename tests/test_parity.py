@@ -17,16 +17,13 @@ from infermeter.models.spec import resolve_model
 from infermeter.parity import (
     ParityRecord,
     Tolerance,
-    case_parity,
     compare_output,
     default_tolerance,
     judge,
-    parity_from_dict,
-    parity_to_dict,
-    set_case_parity,
 )
 from infermeter.parity.data import load_npz_feeds
 from infermeter.results.io import read_results, write_results
+from infermeter.results.records import read_record, write_record
 from infermeter.results.schema import CaseResult, ResultsFile
 
 
@@ -120,13 +117,13 @@ def test_parity_record_round_trips_through_a_results_file(tmp_path: Path) -> Non
     record = ParityRecord("onnxruntime", "torch", "fp32", "pass" if passed else "fail", reason, tol, "fp32", metrics)
     record.worst_output = worst
     result = CaseResult("id", "tiny_cnn", "onnxruntime", "1", "cpu", 1, "static", "fp32", "fp32", 1, "ok")
-    set_case_parity(result, record)
+    write_record(result, record)
     path = tmp_path / "r.json"
     write_results(path, ResultsFile(created="now", environment={}, cases=[result]))  # strict JSON: no inf
     assert load_json(path)["cases"][0]["parity"]["outputs"][0]["sqnr_db"] == "inf"
-    back = case_parity(read_results(path).cases[0])
+    back = read_record(read_results(path).cases[0], ParityRecord)
     assert back == record and back.passed and back.worst() is not None
-    assert parity_from_dict(parity_to_dict(record)) == record
+    assert ParityRecord.from_dict(record.to_dict()) == record
 
 
 # ---- --data validation ------------------------------------------------------------------------------------------

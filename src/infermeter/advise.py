@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from infermeter.report.pareto import pareto_front
-from infermeter.report.summary import case_label, comparison_group, format_ms
+from infermeter.report.summary import case_label, comparison_group, format_ms, parity_failed
+from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 OBJECTIVES = ("latency", "throughput", "memory")
@@ -17,7 +18,7 @@ OBJECTIVES = ("latency", "throughput", "memory")
 
 @dataclass(frozen=True)
 class Constraints:
-    """Limits a case must meet; None means no limit. `max_accuracy_drop_pct` reads extra["accuracy"]["drop_pct"]."""
+    """Limits a case must meet; None means no limit. `max_accuracy_drop_pct` reads the case's `Accuracy` record."""
 
     max_p99_ms: float | None = None
     max_memory_mb: float | None = None
@@ -36,10 +37,10 @@ class _Check:
     value: Callable[[CaseResult], float | None]
 
 
-def _accuracy_drop(case: CaseResult) -> float | None:
-    accuracy = case.extra.get("accuracy")
-    drop = accuracy.get("drop_pct") if isinstance(accuracy, dict) else None
-    return float(drop) if isinstance(drop, int | float) else None
+def accuracy_drop(case: CaseResult) -> float | None:
+    """The accuracy drop (points) recorded on a case, or None when it carries no accuracy measurement."""
+    accuracy = read_record(case, Accuracy)
+    return None if accuracy is None else accuracy.drop_pct
 
 
 CHECKS = (
@@ -47,7 +48,7 @@ CHECKS = (
     _Check("--max-memory-mb", "max_memory_mb", "peak memory", " MB", True, lambda c: c.peak_rss_mb),
     _Check("--max-load-s", "max_load_s", "load time", " s", True, lambda c: c.load_s),
     _Check("--min-throughput", "min_throughput", "throughput", "/s", False, lambda c: c.throughput),
-    _Check("--max-accuracy-drop", "max_accuracy_drop_pct", "accuracy drop", "%", True, _accuracy_drop),
+    _Check("--max-accuracy-drop", "max_accuracy_drop_pct", "accuracy drop", "%", True, accuracy_drop),
 )
 
 
@@ -146,11 +147,6 @@ def describe(case: CaseResult) -> str:
     return ", ".join(parts)
 
 
-def _parity_failed(case: CaseResult) -> bool:
-    parity = case.extra.get("parity")
-    return isinstance(parity, dict) and parity.get("passed") is False
-
-
 def advise(cases: Sequence[CaseResult], constraints: Constraints | None = None, objective: str = "latency") -> Advice:
     """Filter the ok cases by the constraints (parity failures out, with the reason), rank the rest by the
     objective, and explain the pick; when nothing is left, name the binding constraints."""
@@ -169,7 +165,7 @@ def advise(cases: Sequence[CaseResult], constraints: Constraints | None = None, 
             excluded.append(Exclusion(case, [f"{case.backend} is a synthetic backend: it runs no model"]))
             continue
         reasons = []
-        if _parity_failed(case):
+        if parity_failed(case):
             reasons.append("its outputs failed the parity check against the reference")
         else:
             eligible.append(case)
@@ -229,16 +225,13 @@ def _explain(
             f"The candidates run different precisions ({', '.join(sorted(precisions))}): check accuracy before "
             "trusting a lower-precision pick."
         )
-    accuracy = pick.extra.get("accuracy")
-    if isinstance(accuracy, dict) and "drop_pct" in accuracy:
-        lines.append(
-            f"Accuracy: {accuracy.get('metric', 'metric')} {accuracy.get('value')} "
-            f"({float(accuracy['drop_pct']):.2f}% drop vs the reference)."
-        )
+    accuracy = read_record(pick, Accuracy)
+    if accuracy is not None:
+        lines.append(f"Accuracy: {accuracy.metric} {accuracy.value} ({accuracy.drop_pct:.2f}% drop vs the reference).")
     else:
         lines.append("Accuracy is unverified: this case carries no accuracy measurement.")
-    parity = pick.extra.get("parity")
-    if not (isinstance(parity, dict) and parity.get("passed") is True):
+    parity = read_record(pick, ParityRecord)
+    if parity is None or not parity.passed:
         lines.append("Outputs were not checked against a reference (no parity result).")
     on_front = "on" if pick in pareto else "not on"
     lines.append(

@@ -74,6 +74,14 @@ def _options(value: Mapping[str, object] | Sequence[str] | None) -> tuple[tuple[
     return parse_options([value] if isinstance(value, str) else value)
 
 
+def _input_values(value: Mapping[str, object] | None) -> tuple[tuple[str, str], ...]:
+    """Constant inputs as a mapping ({"sr": 16000}), checked as `--input NAME=VALUE` is."""
+    from infermeter.models.feeds_data import parse_input_flags
+
+    texts = [f"{name}={str(v).lower() if isinstance(v, bool) else v}" for name, v in (value or {}).items()]
+    return parse_input_flags(texts)[1]
+
+
 def _unknown_keyword(key: str) -> UsageError:
     known = [*inspect.signature(bench).parameters, *(f.name for f in dataclasses.fields(MeasureSettings))]
     known += list(_SETTING_ALIASES)
@@ -127,7 +135,7 @@ def bench(
     models: Names = None,
     *,
     backends: Names = None,
-    batch: int | str | Sequence[int] = (1, 16),
+    batch: int | str | Sequence[int] | None = None,
     precision: str | Sequence[str] = "fp32",
     shape_mode: str | Sequence[str] = "static",
     streams: int | str | Sequence[int] = 1,
@@ -135,6 +143,8 @@ def bench(
     fallback: str | Sequence[str | Sequence[str]] = (),
     options: Mapping[str, object] | Sequence[str] | None = None,
     inputs: SizesArg = None,
+    data: str | Path | None = None,
+    input_values: Mapping[str, object] | None = None,
     dynamic: SizesArg = None,
     buckets: SizesArg = None,
     seq_len: int | None = None,
@@ -150,8 +160,10 @@ def bench(
     """Benchmark `models` (zoo names, files, `hf:` refs; default: the CLI's default model) on `backends`
     (default: every available CPU backend), as `infermeter bench` does, and return the Results.
 
-    Each keyword mirrors a CLI flag: `batch=[1, 16]` is `--batch 1,16`, `options={"onnxruntime.opt_level":
+    Each keyword mirrors a CLI flag: `batch=[1, 16]` is `--batch 1,16` (None, the default: 1 and 16, or the
+    batch the model fixes), `options={"onnxruntime.opt_level":
     "basic"}` is `-O onnxruntime.opt_level=basic`, `inputs={"input": [1, 3, 224, 224]}` is `--input`,
+    `input_values={"sr": 16000}` is `--input sr=16000`, `data="calib.npz"` is `--data calib.npz`,
     `isolate=False` is `--no-isolation`, `roofline=False` is `--no-roofline`. Measurement settings go as further
     keywords named as MeasureSettings' fields or as their flags (`min_time_s=0.5` or `min_time=0.5`,
     `iterations=20`, `target_ci=0` or "1%", `rounds`, `interleave=False`), or whole as `settings=`.
@@ -175,7 +187,7 @@ def bench(
         models=_names(models),
         backends=_names(backends),
         fallback=tuple(_names(chain) for chain in ([fallback] if isinstance(fallback, str) else fallback)),
-        batch=_ints(batch, "batch"),
+        batch=() if batch is None else _ints(batch, "batch"),
         precision=_names(precision),
         shape_mode=_names(shape_mode),
         streams=_ints(streams, "streams"),
@@ -186,6 +198,8 @@ def bench(
         buckets=_sizes(buckets, "buckets", lambda text: parse_sizes(text, "buckets")),
         seq_len=seq_len,
         settings=measure_settings(settings, measure),
+        data=None if data is None else str(data),
+        input_values=_input_values(input_values),
     )
     display: BenchDisplay = SilentDisplay()
     if progress:

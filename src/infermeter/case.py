@@ -10,6 +10,12 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 SHAPE_MODES = ("static", "dynamic")
 
 
+def identity_digest(identity: str, length: int = 12) -> str:
+    """The hex digest that ends every case id (inference, generation and load cases alike): `compare` and `--resume`
+    pair cases by id, so every kind builds its id's digest here, from a text naming its controlled variables."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:length]
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How long and how often to measure. Not part of a case's identity: changing them re-measures the same case."""
@@ -25,11 +31,28 @@ class MeasureSettings:
     target_ci: float = 0.01  # stop once the P50's 95% interval is within ±this fraction (0: no precision target)
     rounds: int = 10  # interleaved comparisons: at least this many rounds (see measure.interleave)
     interleave: bool = True  # a comparison group of 2+ cases runs in interleaved rounds
+    build_timeout_s: float = 3600.0  # one artifact's build (compile, engine build, auto-tuning), apart from the case
 
     @property
     def burst_s(self) -> float:
         """Seconds of one case's burst in an interleaved round: --min-time spread over --rounds bursts."""
         return max(self.min_time_s / max(self.rounds, 1), 0.02)
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Real inputs for a case (`--data`): an .npz, a folder of .npy files or of images, or `file.py:function`.
+
+    `ref` is absolute (a worker may start elsewhere), `content_hash` identifies what it holds (so results of
+    different data never share a case id) and `samples` is how many samples it gave when the plan was made."""
+
+    ref: str
+    content_hash: str
+    samples: int
+
+    def describe(self) -> str:
+        """`REF (N samples, sha256 HASH)` for notes and results files."""
+        return f"{self.ref} ({self.samples} samples, sha256 {self.content_hash})"
 
 
 @dataclass(frozen=True)
@@ -40,7 +63,8 @@ class Case:
     backend options from `--option key=value` as sorted (key, value) pairs, so the case stays hashable.
     In `dynamic` shape mode, `dynamic` lists the sizes each symbolic dim takes (`--dynamic seq=16..128`) and
     `buckets` the sizes inputs are padded up to (`--buckets seq=32,64,128`). `streams` is the number of
-    concurrent inference requests (`--streams N`).
+    concurrent inference requests (`--streams N`). `data` names real inputs (`--data`), rotated and batched
+    instead of generated ones, and `input_values` the inputs set to a constant (`--input NAME=VALUE`).
     """
 
     model: str
@@ -55,6 +79,8 @@ class Case:
     dynamic: tuple[tuple[str, tuple[int, ...]], ...] = ()
     buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
     streams: int = 1
+    data: DataSource | None = None
+    input_values: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
@@ -76,14 +102,27 @@ class Case:
             identity["buckets"] = [[name, list(sizes)] for name, sizes in self.buckets]
         if self.streams != 1:
             identity["streams"] = self.streams
-        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+        if self.data is not None:
+            identity["data"] = self.data.content_hash
+        if self.input_values:
+            identity["input_values"] = [list(kv) for kv in self.input_values]
+        digest = identity_digest(json.dumps(identity, sort_keys=True))
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 
     @property
     def group_key(self) -> tuple[object, ...]:
         """The comparison group: cases that differ only in backend, precision or options are compared (and
         interleaved) against the first of their group."""
-        return (self.model, self.batch, self.shape_mode, self.input_shapes, self.threads, self.streams)
+        return (
+            self.model,
+            self.batch,
+            self.shape_mode,
+            self.input_shapes,
+            self.threads,
+            self.streams,
+            self.data,
+            self.input_values,
+        )
 
     def option(self, key: str, default: str | None = None) -> str | None:
         """The value of backend option `key` (as given with `--option key=value`), or `default`."""

@@ -19,6 +19,7 @@ SETTING_FLAGS = {
     "max_time_s": "--max-time",
     "input_sets": "--input-sets",
     "case_timeout_s": "--case-timeout",
+    "build_timeout_s": "--build-timeout",
     "seed": "--seed",
     "check_parity": "--check-parity",
     "target_ci": "--target-ci",
@@ -79,6 +80,7 @@ def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setti
     require_positive(settings.min_time_s, name("min_time_s"), allow_zero=True)
     require_positive(settings.max_time_s, name("max_time_s"))
     require_positive(settings.case_timeout_s, name("case_timeout_s"))
+    require_positive(settings.build_timeout_s, name("build_timeout_s"))
     require_positive(settings.warmup_iterations, name("warmup_iterations"), allow_zero=True)
     require_positive(settings.input_sets, name("input_sets"))
     require_positive(settings.rounds, name("rounds"))

@@ -19,6 +19,7 @@ from backend_contract import (
     contract_model,
     onnx_file_model,
 )
+from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Backend, Session
 from infermeter.backends.null import NullBackend, NullSession
 from infermeter.backends.registry import backend_class, backend_names, get_backend
@@ -93,7 +94,7 @@ class _BrokenBackend(NullBackend):
 
     install_extra = "no-such-extra"
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         return _BrokenSession(case)
 
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime backends: parity, the optimized-model cache (hit, corrupt entry rebuilt), GPU providers' reasons."""
+"""ONNX Runtime backends: parity, the optimized graph as a build (hit, corrupt entry rebuilt), GPU reasons."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
 from infermeter.backends.onnxruntime_gpu import OnnxRuntimeCudaBackend, OnnxRuntimeTensorRTBackend
 from infermeter.backends.registry import get_backend
+from infermeter.measure.build import build_artifact
 from infermeter.measure.worker import execute_case
 
 pytest.importorskip("onnxruntime")
@@ -25,25 +26,30 @@ def test_fp32_outputs_match_torch(tiny_cnn, make_case, cache):
     )
 
 
-def test_optimized_model_cache_hit_and_corrupt_entry_rebuilt(tiny_cnn, make_case, cache_dir):
+def test_optimized_graph_built_once_hit_then_corrupt_entry_rebuilt(tiny_cnn, make_case, cache_dir):
     case = make_case("onnxruntime", batch=3, options={"onnxruntime.opt_level": "extended"})
-    first = OnnxRuntimeBackend().load(tiny_cnn, case)
-    assert first.cache_hit is False
-    second = OnnxRuntimeBackend().load(tiny_cnn, case)
-    assert second.cache_hit is True
-    assert any("loaded from cache" in note for note in second.notes)
-    newest = max(Path(cache_dir, "onnxruntime").glob("*.onnx"), key=lambda p: p.stat().st_mtime_ns)
-    with newest.open("r+b") as handle:
+    first = build_artifact(tiny_cnn, case)
+    assert first is not None and first.cache == "built" and first.build_phases_s["optimize_s"] > 0
+    second = build_artifact(tiny_cnn, case)
+    assert second is not None and second.cache == "hit" and second.path == first.path
+    assert second.build_phases_s == first.build_phases_s  # a hit still knows what its build cost
+    with Path(first.path).open("r+b") as handle:
         handle.truncate(100)
-    third = OnnxRuntimeBackend().load(tiny_cnn, case)
-    assert third.cache_hit is False
-    assert any("rebuilt" in note for note in third.notes)
+    third = build_artifact(tiny_cnn, case)
+    assert third is not None and third.cache == "rebuilt"
+    assert any("checksum" in note for note in third.notes)
     feeds = feeds_for(tiny_cnn, case)
     reference = torch_reference(tiny_cnn, case, feeds)[0]
-    for session in (second, third):
-        np.testing.assert_allclose(
-            session.outputs_to_numpy(session.run(session.prepare(feeds)))[0], reference, rtol=1e-4, atol=1e-5
-        )
+    session = OnnxRuntimeBackend().load(tiny_cnn, case, third)
+    assert any("optimized graph of the build stage" in note for note in session.notes)
+    np.testing.assert_allclose(
+        session.outputs_to_numpy(session.run(session.prepare(feeds)))[0], reference, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_nothing_to_build_without_cache_or_optimization(tiny_cnn, make_case):
+    assert build_artifact(tiny_cnn, make_case("onnxruntime", options={"cache": "off"})) is None
+    assert build_artifact(tiny_cnn, make_case("onnxruntime", options={"onnxruntime.opt_level": "disable"})) is None
 
 
 def test_cache_off_reports_no_cache(tiny_cnn, make_case):

@@ -10,6 +10,7 @@ import pytest
 from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.openvino_backend import OpenVinoBackend, OpenVinoSession, read_back_precision
 from infermeter.errors import UsageError
+from infermeter.measure.build import build_artifact
 from infermeter.measure.worker import execute_case
 from infermeter.models.convert import onnx_for
 from infermeter.results.env import cpu_isa
@@ -55,28 +56,37 @@ def test_bf16_unsupported_without_the_isa(tiny_cnn, make_case, monkeypatch):
     assert OpenVinoBackend.unsupported_reason(tiny_cnn, make_case("openvino", precision="int8")) is not None
 
 
-def test_cache_hit_on_second_load_and_truncated_blob_rebuilt(tiny_cnn, make_case, cache_dir):
-    case = make_case("openvino", batch=3)  # a shape no other test compiles, so the first load is a miss
-    first = OpenVinoBackend().load(tiny_cnn, case)
-    assert first.cache_hit is False
-    first.close()
-    second = OpenVinoBackend().load(tiny_cnn, case)
-    assert second.cache_hit is True
-    second.close()
-    blobs = sorted(Path(cache_dir, "openvino").glob("*.blob"), key=lambda p: p.stat().st_mtime_ns)
-    with blobs[-1].open("r+b") as handle:
+def test_compiled_blob_built_once_imported_and_truncated_blob_rebuilt(tiny_cnn, make_case, cache_dir):
+    case = make_case("openvino", batch=3)  # a shape no other test compiles, so the first build is a miss
+    first = build_artifact(tiny_cnn, case)
+    assert first is not None and first.cache == "built" and first.build_phases_s["compile_s"] > 0
+    second = build_artifact(tiny_cnn, case)
+    assert second is not None and second.cache == "hit"
+    session = OpenVinoBackend().load(tiny_cnn, case, second)
+    assert "deserialize_s" in session.load_phases_s and "compile_s" not in session.load_phases_s
+    assert session.effective_precision() == "fp32"  # the precision hint survives the export and import
+    session.close()
+    with Path(second.path).open("r+b") as handle:
         handle.truncate(64)
-    third = OpenVinoBackend().load(tiny_cnn, case)
-    assert third.cache_hit is False
+    third = build_artifact(tiny_cnn, case)
+    assert third is not None and third.cache == "rebuilt"
+    session = OpenVinoBackend().load(tiny_cnn, case, third)
     feeds = feeds_for(tiny_cnn, case)
     np.testing.assert_allclose(
-        third.outputs_to_numpy(third.run(third.prepare(feeds)))[0],
+        session.outputs_to_numpy(session.run(session.prepare(feeds)))[0],
         torch_reference(tiny_cnn, case, feeds)[0],
         rtol=1e-4,
         atol=1e-5,
     )
-    third.close()
-    assert OpenVinoBackend().load(tiny_cnn, case).cache_hit is True
+    session.close()
+
+
+def test_load_without_a_build_compiles_in_place(tiny_cnn, make_case):
+    case = make_case("openvino", options={"cache": "off"})
+    assert build_artifact(tiny_cnn, case) is None
+    session = OpenVinoBackend().load(tiny_cnn, case)
+    assert "compile_s" in session.load_phases_s
+    session.close()
 
 
 def test_options_threads_streams_and_dynamic_shapes(tiny_cnn, make_case):

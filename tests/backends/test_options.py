@@ -53,7 +53,7 @@ def _good_value(option: Option) -> str:
     if isinstance(option, Integer | Number):
         return str(int(option.default) + 1) if isinstance(option, Integer) else str(option.default / 2 or 0.5)
     assert isinstance(option, Text)
-    for candidate in ("input:1x3x32x32", "int8", "some-value"):  # a shape list, a precision, free text
+    for candidate in ("input:1x3x32x32", "int8", "0.5", "some-value"):  # a shape list, a precision, seconds, text
         try:
             option.parse(candidate)
         except UsageError:

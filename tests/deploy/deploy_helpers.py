@@ -7,12 +7,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from crafted_results import make_case, make_results
+from crafted_results import accuracy_field, load_field, make_case, make_results, parity_field
 from infermeter.case import Case
 from infermeter.models.convert import onnx_for
 from infermeter.models.spec import resolve_model
 from infermeter.optimize.deploy import MANIFEST_FORMAT, entry, write_manifest
 from infermeter.results.io import write_results
+from infermeter.results.records import OptimizeStep, write_record
 from infermeter.results.schema import CaseResult
 
 ORT_ID = "onnxruntime-fp32-b4-static-t2-tiny"
@@ -22,7 +23,7 @@ LOAD_ID = "load-openvino-int8-b1-offline-tiny"
 
 def _optimize_case(backend: str, precision: str, case_id: str, artifact: str, **extra: Any) -> CaseResult:
     case = make_case(backend, 4, 0.5, precision=precision, threads=2, peak_mb=180.0, case_id=case_id)
-    case.extra["optimize"] = {"step": "int8" if precision == "int8" else "fp32", "variant": "", "artifact": artifact}
+    write_record(case, OptimizeStep("int8" if precision == "int8" else "fp32", "", artifact))
     case.extra.update(extra)
     case.options = {"openvino.hint": "latency"} if backend == "openvino" else {}
     return case
@@ -38,9 +39,9 @@ def make_optimize_folder(folder: Path) -> Path:
     shutil.copyfile(onnx_for(spec).path, artifacts / "model.fp32.onnx")
     int8 = quantize_on_the_fly(spec, Case("tiny_cnn", "onnxruntime", "int8", 1, "static", 1, (), ())).path
     shutil.copyfile(int8, artifacts / "model.int8.onnx")
-    ort = _optimize_case("onnxruntime", "fp32", ORT_ID, "artifacts/model.fp32.onnx", parity={"passed": True})
-    accuracy = {"metric": "top1_agreement", "value": 0.98, "fp32_value": 1.0, "drop_pct": 2.0, "eval_samples": 64}
-    ov = _optimize_case("openvino", "int8", OV_ID, "artifacts/model.int8.onnx", accuracy=accuracy)
+    ort = _optimize_case("onnxruntime", "fp32", ORT_ID, "artifacts/model.fp32.onnx", **parity_field(True))
+    accuracy = accuracy_field(0.98, 2.0, "top1_agreement")
+    ov = _optimize_case("openvino", "int8", OV_ID, "artifacts/model.int8.onnx", **accuracy)
     ov.precision_effective = "int8"
     write_results(folder / "results.json", make_results([ort, ov]))
     manifest = {
@@ -62,7 +63,7 @@ def make_load_results(path: Path) -> Path:
     for case_id, valid, p50 in ((LOAD_ID + "-x16", False, 30.0), (LOAD_ID, True, 3.0)):
         case = make_case("openvino", 1, p50, precision="int8", case_id=case_id)
         case.options = {"serve.max_batch": "8", "serve.max_delay_ms": "1.5", "serve.workers": "2"}
-        case.extra["load"] = {"scenario": "offline", "concurrency": 8, "target_qps": None, "valid": valid}
+        case.extra.update(load_field(valid))
         cases.append(case)
     write_results(path, make_results(cases))
     return path

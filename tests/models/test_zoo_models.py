@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from infermeter.errors import InputSpecError
 from infermeter.models import zoo_torch
-from infermeter.models.inputs import generate_feeds, resolve_shapes
+from infermeter.models.inputs import generate_feeds, resolve_shapes, shared_dim_conflicts
 from infermeter.models.spec import load_torch_module, resolve_model
 from infermeter.models.text_feeds import load_sentences, tokenize
 from infermeter.models.zoo import ZOO
@@ -45,8 +44,12 @@ def test_seq_override_and_shared_symbol() -> None:
     # One override sizes every input that shares the symbolic dim.
     minilm = ZOO["minilm"].inputs
     assert set(resolve_shapes(minilm, 1, [("input_ids", (1, 20))]).values()) == {(1, 20)}
-    with pytest.raises(InputSpecError, match="two sizes"):
-        resolve_shapes(inputs, 1, [("input_ids", (1, 32)), ("attention_mask", (1, 16))])
+    # Overrides that disagree are fed as given, with a warning naming both sizes: the engine's check decides.
+    disagree = [("input_ids", (1, 32)), ("attention_mask", (1, 16))]
+    assert resolve_shapes(inputs, 1, disagree) == {"input_ids": (1, 32), "attention_mask": (1, 16)}
+    (warning,) = shared_dim_conflicts(inputs, disagree)
+    assert "'seq' 2 sizes: 32 (input_ids) and 16 (attention_mask)" in warning
+    assert shared_dim_conflicts(inputs, overrides) == []
 
 
 def test_bert_tiny_feeds_are_real_tokenized_sentences() -> None:

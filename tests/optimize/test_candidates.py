@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from crafted_results import accuracy_field, parity_field
 from infermeter.optimize.candidates import (
     Budget,
     GainLog,
@@ -48,7 +49,7 @@ def test_a_backend_twice_as_slow_is_pruned_once_int8_has_shown_its_gain() -> Non
     gains = GainLog()
     # Before any int8 was measured the prior ceiling (4x) keeps the slow backend in play: 25 / 4 < 10.
     assert prune_reason("int8", "torchy", slow_fp32, best_fp32, gains) is None
-    int8 = _case("onnxruntime", 5.0, "int8", accuracy={"drop_pct": 0.1})
+    int8 = _case("onnxruntime", 5.0, "int8", **accuracy_field(0.9, 0.1))
     gains.record("int8", "onnxruntime", best_fp32, int8)
     reason = prune_reason("int8", "torchy", slow_fp32, int8, gains)
     assert reason is not None and "dominated" in reason and "5.00x gain" in reason and "ceiling 4.00x" in reason
@@ -65,9 +66,9 @@ def test_nothing_is_built_on_a_failed_fp32_case() -> None:
 
 
 def test_admissible_and_best_respect_accuracy_and_parity() -> None:
-    fast_but_wrong = _case("a", 1.0, parity={"passed": False})
-    fast_but_inaccurate = _case("b", 2.0, "int8", accuracy={"drop_pct": 3.0})
-    good = _case("c", 3.0, "int8", accuracy={"drop_pct": 0.5})
+    fast_but_wrong = _case("a", 1.0, **parity_field(False))
+    fast_but_inaccurate = _case("b", 2.0, "int8", **accuracy_field(0.9, 3.0))
+    good = _case("c", 3.0, "int8", **accuracy_field(0.9, 0.5))
     assert not admissible(fast_but_wrong, 1.0) and not admissible(fast_but_inaccurate, 1.0)
     assert best_case([fast_but_wrong, fast_but_inaccurate, good], 1.0, 1) is good
     assert best_case([fast_but_wrong, fast_but_inaccurate, good], 5.0, 1) is fast_but_inaccurate
@@ -104,7 +105,7 @@ def test_bf16_is_skipped_when_the_cpu_has_no_native_support(monkeypatch: pytest.
 
 
 def test_story_tells_each_step_with_skips_and_the_pick() -> None:
-    base, fast = _case("torch", 20.0), _case("onnxruntime", 4.0, parity={"passed": True})
+    base, fast = _case("torch", 20.0), _case("onnxruntime", 4.0, **parity_field(True))
     journal = {
         "version": 1,
         "model": "m<odel>",

@@ -61,7 +61,13 @@ def precision_from_dtype_name(name: str) -> str:
 
 
 def onnx_form_reason(model: ModelSpec, backend: str) -> str | None:
-    """Why an ONNX-based backend cannot take `model` (a .tflite file has no ONNX form here), else None."""
+    """Why an ONNX-based backend cannot take `model` (a .tflite file or an OpenVINO IR has no ONNX form here),
+    else None."""
     if model.kind == "tflite":
         return f"{backend} needs an ONNX or PyTorch model; {model.ref} is a .tflite file (use the tflite backend)"
+    if model.kind == "openvino_ir":
+        return (
+            f"{backend} needs an ONNX or PyTorch model; {model.ref} is an OpenVINO IR (.xml + .bin), which only "
+            "OpenVINO reads (use the openvino backend, or bench the ONNX or PyTorch model the IR was made from)"
+        )
     return None

@@ -1,4 +1,6 @@
-"""The backend contract: `Backend.load(model, case) -> Session`; sessions run one inference per call."""
+"""The backend contract: `Backend.build(model, case, target)` makes an artifact once per artifact key (the build
+stage, `measure.build`), `Backend.load(model, case, artifact) -> Session` only deserializes it and creates the
+session; sessions run one inference per call."""
 
 from __future__ import annotations
 
@@ -6,16 +8,19 @@ import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from infermeter.backends.artifact import Artifact, BuildOutput
 from infermeter.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from infermeter.backends.options import Option
+    from infermeter.results.records.int8 import LayerMix, LayerProfile
 
 
 def package_version(distribution: str) -> str | None:
@@ -29,11 +34,10 @@ def package_version(distribution: str) -> str | None:
 class Session(ABC):
     """A loaded model ready to run. The measurement core owns the clock; sessions never time themselves.
 
-    `load_phases_s` names the slow steps `load` took (export, compile, session creation…) in seconds;
-    `notes` records facts a reader of the results needs (fallbacks, settings read back); `cache_hit` says
-    whether `load` reused a compiled artifact from the cache (None: the backend has no such cache).
-    By convention `load_phases_s` uses `import_s` for importing the framework, `convert_s` for format conversion,
-    `compile_s` for compilation / engine build, `session_create_s` for creating the runtime session.
+    `load_phases_s` names the steps `load` took in seconds, keyed by `backends.artifact.Phase` values (import,
+    conversion, deserialization, session creation…); `notes` records facts a reader of the results needs
+    (fallbacks, settings read back); `cache_hit` says whether `load` reused a compiled artifact from a cache of the
+    engine's own (None: no such cache; the build stage's own cache state is recorded apart).
     Backends honour the case option `cache=off` by neither reading nor writing their artifact cache.
     """
 
@@ -66,6 +70,16 @@ class Session(ABC):
     @abstractmethod
     def effective_precision(self) -> str:
         """The precision the engine really computes in, read back from the engine where it can say."""
+
+    def layer_mix(self) -> LayerMix | None:
+        """The compute layers counted by the precision the engine runs each in, read back from the compiled model
+        (None: the engine cannot say). Called once after loading, never timed."""
+        return None
+
+    def layer_profile(self, prepared: Any, iterations: int) -> LayerProfile | None:
+        """A per-node breakdown of `iterations` runs on `prepared` from the engine's own counters (None: the engine
+        has none, or this session was not loaded with the backend's `profiling_options`). Never timed."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - a real default: most engines free themselves when dropped
         """Release the engine's resources."""
@@ -118,8 +132,11 @@ class Backend(BackendInfo):
     deploy); nothing outside `backends/` keeps a list of backend names."""
 
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
-    # True when `--precision int8` on a float model should be served as an INT8 (QDQ) ONNX graph made on the fly.
-    quantizes_on_the_fly: ClassVar[bool] = False
+    # The engine's own INT8 quantizer, which makes the graph of `--precision int8` on a float model in the build
+    # stage (`quantize.onthefly.QUANTIZERS`: "ort-qdq", "nncf"); None: a float model cannot run int8 here.
+    int8_quantizer: ClassVar[str | None] = None
+    # Options that make a session collect per-node counters (`Session.layer_profile`); None: no per-node profile.
+    profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
     # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before
     # any case runs, so that no case's load time or peak memory carries the one-time export.
     consumes_onnx: ClassVar[bool] = False
@@ -155,6 +172,29 @@ class Backend(BackendInfo):
             return f"{cls.name} does not support precision {case.precision} here (supports {', '.join(cls.precisions)})"
         return None
 
+    @classmethod
+    def int8_quantizer_for(cls, case: Case) -> str | None:
+        """The quantizer that makes `case`'s INT8 graph from a float model: the engine's own (`int8_quantizer`)
+        unless the case's options cross-feed another's (OpenVINO's `openvino.int8_source=qdq`)."""
+        return cls.int8_quantizer
+
+    # The built artifact's file suffix (".onnx", ".so"…), or "/" when it is a folder.
+    artifact_suffix: ClassVar[str] = ""
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
+        """What `case`'s built artifact depends on, beyond the model's content, the backend's name and version and
+        the host's ISA (the build stage adds those), or None when this case has nothing to build and `load` does
+        all the work. Only what changes the artifact belongs here (shapes, precision, the options that matter)."""
+        return None
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        """Make the artifact at `target` (a file, or an existing empty folder when `artifact_suffix` is "/"): the
+        slow, cacheable work (conversion, compilation, engine build, auto-tuning), with each step's seconds under a
+        build `Phase`. Called by the build stage once per artifact key, in a worker process of its own, never
+        timed as part of any case's load."""
+        raise NotImplementedError(f"{self.name} declares an artifact key but no build")
+
     @abstractmethod
-    def load(self, model: ModelSpec, case: Case) -> Session:
-        """Convert, compile and load `model` for `case`; everything slow happens here, never in run()."""
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        """Load `model` for `case`, from `artifact` when the backend builds one (None otherwise); everything slow
+        that cannot be built ahead happens here, never in run()."""

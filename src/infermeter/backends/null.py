@@ -1,7 +1,8 @@
 """A synthetic backend for testing the harness without any framework.
 
 Its options (`--option null.KEY=VALUE`, listed by `infermeter backends --options`) set the latency it spends,
-its spread, and failures to inject (fail, crash or hang at load or run). `slow_file` names a path: while a file
+its spread, a build to simulate (`null.build_s`: the build stage then makes an artifact for it), and failures to
+inject (fail, crash or hang at build, load or run). `slow_file` names a path: while a file
 exists there, every run takes `slow_factor` times longer (a machine-wide slowdown that tests switch on and off,
 shared by every worker).
 """
@@ -16,13 +17,29 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session
 from infermeter.backends.options import Choice, Integer, Number, Text
 from infermeter.case import PRECISIONS, Case
 from infermeter.errors import BackendError, UsageError
 from infermeter.models.spec import ModelSpec
 
-_WHERE = ("none", "load", "run")
+_WHERE = ("none", "build", "load", "run")
+
+
+def _check_seconds(value: str) -> None:
+    try:
+        if float(value) >= 0:
+            return
+    except ValueError:
+        pass
+    raise UsageError(f"null.build_s={value!r}: use a number of seconds >= 0")
+
+
+def _build_s(case: Case) -> float | None:
+    """The seconds a null build takes, or None when the case has nothing to build."""
+    text = BUILD_S.value(case)
+    return None if text is None else float(text)
 
 
 def _check_precision(value: str) -> None:
@@ -37,10 +54,12 @@ SIGMA = Number(key="null.sigma", default=0.1, help="spread of the lognormal dist
 WAIT = Choice(key="null.wait", choices=("spin", "sleep"), default="spin",
               help="how the latency is spent (spin is accurate to microseconds)")  # fmt: skip
 LOAD_S = Number(key="null.load_s", default=0.0, help="seconds `load` takes")
-FAIL = Choice(key="null.fail", choices=_WHERE, default="none", help="raise an error at load or run")
-CRASH = Choice(key="null.crash", choices=_WHERE, default="none", help="kill the process with a signal at load or run")
+BUILD_S = Text(key="null.build_s", help="seconds a build takes (default: nothing to build)", describe="seconds",
+               check=_check_seconds)  # fmt: skip
+FAIL = Choice(key="null.fail", choices=_WHERE, default="none", help="raise an error at build, load or run")
+CRASH = Choice(key="null.crash", choices=_WHERE, default="none", help="kill the process with a signal there")
 CRASH_SIGNAL = Choice(key="null.crash_signal", choices=("segv", "abort"), default="segv", help="the signal of crash")
-HANG = Choice(key="null.hang", choices=_WHERE, default="none", help="never return from load or run")
+HANG = Choice(key="null.hang", choices=_WHERE, default="none", help="never return from build, load or run")
 AFTER = Integer(key="null.after", default=0, help="with fail/crash/hang at run: how many runs succeed first")
 PRECISION = Text(key="null.precision", help="the effective precision to report (default: the requested one)",
                  describe=" | ".join(PRECISIONS), check=_check_precision)  # fmt: skip
@@ -115,7 +134,7 @@ class NullBackend(Backend):
     precisions = PRECISIONS
     description = "synthetic latencies for testing the harness (no framework)"
     options = (
-        *(LATENCY_MS, DIST, SIGMA, WAIT, LOAD_S, SEED),
+        *(LATENCY_MS, DIST, SIGMA, WAIT, LOAD_S, BUILD_S, SEED),
         *(FAIL, CRASH, CRASH_SIGNAL, HANG, AFTER, PRECISION, SLOW_FILE, SLOW_FACTOR),
     )
 
@@ -129,13 +148,38 @@ class NullBackend(Backend):
     def available(cls) -> str | None:
         return None
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
-        for what, option in MISBEHAVIOURS.items():
-            if option.value(case) == "load":
-                _misbehave(what, CRASH_SIGNAL.value(case))
+    artifact_suffix = ".txt"
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
+        build_s = _build_s(case)
+        if build_s is None:
+            return None
+        return {"build_s": build_s, "batch": case.batch, "misbehave": _where(case, "build")}
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        _misbehave_at("build", case)
+        build_s = _build_s(case) or 0.0
+        time.sleep(build_s)
+        target.write_text(f"null artifact for {case.id}")
+        return BuildOutput({Phase.COMPILE: build_s}, ["null: simulated build"])
+
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        _misbehave_at("load", case)
+        if artifact is not None and not Path(artifact.path).read_text().startswith("null artifact"):
+            raise BackendError(f"null backend: the artifact {artifact.path} is not one the null build wrote")
         load_s = LOAD_S.value(case)
         if load_s:
             time.sleep(load_s)
         session = NullSession(case)
-        session.load_phases_s["simulated_load_s"] = load_s
+        session.load_phases_s[Phase.SESSION_CREATE] = load_s
         return session
+
+
+def _where(case: Case, stage: str) -> list[str]:
+    """The misbehaviours asked for at `stage` (build, load or run)."""
+    return [what for what, option in MISBEHAVIOURS.items() if option.value(case) == stage]
+
+
+def _misbehave_at(stage: str, case: Case) -> None:
+    for what in _where(case, stage):
+        _misbehave(what, CRASH_SIGNAL.value(case))

@@ -1,25 +1,28 @@
-"""ONNX Runtime with the CPU execution provider, and an optimized-model cache.
+"""ONNX Runtime with the CPU execution provider; its build is the optimized graph.
 
-With the cache on (the default; `cache=off` disables it), the graph ONNX Runtime optimizes at session creation
-is saved (`SessionOptions.optimized_model_filepath`) under a key of model content, ONNX Runtime version,
-optimization level, shapes and CPU ISA, and a later load reuses it with graph optimizations disabled.
-The key holds the CPU's ISA because level `all` writes layout-specific (NCHWc) operators chosen for this CPU.
+With the cache on (the default; `cache=off` disables it), the build stage has ONNX Runtime optimize the graph
+once and save it (`SessionOptions.optimized_model_filepath`) under a key of model content, ONNX Runtime version,
+optimization level, shapes and CPU ISA (`measure.build`); `load` then creates the session from the saved graph
+with graph optimizations disabled. The key holds the ISA because level `all` writes layout-specific (NCHWc)
+operators chosen for this CPU. Without the cache, `load` creates the session from the model and optimizes it there.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
+from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice
 from infermeter.case import Case
 from infermeter.errors import BackendError
-from infermeter.models.convert import CachedArtifact, cached_build, onnx_for
-from infermeter.models.inputs import Feeds
+from infermeter.models.convert import onnx_for
+from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
@@ -73,14 +76,6 @@ class OnnxRuntimeSession(Session):
         return self._precision
 
 
-def _cpu_signature() -> dict[str, object]:
-    import platform
-
-    from infermeter.results.env import cpu_isa
-
-    return {"arch": platform.machine(), "isa": cpu_isa()}
-
-
 class OnnxRuntimeBackend(Backend):
     """ONNX Runtime, CPU execution provider (`onnxruntime`).
 
@@ -104,7 +99,9 @@ class OnnxRuntimeBackend(Backend):
     providers: ClassVar[tuple[str, ...]] = ("CPUExecutionProvider",)
     # Whether `load` keeps ORT's optimized graph in the cache (CPU only: GPU graphs are partitioned per session).
     optimized_model_cache: ClassVar[bool] = True
-    quantizes_on_the_fly = True
+    int8_quantizer: ClassVar[str | None] = "ort-qdq"
+    # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantize.onthefly`); no x86 fp16/bf16.
+    precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
 
     @classmethod
     def available(cls) -> str | None:
@@ -148,12 +145,10 @@ class OnnxRuntimeBackend(Backend):
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }[level_name]
         if case.shape_mode == "static":
-            # Fix every symbolic dimension to its size for this case, so ORT plans memory and kernels statically.
-            shapes = case_shapes(model, case)
-            for spec in model.inputs:
-                for axis, dim in enumerate(spec.shape):
-                    if isinstance(dim, str):
-                        options.add_free_dimension_override_by_name(dim, shapes[spec.name][axis])
+            # Fix every symbolic dimension to its size for this case, so ORT plans memory and kernels statically
+            # (by name: a name with several sizes, such as an exporter's `?` for height and width, stays free).
+            for dim, size in dims_by_name(model.inputs, case_shapes(model, case)).items():
+                options.add_free_dimension_override_by_name(dim, size)
         return options
 
     def create(self, ort: Any, path: str, options: Any, case: Case, model: ModelSpec) -> Any:
@@ -163,67 +158,57 @@ class OnnxRuntimeBackend(Backend):
         except Exception as exc:
             raise BackendError(f"ONNX Runtime could not load {model.ref}: {str(exc).strip()}") from exc
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    artifact_suffix = ".onnx"
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
         level_name = OPT_LEVEL.value(case)
-        use_cache = self.optimized_model_cache and CACHE.value(case) and level_name != "disable"
+        if not (self.optimized_model_cache and CACHE.value(case)) or level_name == "disable":
+            return None  # nothing to save: `load` optimizes (or, at `disable`, runs the graph as written)
+        shapes: object = case_shapes(model, case) if case.shape_mode == "static" else "dynamic"
+        return {"opt_level": level_name, "shapes": shapes, "providers": list(self.providers)}
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        import onnxruntime as ort
+
+        level_name = OPT_LEVEL.value(case)
+        start = time.perf_counter()
+        options = self.session_options(ort, model, case, level_name)
+        options.optimized_model_filepath = str(target)
+        # ORT warns that a level-`all` graph is hardware-specific: the build key holds the ISA for that reason.
+        options.log_severity_level = 3
+        self.create(ort, str(onnx_for(model).path), options, case, model)
+        return BuildOutput(
+            {Phase.OPTIMIZE: time.perf_counter() - start}, [f"optimized graph saved (level {level_name})"]
+        )
+
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        level_name = OPT_LEVEL.value(case)
         start = time.perf_counter()
         import onnxruntime as ort
 
         imported = time.perf_counter()
-        artifact = onnx_for(model)
+        source = onnx_for(model)
         converted = time.perf_counter()
-        optimized: CachedArtifact | None = None
-        if use_cache:
-            session, optimized = self._load_cached(ort, model, case, str(artifact.path), level_name)
+        if artifact is not None:
+            # The saved graph is already optimized, so ORT must not optimize it again.
+            options = self.session_options(ort, model, case, "disable")
+            session = self.create(ort, artifact.path, options, case, model)
         else:
-            session = self.create(
-                ort, str(artifact.path), self.session_options(ort, model, case, level_name), case, model
-            )
+            options = self.session_options(ort, model, case, level_name)
+            session = self.create(ort, str(source.path), options, case, model)
         created = time.perf_counter()
         self.check_providers(session)
-        result = OnnxRuntimeSession(session, self.effective_precision(str(artifact.path), case))
+        result = OnnxRuntimeSession(session, self.effective_precision(str(source.path), case))
         result.load_phases_s = {
-            "import_s": imported - start,
-            "convert_s": converted - imported,
-            "session_create_s": created - converted,
+            Phase.IMPORT: imported - start,
+            Phase.CONVERT: converted - imported,
+            Phase.SESSION_CREATE: created - converted,
         }
-        result.cache_hit = optimized.cache_hit if optimized is not None else None
-        result.notes.append(f"onnx: {'cache hit' if artifact.cache_hit else 'built'}; {artifact.note}".rstrip("; "))
+        result.notes.append(f"onnx: {'cache hit' if source.cache_hit else 'built'}; {source.note}".rstrip("; "))
         result.notes.append(f"graph optimization level: {level_name}; providers: {', '.join(session.get_providers())}")
-        if optimized is not None:
-            how = "loaded from cache" if optimized.cache_hit else "optimized and saved to cache"
-            result.notes.append(f"optimized model {how}" + (f" ({optimized.note})" if optimized.note else ""))
+        if artifact is not None:
+            result.notes.append("session created from the optimized graph of the build stage")
         return result
-
-    def _load_cached(
-        self, ort: Any, model: ModelSpec, case: Case, onnx_path: str, level_name: str
-    ) -> tuple[Any, CachedArtifact]:
-        shapes: object = case_shapes(model, case) if case.shape_mode == "static" else "dynamic"
-        key = {
-            "model": model.content_hash,
-            "onnx": onnx_path.rsplit("/", 1)[-1] if model.kind != "onnx" else model.content_hash,
-            "onnxruntime": self.version(),
-            "opt_level": level_name,
-            "shapes": shapes,
-            "providers": list(self.providers),
-            **_cpu_signature(),
-        }
-        built: dict[str, Any] = {}
-
-        def build(target: Any) -> str:
-            options = self.session_options(ort, model, case, level_name)
-            options.optimized_model_filepath = str(target)
-            # ORT warns that a level-`all` graph is hardware-specific: the cache key holds the ISA for that reason.
-            options.log_severity_level = 3
-            built["session"] = self.create(ort, onnx_path, options, case, model)
-            return f"level {level_name}"
-
-        entry = cached_build("onnxruntime", key, ".onnx", build)
-        if "session" in built:
-            return built["session"], entry
-        # A hit: the saved graph is already optimized, so ORT must not optimize it again.
-        options = self.session_options(ort, model, case, "disable")
-        return self.create(ort, str(entry.path), options, case, model), entry
 
     def effective_precision(self, onnx_path: str, case: Case) -> str:
         """What the session computes in: the CPU provider runs the graph in the precision it is stored in."""

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from infermeter.backends._common import onnx_form_reason
 from infermeter.backends._gpu import nvidia_gpu_reason
+from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session, package_version
 from infermeter.backends.onnxruntime import OPT_LEVEL, OnnxRuntimeBackend, OnnxRuntimeSession
 from infermeter.backends.options import CACHE, Option, Switch
@@ -30,8 +31,9 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
     optimized_model_cache = False
     options: ClassVar[tuple[Option, ...]] = (OPT_LEVEL, CPU_FALLBACK)
     # Not the CPU backend's: int8 graphs, quantization and the parity reference are the CPU provider's business.
-    quantizes_on_the_fly = False
+    int8_quantizer: ClassVar[str | None] = None
     quantizer = False
+    precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     reference_options = None
 
     @classmethod
@@ -62,8 +64,8 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
             options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         return options
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
-        session = super().load(model, case)
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        session = super().load(model, case, artifact)
         assert isinstance(session, OnnxRuntimeSession)
         if CPU_FALLBACK.value(case):
             session.notes.append("onnxruntime.cpu_fallback=on: some nodes may run on the CPU")
@@ -81,8 +83,9 @@ class OnnxRuntimeCudaBackend(_OnnxRuntimeGpuBackend):
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        if model.kind == "tflite":
-            return onnx_form_reason(model, cls.name)
+        reason = onnx_form_reason(model, cls.name)
+        if reason:
+            return reason
         if case.precision != "fp32":
             return (
                 f"onnxruntime-cuda runs the graph in the precision it is stored in; {case.precision} needs a "
@@ -106,8 +109,9 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        if model.kind == "tflite":
-            return onnx_form_reason(model, cls.name)
+        reason = onnx_form_reason(model, cls.name)
+        if reason:
+            return reason
         if case.precision not in cls.precisions:
             return "onnxruntime-tensorrt supports fp32 and fp16 here; int8 needs a calibration table or Q/DQ model"
         return None

@@ -1,9 +1,19 @@
-"""OpenVINO on CPU, from the cached ONNX. The inference precision is ALWAYS set explicitly and read back:
+"""OpenVINO on CPU, from an OpenVINO IR (.xml + .bin) as it is or the model's ONNX form. The inference precision is ALWAYS set explicitly and read back:
 on CPUs with AVX-512 BF16 or AMX, OpenVINO silently computes in bf16 unless told otherwise, which would pass
-a bf16 figure off as fp32."""
+a bf16 figure off as fp32.
+
+The build is the compiled model, exported (`CompiledModel.export_model`) under a key of the model, shapes,
+precision, performance hint, streams and threads (`measure.build`); `load` imports it (`Core.import_model`) with
+the same configuration. Without the cache (`cache=off`), `load` reads and compiles the model itself.
+
+INT8: a quantized graph (an NNCF IR, a QDQ ONNX) runs as it is; a float model at `--precision int8` is quantized
+in the build stage by NNCF (`int8_quantizer`), or cross-fed ONNX Runtime's QDQ graph with `openvino.int8_source=qdq`.
+The layers left in float run at the f32 hint. The precision read back is int8 when the compiled graph runs compute
+layers in int8 (its runtime model says so, layer by layer: `Session.layer_mix`)."""
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,21 +22,27 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends._common import case_shapes, cpu_precision_reason, onnx_form_reason, precision_from_dtype_name
+from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
-from infermeter.backends.options import CACHE, Choice, Integer
+from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
 from infermeter.case import Case
-from infermeter.errors import BackendError
-from infermeter.models.convert import cache_root, onnx_for
+from infermeter.errors import BackendError, engine_message
+from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.records.int8 import LayerMix, LayerProfile
 
-# infermeter precision -> OpenVINO INFERENCE_PRECISION_HINT value.
-PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+# infermeter precision -> OpenVINO INFERENCE_PRECISION_HINT value (int8: the hint of the layers left in float).
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 # OPTIMIZATION_CAPABILITIES entry the CPU plugin must list for each hint.
 CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
 HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
 STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
+INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own",
+                     help="int8 of a float model: own (NNCF) or qdq (ONNX Runtime's QDQ graph, cross-fed)")  # fmt: skip
+PERF_COUNT = Switch(key="openvino.perf_count", default=False,
+                    help="PERF_COUNT: per-node counters (the untimed INT8 profile pass turns it on)")  # fmt: skip
 
 
 def read_back_precision(compiled: Any) -> str:
@@ -34,12 +50,6 @@ def read_back_precision(compiled: Any) -> str:
     value = compiled.get_property("INFERENCE_PRECISION_HINT")
     name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
     return precision_from_dtype_name(name)
-
-
-def _cache_files(folder: Path) -> dict[str, tuple[int, int]]:
-    if not folder.is_dir():
-        return {}
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()}
 
 
 class OpenVinoSession(Session):
@@ -99,7 +109,20 @@ class OpenVinoSession(Session):
         return [np.asarray(outputs[i]) for i in range(self._output_count)]
 
     def effective_precision(self) -> str:
-        return read_back_precision(self.compiled_model)
+        mix = self.layer_mix()
+        return "int8" if mix.counts.get("int8") else read_back_precision(self.compiled_model)
+
+    def layer_mix(self) -> LayerMix:
+        from infermeter.backends.openvino_profile import runtime_mix
+
+        return runtime_mix(self.compiled_model)
+
+    def layer_profile(self, prepared: Any, iterations: int) -> LayerProfile | None:
+        if self.compiled_model.get_property("PERF_COUNT") is not True:
+            return None
+        from infermeter.backends.openvino_profile import profile_request
+
+        return profile_request(self.infer_request, lambda: self.run(prepared), iterations)
 
     def close(self) -> None:
         self.infer_request = None
@@ -115,7 +138,7 @@ class OpenVinoBackend(Backend):
     shapes before compiling; dynamic keeps its symbolic dimensions."""
 
     name = "openvino"
-    options = (HINT, STREAMS, CACHE)
+    options = (HINT, STREAMS, CACHE, INT8_SOURCE, PERF_COUNT, *QUANTIZE_OPTIONS)
     consumes_onnx = True
     shape_aware = True
     runs_quantized_onnx = True
@@ -124,7 +147,9 @@ class OpenVinoBackend(Backend):
     triton = TritonTarget("backend", "openvino", "model.onnx")
     distribution = "openvino"
     install_extra = "openvino"
-    precisions = ("fp32", "bf16", "fp16")
+    precisions = ("fp32", "bf16", "fp16", "int8")
+    int8_quantizer = "nncf"
+    profiling_options = ((PERF_COUNT.key, "on"),)
     description = "OpenVINO CPU plugin (precision hint set and read back)"
 
     @classmethod
@@ -136,26 +161,49 @@ class OpenVinoBackend(Backend):
         return None
 
     @classmethod
+    def int8_quantizer_for(cls, case: Case) -> str | None:
+        return "ort-qdq" if INT8_SOURCE.value(case) == "qdq" else cls.int8_quantizer
+
+    @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        reason = onnx_form_reason(model, cls.name)
-        if reason:
-            return reason
+        if model.kind == "tflite":
+            return onnx_form_reason(model, cls.name)
         if case.precision not in cls.precisions:
-            return (
-                f"openvino supports {', '.join(cls.precisions)} here; int8 needs a quantized model "
-                "(the quantize command), not a precision hint"
-            )
+            return f"openvino supports {', '.join(cls.precisions)} here"
+        if case.precision == "int8" and cls.int8_quantizer_for(case) == "nncf":
+            from infermeter.backends.options import QUANTIZE_METHOD
+
+            if QUANTIZE_METHOD.value(case) != QUANTIZE_METHOD.default:
+                return (
+                    f"{QUANTIZE_METHOD.key}={QUANTIZE_METHOD.value(case)} is ONNX Runtime's calibration; NNCF picks "
+                    f"its own range estimators (add -O {INT8_SOURCE.key}=qdq to run ONNX Runtime's QDQ graph)"
+                )
         return cpu_precision_reason(case.precision, "OpenVINO")
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
-        hint = HINT.value(case)
-        streams = STREAMS.value(case)
-        use_cache = CACHE.value(case)
-        start = time.perf_counter()
+    artifact_suffix = ".blob"
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
+        if not CACHE.value(case):
+            return None
+        shapes: object = case_shapes(model, case) if case.shape_mode == "static" else "dynamic"
+        return {"config": self._config(case), "shapes": shapes}
+
+    @staticmethod
+    def _config(case: Case) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            # Always explicit: the CPU plugin's default on bf16-capable CPUs is bf16.
+            "INFERENCE_PRECISION_HINT": PRECISION_HINTS[case.precision],
+            "PERFORMANCE_HINT": HINT.value(case).upper(),
+            "INFERENCE_NUM_THREADS": case.threads,
+        }
+        if STREAMS.value(case):
+            config["NUM_STREAMS"] = STREAMS.value(case)
+        return config
+
+    def _core(self, case: Case) -> Any:
         import openvino as ov
 
         core = ov.Core()
-        imported = time.perf_counter()
         capabilities = set(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
         needed = CAPABILITIES.get(case.precision)
         if needed and needed not in capabilities:
@@ -163,61 +211,67 @@ class OpenVinoBackend(Backend):
                 f"the OpenVINO CPU plugin does not list {needed} in OPTIMIZATION_CAPABILITIES on this CPU "
                 f"({', '.join(sorted(capabilities))}); use --precision fp32"
             )
-        artifact = onnx_for(model)
+        return core
+
+    def _compile(self, core: Any, model: ModelSpec, case: Case, profiled: bool = False) -> tuple[Any, float]:
+        """The model read, reshaped (static mode) and compiled (`profiled`: with PERF_COUNT on): (compiled model,
+        seconds spent reading)."""
+        start = time.perf_counter()
         try:
-            ov_model = core.read_model(str(artifact.path))
+            # An IR is read as it is; any other model through its ONNX form (the user's file or a cached export).
+            source = model.path if model.kind == "openvino_ir" and model.path else str(onnx_for(model).path)
+            ov_model = core.read_model(source)
             if case.shape_mode == "static":
                 ov_model.reshape({name: list(shape) for name, shape in case_shapes(model, case).items()})
         except Exception as exc:
-            raise BackendError(f"OpenVINO could not read {model.ref}: {str(exc).strip().splitlines()[0]}") from exc
-        config: dict[str, Any] = {
-            # Always explicit: the CPU plugin's default on bf16-capable CPUs is bf16.
-            "INFERENCE_PRECISION_HINT": PRECISION_HINTS[case.precision],
-            "PERFORMANCE_HINT": hint.upper(),
-            "INFERENCE_NUM_THREADS": case.threads,
-        }
-        if streams:
-            config["NUM_STREAMS"] = streams
-        cache_dir = cache_root() / "openvino"
-        before: dict[str, tuple[int, int]] = {}
-        if use_cache:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            config["CACHE_DIR"] = str(cache_dir)
-            before = _cache_files(cache_dir)
-        read = time.perf_counter()
+            raise BackendError(f"OpenVINO could not read {model.ref}: {engine_message(exc)}") from exc
+        read_s = time.perf_counter() - start
+        config = self._config(case) | ({"PERF_COUNT": True} if profiled else {})  # a bad value is the user's error
         try:
-            compiled = core.compile_model(ov_model, "CPU", config)
+            return core.compile_model(ov_model, "CPU", config), read_s
         except Exception as exc:
-            raise BackendError(f"OpenVINO could not compile {model.ref}: {str(exc).strip().splitlines()[0]}") from exc
+            raise BackendError(f"OpenVINO could not compile {model.ref}: {engine_message(exc)}") from exc
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        start = time.perf_counter()
+        compiled, _read_s = self._compile(self._core(case), model, case)
         compiled_at = time.perf_counter()
-        session = OpenVinoSession(compiled, [i.name for i in model.inputs], len(compiled.outputs))
-        created = time.perf_counter()
-        session.load_phases_s = {
-            "import_s": imported - start,
-            "convert_s": read - imported,
-            "compile_s": compiled_at - read,
-            "session_create_s": created - compiled_at,
+        blob = io.BytesIO()  # OpenVINO's Python API exports into a BytesIO only
+        compiled.export_model(blob)
+        target.write_bytes(blob.getvalue())
+        phases: dict[str, float] = {
+            Phase.COMPILE: compiled_at - start,
+            Phase.SERIALIZE: time.perf_counter() - compiled_at,
         }
-        session.notes.append(f"onnx: {'cache hit' if artifact.cache_hit else 'built'}")
-        if use_cache:
-            session.cache_hit = self._loaded_from_cache(compiled, before, _cache_files(cache_dir))
-            changed = [n for n, v in _cache_files(cache_dir).items() if n in before and before[n] != v]
-            if changed:
-                session.notes.append("openvino cache: an existing blob did not load and was rebuilt")
+        return BuildOutput(phases, ["compiled model exported (CompiledModel.export_model)"])
+
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        start = time.perf_counter()
+        core = self._core(case)
+        imported = time.perf_counter()
+        phases: dict[str, float] = {Phase.IMPORT: imported - start}
+        if artifact is not None:
+            # PERF_COUNT is set on import, never built in: the profile pass reuses the blob the timed case ran.
+            config = self._config(case) | ({"PERF_COUNT": True} if PERF_COUNT.value(case) else {})
+            try:
+                compiled = core.import_model(Path(artifact.path).read_bytes(), "CPU", config)
+            except Exception as exc:
+                reason = engine_message(exc)
+                raise BackendError(f"OpenVINO could not import the compiled {model.ref}: {reason}") from exc
+            phases[Phase.DESERIALIZE] = time.perf_counter() - imported
+        else:
+            compiled, phases[Phase.CONVERT] = self._compile(core, model, case, PERF_COUNT.value(case))
+            phases[Phase.COMPILE] = time.perf_counter() - imported - phases[Phase.CONVERT]
+        ready = time.perf_counter()
+        session = OpenVinoSession(compiled, [i.name for i in model.inputs], len(compiled.outputs))
+        phases[Phase.SESSION_CREATE] = time.perf_counter() - ready
+        session.load_phases_s = phases
         effective = read_back_precision(compiled)
         session.notes.append(
             f"openvino: INFERENCE_PRECISION_HINT set {PRECISION_HINTS[case.precision]}, read back "
             f"{effective}; PERFORMANCE_HINT {compiled.get_property('PERFORMANCE_HINT')}; "
             f"NUM_STREAMS {compiled.get_property('NUM_STREAMS')}; "
             f"INFERENCE_NUM_THREADS {compiled.get_property('INFERENCE_NUM_THREADS')}; "
-            f"{case.shape_mode} shapes; cache {'on' if use_cache else 'off'}"
+            f"{case.shape_mode} shapes; " + ("imported from the build stage's blob" if artifact else "compiled here")
         )
         return session
-
-    @staticmethod
-    def _loaded_from_cache(compiled: Any, before: dict[str, tuple[int, int]], after: dict[str, Any]) -> bool:
-        try:
-            return bool(compiled.get_property("LOADED_FROM_CACHE"))
-        except Exception:
-            # Older OpenVINO without the property: a hit writes no new or changed blob.
-            return bool(before) and all(before.get(name) == value for name, value in after.items())

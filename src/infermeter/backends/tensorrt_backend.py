@@ -9,17 +9,19 @@ where a GPU is lent (see the closing note of the change that added this file).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
+from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
 from infermeter.backends.options import CACHE, Integer, Text
 from infermeter.case import Case
 from infermeter.errors import BackendError, InputSpecError
-from infermeter.models.convert import cached_build, onnx_for
+from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 
@@ -281,47 +283,49 @@ class TensorRTBackend(Backend):
             return "TensorRT 11 builds strongly typed networks only: fp16 needs an fp16 ONNX graph"
         return None
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    artifact_suffix = ".engine"
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
+        # Always built ahead (with `cache=off`, into the case's own folder): an engine is the only way to run.
         profile = profile_shapes(model, case)
-        workspace_mb = WORKSPACE_MB.value(case)
+        key = engine_cache_key(model, case.precision, profile, tensorrt_version() or "", gpu_name())
+        return {**key, "workspace_mb": WORKSPACE_MB.value(case)}
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        import tensorrt as trt
+
+        source = onnx_for(model)
+        if case.precision == "int8":
+            from infermeter.backends.onnxruntime import onnx_graph_precision
+
+            if onnx_graph_precision(str(source.path)) != "int8":
+                raise BackendError("TensorRT int8 needs Q/DQ nodes in the ONNX graph; quantize the model first")
+        start = time.perf_counter()
+        profile = profile_shapes(model, case)
+        target.write_bytes(build_engine(trt, str(source.path), case.precision, profile, WORKSPACE_MB.value(case)))
+        return BuildOutput(
+            {Phase.COMPILE: time.perf_counter() - start}, [f"engine built with TensorRT {trt.__version__}"]
+        )
+
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        if artifact is None:
+            raise BackendError("tensorrt loads an engine the build stage made; none was given (a bug if seen)")
+        profile = profile_shapes(model, case)
         start = time.perf_counter()
         import tensorrt as trt
 
         imported = time.perf_counter()
-        artifact = onnx_for(model)
-        converted = time.perf_counter()
-        if case.precision == "int8":
-            from infermeter.backends.onnxruntime import onnx_graph_precision
-
-            if onnx_graph_precision(str(artifact.path)) != "int8":
-                raise BackendError("TensorRT int8 needs Q/DQ nodes in the ONNX graph; quantize the model first")
-        key = engine_cache_key(model, case.precision, profile, trt.__version__, gpu_name())
-
-        def build(target: Any) -> str:
-            target.write_bytes(build_engine(trt, str(artifact.path), case.precision, profile, workspace_mb))
-            return f"built with TensorRT {trt.__version__}"
-
-        if CACHE.value(case):
-            entry = cached_build("tensorrt", key, ".engine", build)
-            engine_bytes = entry.path.read_bytes()
-            cache_hit: bool | None = entry.cache_hit
-        else:
-            engine_bytes = build_engine(trt, str(artifact.path), case.precision, profile, workspace_mb)
-            cache_hit = None
-        built = time.perf_counter()
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-        engine = runtime.deserialize_cuda_engine(engine_bytes)
+        engine = runtime.deserialize_cuda_engine(Path(artifact.path).read_bytes())
         if engine is None:
             raise BackendError("TensorRT could not deserialize the engine (built for another TensorRT or GPU?)")
+        deserialized = time.perf_counter()
         session = TensorRTSession(engine, trt, case.precision, profile)
-        created = time.perf_counter()
-        session.cache_hit = cache_hit
         session.load_phases_s = {
-            "import_s": imported - start,
-            "convert_s": converted - imported,
-            "compile_s": built - converted,
-            "session_create_s": created - built,
+            Phase.IMPORT: imported - start,
+            Phase.DESERIALIZE: deserialized - imported,
+            Phase.SESSION_CREATE: time.perf_counter() - deserialized,
         }
         shown = ", ".join(f"{n}: {'/'.join('x'.join(map(str, s)) for s in p)}" for n, p in profile.items())
-        session.notes.append(f"tensorrt profile min/opt/max {shown}; engine cache {'hit' if cache_hit else 'miss'}")
+        session.notes.append(f"tensorrt profile min/opt/max {shown}; engine {artifact.cache}")
         return session

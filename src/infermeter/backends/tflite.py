@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends._common import case_shapes
+from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.errors import BackendError, engine_message
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 
@@ -89,7 +90,7 @@ class TFLiteBackend(Backend):
             return "a LiteRT interpreter is not thread-safe: --streams > 1 is not supported by the tflite backend"
         return super().unsupported_reason(model, case)
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         assert model.path is not None
         start = time.perf_counter()
         from ai_edge_litert.interpreter import Interpreter
@@ -104,10 +105,10 @@ class TFLiteBackend(Backend):
                     interpreter.resize_tensor_input(detail["index"], list(shapes[detail["name"]]), strict=False)
             interpreter.allocate_tensors()
         except Exception as exc:
-            raise BackendError(f"LiteRT could not load {model.ref}: {str(exc).strip().splitlines()[0]}") from exc
+            raise BackendError(f"LiteRT could not load {model.ref}: {engine_message(exc)}") from exc
         created = time.perf_counter()
         session = TFLiteSession(interpreter, [i.name for i in model.inputs])
-        session.load_phases_s = {"import_s": imported - start, "session_create_s": created - imported}
+        session.load_phases_s = {Phase.IMPORT: imported - start, Phase.SESSION_CREATE: created - imported}
         session.notes.append(f"LiteRT interpreter, {case.threads} thread(s)")
         if case.shape_mode == "dynamic":
             session.notes.append("LiteRT resizes inputs and re-plans memory per shape (allocate_tensors)")

@@ -9,11 +9,12 @@ import time
 from typing import Any
 
 from infermeter.backends._torch_common import CompiledTorchSession
+from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Session
 from infermeter.backends.options import CACHE, Choice
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
 
@@ -74,7 +75,7 @@ class TorchCompileBackend(TorchFamilyBackend):
             return "Inductor compiles C++ on CPU and no C++ compiler was found: apt-get install g++"
         return None
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         mode = MODE.value(case)
         use_cache = CACHE.value(case)
         restore: dict[str, Any] = {"cache_dir_env": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
@@ -105,7 +106,7 @@ class TorchCompileBackend(TorchFamilyBackend):
             session.warm_once(model, case)  # torch.compile is lazy: this first call compiles
         except Exception as exc:
             session.close()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = engine_message(exc) or type(exc).__name__
             raise BackendError(f"torch.compile could not compile {model.ref}: {first}") from exc
         compiled_at = time.perf_counter()
         after = _cache_counters(counters)
@@ -118,9 +119,9 @@ class TorchCompileBackend(TorchFamilyBackend):
         if not fx_hits + fx_misses + aot_hits:
             session.notes.append("no compilation ran: Dynamo reused code compiled earlier in this process")
         session.load_phases_s = {
-            "import_s": imported - start,
-            "build_s": built - imported,
-            "compile_s": compiled_at - built,
+            Phase.IMPORT: imported - start,
+            Phase.MODEL_INIT: built - imported,
+            Phase.COMPILE: compiled_at - built,
         }
         state = "on" if use_cache else "off"
         session.notes.append(

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.case import Case
 from infermeter.errors import BackendError
@@ -99,12 +100,12 @@ class TorchEagerBackend(TorchFamilyBackend):
     description = "PyTorch eager, torch.inference_mode"
     reference_options = ()  # the parity reference of every model with a PyTorch form
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         start = time.perf_counter()
         import torch  # noqa: F401 - timed on its own: the framework's import is part of a cold start
 
         imported = time.perf_counter()
         module, dtype = build_module(model, case)
         session = TorchEagerSession(module, [i.name for i in model.inputs], dtype)
-        session.load_phases_s = {"import_s": imported - start, "build_s": time.perf_counter() - imported}
+        session.load_phases_s = {Phase.IMPORT: imported - start, Phase.MODEL_INIT: time.perf_counter() - imported}
         return session

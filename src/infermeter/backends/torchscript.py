@@ -8,11 +8,12 @@ from typing import Any
 
 from infermeter.backends._common import dummy_feeds
 from infermeter.backends._torch_common import CompiledTorchSession
+from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Session, TritonTarget
 from infermeter.backends.options import Switch
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
 from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.errors import BackendError, engine_message
 from infermeter.models.spec import ModelSpec
 
 OPTIMIZE = Switch(key="torchscript.optimize", default=True, help="run torch.jit.optimize_for_inference after freezing")
@@ -29,7 +30,7 @@ class TorchScriptBackend(TorchFamilyBackend):
     options = (OPTIMIZE,)
     triton = TritonTarget("platform", "pytorch_libtorch", "model.pt", writable=False)
 
-    def load(self, model: ModelSpec, case: Case) -> Session:
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         start = time.perf_counter()
         import torch
 
@@ -49,20 +50,19 @@ class TorchScriptBackend(TorchFamilyBackend):
                 if optimize:
                     traced = torch.jit.optimize_for_inference(traced)
         except Exception as exc:
-            raise BackendError(f"TorchScript could not trace {model.ref}: {str(exc).strip().splitlines()[0]}") from exc
+            raise BackendError(f"TorchScript could not trace {model.ref}: {engine_message(exc)}") from exc
         notes.append("torch.jit.trace + freeze" + (" + optimize_for_inference" if optimize else ""))
         if case.shape_mode == "dynamic":
             notes.append("traced at the case's shapes; other shapes reuse the trace (valid for shape-generic models)")
-        compiled = time.perf_counter()
         session = CompiledTorchSession(traced, names, dtype)
         # The profiling executor specialises the graph on its first runs: done here so it counts as load.
         session.warm_once(model, case)
         warmed = time.perf_counter()
+        # Tracing, freezing and the profiling executor's specialisation are all this engine's compilation.
         session.load_phases_s = {
-            "import_s": imported - start,
-            "build_s": built - imported,
-            "convert_s": compiled - built,
-            "compile_s": warmed - compiled,
+            Phase.IMPORT: imported - start,
+            Phase.MODEL_INIT: built - imported,
+            Phase.COMPILE: warmed - built,
         }
         session.notes.extend(notes)
         return session

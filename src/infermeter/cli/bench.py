@@ -23,9 +23,10 @@ from infermeter.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
 from infermeter.measure.shapes import parse_sizes
-from infermeter.models.inputs import parse_input_override
+from infermeter.models.feeds_data import parse_input_flags
 from infermeter.models.spec import resolve_model
-from infermeter.report.summary import COLD_START_COLUMNS, SummaryTable, cold_start_rows, summary_table
+from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
+from infermeter.report.summary import SummaryTable, summary_table
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -63,7 +64,9 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     help="A fallback chain: the first of these backends that runs here, e.g. tensorrt,onnxruntime-cuda,onnxruntime.",
 )
 @click.option(
-    "--batch", multiple=True, help="Batch sizes, e.g. 1,16 (default: 1,16; with --task generate: sequences, 1)."
+    "--batch",
+    multiple=True,
+    help="Batch sizes, e.g. 1,16 (default: 1,16, or the batch the model fixes; with --task generate: sequences, 1).",
 )
 @click.option("--precision", multiple=True, default=["fp32"], show_default=True, help="fp32, fp16, bf16, int8.")
 @click.option("--shape-mode", multiple=True, default=["static"], show_default=True, help="static and/or dynamic.")
@@ -110,10 +113,24 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     "--case-timeout", type=float, default=600.0, show_default=True, help="Seconds before a case's worker is killed."
 )
 @click.option(
+    "--build-timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Seconds one artifact's build (compilation, engine build, auto-tuning) may take, apart from the case.",
+)
+@click.option(
     "--input-sets", type=int, default=4, show_default=True, help="Distinct input sets rotated through the loop."
 )
 @click.option(
-    "--input", "inputs", multiple=True, help="A model input's shape: NAME:1x3x224x224 (batch follows --batch)."
+    "--input",
+    "inputs",
+    multiple=True,
+    help="A model input's shape, NAME:1x3x224x224 (batch follows --batch), or a constant, NAME=VALUE (sr=16000).",
+)
+@click.option(
+    "--data",
+    help="Real inputs rotated through the loop, batched: an .npz, a folder of .npy or of images, or file.py:function.",
 )
 @click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. onnxruntime.opt_level=basic.")
 @click.option("--compile-mode", help="torch-compile mode (default, reduce-overhead, max-autotune...).")
@@ -175,8 +192,10 @@ def bench(
     min_time: float,
     max_time: float,
     case_timeout: float,
+    build_timeout: float,
     input_sets: int,
     inputs: tuple[str, ...],
+    data: str | None,
     option: tuple[str, ...],
     compile_mode: str | None,
     ort_opt_level: str | None,
@@ -233,22 +252,26 @@ def bench(
             parse_fraction(target_ci, "--target-ci"),
             rounds,
             not no_interleave,
+            build_timeout,
         )
+        shapes, values = parse_input_flags(inputs)
         request = BenchRequest(
             models=tuple(split_values(models)),
             backends=tuple(split_values(backend)),
             fallback=tuple(tuple(split_values([chain])) for chain in fallback),
-            batch=tuple(parse_positive_ints(batch or ["1,16"], "--batch")),
+            batch=tuple(parse_positive_ints(batch, "--batch")),  # none: 1,16, or the batch the model fixes
             precision=tuple(split_values(precision)),
             shape_mode=tuple(split_values(shape_mode)),
             streams=tuple(parse_positive_ints(streams, "--streams")),
             threads=threads,
-            inputs=tuple(parse_input_override(text) for text in inputs or ()),
+            inputs=shapes,
             options=parse_options([*flag_options, *option]),
             dynamic=_sizes(dynamic, "--dynamic"),
             buckets=_sizes(buckets, "--buckets"),
             seq_len=seq_len,
             settings=settings,
+            data=data,
+            input_values=values,
         )
         matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]

@@ -17,7 +17,14 @@ from rich.table import Table
 
 from infermeter.cli.common import stderr, stdout
 from infermeter.interrupts import Terminated
-from infermeter.report.summary import NUMERIC_COLUMNS, PER_SHAPE_COLUMNS, SummaryTable, group_warnings, per_shape_rows
+from infermeter.report.coldstart import COLD_START_PHASE_COLUMNS
+from infermeter.report.summary import (
+    NUMERIC_COLUMNS,
+    PER_SHAPE_COLUMNS,
+    SummaryTable,
+    group_warnings,
+    per_shape_rows,
+)
 from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
@@ -28,10 +35,7 @@ CONSOLE_NUMERIC_COLUMNS = NUMERIC_COLUMNS | {
     "streams",
     "runs",
     "process s",
-    "import s",
-    "convert s",
-    "compile s",
-    "session s",
+    *COLD_START_PHASE_COLUMNS,
     "first ms",
     "to first result s",
 }

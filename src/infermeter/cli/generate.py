@@ -18,6 +18,7 @@ from rich.table import Table
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
+from infermeter.results.records import Distribution, GenerationCase, GenerationSummary, GgufQuality, read_record
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 
@@ -25,9 +26,38 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _dist(summary: dict[str, Any], key: str, stat: str) -> Any:
-    entry = summary.get(key)
-    return entry.get(stat) if entry else None
+def _p50_p99(dist: Distribution | None) -> str:
+    return f"{_fmt(dist.p50 if dist else None, 2)} / {_fmt(dist.p99 if dist else None, 2)}"
+
+
+def _generation_row(result: CaseResult, label: str) -> list[str]:
+    """A case's cells under `generation_table`'s columns, from its generation records."""
+    gen = read_record(result, GenerationSummary)
+    requests = read_record(result, GenerationCase)
+    quality = read_record(result, GgufQuality)
+    concurrency = requests.concurrency if requests else None
+    name = quality.gguf_level if quality else str(concurrency or result.backend)
+    if label == "backend" and result.batch > 1:
+        name += f" ×{result.batch}"
+    size = quality.size_on_disk_mb if quality else requests.model_size_mb if requests else None
+    agree = quality.top1_agreement if quality else None
+    slo_set = gen is not None and (gen.slo.ttft_ms or gen.slo.tpot_ms)
+    return [
+        name,
+        result.status if result.status == "ok" else f"{result.status}: {result.error or ''}"[:160],
+        _p50_p99(gen.ttft_ms if gen else None),
+        _p50_p99(gen.tpot_ms if gen else None),
+        _fmt(gen.e2e_ms.p50 if gen and gen.e2e_ms else None),
+        _fmt(gen.output_tokens_per_s if gen else None),
+        _fmt(gen.requests_per_s if gen else None, 2),
+        _fmt(gen.goodput_rps, 2) if gen and slo_set else "-",
+        _fmt(result.peak_rss_mb, 0),
+        _fmt(result.load_s, 2),
+        _fmt(size, 2),
+        _fmt(quality.perplexity if quality else None, 2),
+        "-" if agree is None else f"{agree:.1%}",
+        ", ".join(f"{k}={v}" for k, v in (gen.errors_by_kind if gen else {}).items()) or "-",
+    ]
 
 
 def generation_table(results: list[CaseResult], title: str, label: str = "backend") -> Table:
@@ -38,30 +68,7 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
     for column in columns:
         table.add_column(column, justify="left" if column in (label, "status", "errors") else "right")
     for result in results:
-        gen = result.extra.get("generate") or {}
-        name = str(result.extra.get("gguf_level") or result.extra.get("concurrency") or result.backend)
-        if label == "backend" and result.batch > 1:
-            name += f" ×{result.batch}"
-        agree = result.extra.get("top1_agreement")
-        size = result.extra.get("size_on_disk_mb") or result.extra.get("model_size_mb")
-        row = [
-            name,
-            result.status if result.status == "ok" else f"{result.status}: {result.error or ''}"[:160],
-            f"{_fmt(_dist(gen, 'ttft_ms', 'p50'), 2)} / {_fmt(_dist(gen, 'ttft_ms', 'p99'), 2)}",
-            f"{_fmt(_dist(gen, 'tpot_ms', 'p50'), 2)} / {_fmt(_dist(gen, 'tpot_ms', 'p99'), 2)}",
-            _fmt(_dist(gen, "e2e_ms", "p50")),
-            _fmt(gen.get("output_tokens_per_s")),
-            _fmt(gen.get("requests_per_s"), 2),
-            _fmt(gen.get("goodput_rps"), 2)
-            if (gen.get("slo") or {}).get("ttft_ms") or (gen.get("slo") or {}).get("tpot_ms")
-            else "-",
-            _fmt(result.peak_rss_mb, 0),
-            _fmt(result.load_s, 2),
-            _fmt(size, 2),
-            _fmt(result.extra.get("perplexity"), 2),
-            "-" if agree is None else f"{agree:.1%}",
-            ", ".join(f"{k}={v}" for k, v in (gen.get("errors_by_kind") or {}).items()) or "-",
-        ]
+        row = _generation_row(result, label)
         table.add_row(*(escape(cell) for cell in row))
     return table
 
@@ -244,7 +251,8 @@ def run_gguf_quantize(
     results = _results_file()
 
     def measured(result: CaseResult) -> None:
-        stderr.print(f"[dim]{escape(str(result.extra.get('gguf_level')))} measured[/dim]")
+        quality = read_record(result, GgufQuality)
+        stderr.print(f"[dim]{escape(quality.gguf_level if quality else result.model)} measured[/dim]")
 
     results.cases = compare_levels(variants, template, None, measured)
     _save(results_path, results)
@@ -297,7 +305,8 @@ def run_openai_load(
     def on_level(result: CaseResult) -> None:
         results.cases.append(result)
         _save(output, results)
-        stderr.print(f"[dim]concurrency {result.extra['concurrency']} done[/dim]")
+        requests = read_record(result, GenerationCase)
+        stderr.print(f"[dim]concurrency {requests.concurrency if requests else '?'} done[/dim]")
 
     run_endpoint_benchmark(settings, on_level)
     title = f"{url}: prompt {prompt_len} words, max {gen_len} tokens"

@@ -95,16 +95,24 @@ def _print_report(report: dict[str, Any], top: int) -> None:
 
 @click.command("inspect")
 @click.argument("model")
-@click.option("--batch", type=int, default=1, show_default=True, help="Batch size the shapes are fixed to.")
+@click.option(
+    "--batch", type=int, help="Batch size the shapes are fixed to (default: 1, or the batch the model fixes)."
+)
 @click.option("--input", "inputs", multiple=True, metavar="NAME:DIMS", help="Shape of an input, e.g. input:1x3x64x64.")
 @click.option("--top", type=int, default=10, show_default=True, help="How many of the heaviest nodes to list.")
 @click.option("--no-ort", is_flag=True, help="Skip ONNX Runtime's optimizer node counts.")
 @click.option("--json", "as_json", is_flag=True, help="The whole report as JSON (every node).")
-def inspect_cmd(model: str, batch: int, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
+def inspect_cmd(model: str, batch: int | None, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
     """Operators, FLOPs and bytes moved, activation memory (naive vs planned) and fusion opportunities of
     MODEL (a built-in model name or an .onnx file) at one batch size / input shape."""
     from infermeter.graph.analysis import inspect_model
 
+    if batch is None:
+        from infermeter.models.inputs import fixed_batch
+        from infermeter.models.spec import resolve_model
+
+        found = fixed_batch(resolve_model(model).inputs)
+        batch = found[1] if found else 1
     if batch <= 0:
         raise UsageError(f"--batch {batch} must be positive")
     overrides = [parse_input_override(text) for text in inputs]

@@ -27,6 +27,7 @@ from infermeter.optimize.request import (
     DEVICES,
     THROUGHPUT_BATCHES,
 )
+from infermeter.results.records import Accuracy, ParityRecord, read_record
 
 EXIT_NO_PICK = 3
 
@@ -72,12 +73,25 @@ class LiveView:
         base = self.baseline_p50.get(result.batch)
         if base and step != "baseline":
             parts.append(f"[bold]{base / p50:.2f}x[/] vs baseline")
-        parity = result.extra.get("parity")
-        if isinstance(parity, dict):
-            parts.append("parity [green]pass[/]" if parity.get("passed") else "parity [red]FAIL[/]")
+        parity = read_record(result, ParityRecord)
+        if parity is not None:
+            parts.append("parity [green]pass[/]" if parity.passed else "parity [red]FAIL[/]")
         if text:
             parts.append(f"[dim]{text}[/]")
         stderr.print(f"  [green]✓[/] {label}: " + ", ".join(parts), soft_wrap=True)
+
+
+def _default_batches(model: str, objective: str) -> list[int]:
+    """The batches without --batch: 1 (1, 8, 32 for throughput), or the batch the model fixes, said in a note."""
+    from infermeter.measure.request import default_batches
+    from infermeter.models.spec import resolve_model
+
+    defaults = THROUGHPUT_BATCHES if objective == "throughput" else (1,)
+
+    def note(text: str) -> None:
+        stderr.print(escape(f"note: {text}"), soft_wrap=True)
+
+    return list(default_batches([resolve_model(model)], note, defaults=defaults))
 
 
 def _print_outcome(outcome: object) -> None:
@@ -92,8 +106,8 @@ def _print_outcome(outcome: object) -> None:
         for column in ("#", "configuration", "measured", "accuracy"):
             table.add_column(column)
         for rank, case in enumerate(advice.ranked[:8], 1):
-            acc = case.extra.get("accuracy")
-            acc_text = f"drop {acc['drop_pct']:.2f}" if isinstance(acc, dict) else "—"
+            acc = read_record(case, Accuracy)
+            acc_text = f"drop {acc.drop_pct:.2f}" if acc else "—"
             table.add_row(str(rank), escape(case_label(case)), escape(describe(case)), acc_text)
         stdout.print(table)
     for line in outcome.explanation:
@@ -178,7 +192,7 @@ def optimize(
     require_positive(threads, "--threads", allow_zero=True)
     require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(budget_minutes, "--budget-minutes")
-    batches = parse_positive_ints(batch, "--batch") or (list(THROUGHPUT_BATCHES) if objective == "throughput" else [1])
+    batches = parse_positive_ints(batch, "--batch") or _default_batches(model, objective)
     chosen = split_values(backends)
     unknown = [name for name in chosen if name not in backend_names()]
     if unknown:

@@ -14,7 +14,7 @@ from rich.table import Table
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case
 from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.inputs import Feeds, parse_input_override
+from infermeter.models.inputs import Feeds, parse_input_override, shared_dim_conflicts
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import ParityRecord, Tolerance
 from infermeter.results.schema import now_iso
@@ -188,6 +188,8 @@ def parity(
         source = f"{data} ({len(feed_sets)} batch(es))"
     else:
         batch = batch or 1
+        for warning in shared_dim_conflicts(spec.inputs, overrides):
+            stderr.print(escape(f"warning: {warning}"), soft_wrap=True)
         feed_sets = random_feeds(spec, batch, overrides, samples, seed)
         shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
         source = f"random × {samples} (seed {seed})"

@@ -20,8 +20,9 @@ from infermeter.errors import UsageError
 PLAN_PARAMS = (
     "models", "backend", "fallback", "batch", "precision", "shape_mode", "dynamic", "buckets", "seq_len",
     "streams", "threads", "warmup", "iterations", "target_ci", "rounds", "no_interleave", "min_time", "max_time",
-    "case_timeout", "input_sets", "inputs", "option", "compile_mode", "ort_opt_level", "ov_hint", "check_parity",
-    "seed", "cold_start", "no_isolation",
+    "case_timeout", "build_timeout", "input_sets", "inputs", "data", "option", "compile_mode", "ort_opt_level",
+    "ov_hint",
+    "check_parity", "seed", "cold_start", "no_isolation",
 )  # fmt: skip
 
 

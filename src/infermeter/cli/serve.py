@@ -14,7 +14,7 @@ from rich.markup import escape
 from infermeter.case import PRECISIONS
 from infermeter.cli.common import parse_options, require_positive, split_values, stderr
 from infermeter.errors import UsageError
-from infermeter.models.inputs import parse_input_override
+from infermeter.models.feeds_data import parse_input_flags
 
 
 def serve_options(function: click.decorators.FC) -> click.decorators.FC:
@@ -23,7 +23,13 @@ def serve_options(function: click.decorators.FC) -> click.decorators.FC:
     decorators = [
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
         click.option("--threads", type=int, default=0, help="Intra-op threads in total, split across workers."),
-        click.option("--input", "inputs", multiple=True, help="A dynamic input's shape for warm-up: NAME:1x128."),
+        click.option(
+            "--input",
+            "inputs",
+            multiple=True,
+            help="A dynamic input's shape for warm-up, NAME:1x128, or a constant a request may omit, NAME=VALUE.",
+        ),
+        click.option("--data", help="Real samples (.npz, folder of .npy or images, file.py:function) to warm up on."),
         click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (e.g. null.latency_ms=5)."),
         click.option(
             "--buckets",
@@ -43,8 +49,9 @@ BACKEND_OPTION = click.option(
 
 
 def _is_deploy_folder(model: str) -> bool:
-    """True when MODEL is a folder (an optimize output, judged by its deploy.json when it is read)."""
-    return Path(model).is_dir()
+    """True when MODEL is a folder (an optimize output, judged by its deploy.json when it is read) and not a
+    Hugging Face model folder (config.json and weights), which is served as a model."""
+    return Path(model).is_dir() and not (Path(model) / "config.json").is_file()
 
 
 def _from_repository(
@@ -83,6 +90,25 @@ def _from_repository(
     )
 
 
+def _max_batch_for(model: str, max_batch: int) -> int:
+    """--max-batch bounded by the batch the model fixes: a model exported with batch 1 runs one row per batch,
+    whatever the batcher could gather (a note says so; a request with more rows gets a 400 that says why)."""
+    from infermeter.models.inputs import fixed_batch
+    from infermeter.models.spec import resolve_model
+
+    found = fixed_batch(resolve_model(model).inputs)
+    if found is None or found[1] == max_batch:
+        return max_batch
+    name, size = found
+    stderr.print(
+        escape(
+            f"note: {model} fixes its batch at {size} (input {name!r}): batches of {size}, not --max-batch {max_batch}"
+        ),
+        soft_wrap=True,
+    )
+    return size
+
+
 @click.command("serve")
 @click.argument("model")
 @click.option("--backend", "-b", help="Backend to serve with (required unless MODEL is an optimize output folder).")
@@ -108,6 +134,7 @@ def serve(
     precision: str,
     threads: int,
     inputs: tuple[str, ...],
+    data: str | None,
     option: tuple[str, ...],
     buckets: tuple[str, ...],
     max_queue: int,
@@ -163,6 +190,7 @@ def serve(
     if backend is None:
         raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")
     require_positive(max_batch, "--max-batch")
+    max_batch = _max_batch_for(model, max_batch)
     require_positive(max_delay_ms, "--max-delay-ms", allow_zero=True)
     require_positive(workers, "--workers")
     require_positive(max_queue, "--max-queue")
@@ -170,6 +198,7 @@ def serve(
     require_positive(threads, "--threads", allow_zero=True)
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} must be between 0 and 65535")
+    shapes, values = parse_input_flags(split_values(inputs))
     config = ServeConfig(
         model=model,
         backend=backend,
@@ -181,10 +210,12 @@ def serve(
         max_queue=max_queue,
         threads=threads,
         options=parse_options(option),
-        input_shapes=tuple(parse_input_override(text) for text in split_values(inputs)),
+        input_shapes=shapes,
         name=name,
         api_key=api_key or os.environ.get(API_KEY_VARIABLE) or None,
         max_body_mb=max_body_mb,
+        data=data,
+        input_values=values,
     )
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 

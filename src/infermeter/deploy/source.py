@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UsageError
+from infermeter.results.records import LoadRecord, TunePoint, read_record
 from infermeter.results.schema import CaseResult
 
 
@@ -136,13 +137,12 @@ def load_point(path: Path) -> LoadPoint:
     """The best point of a `load -o` / `tune-batching -o` results file: the tune-batching pick when marked,
     else the valid run with the highest throughput. Its server settings were read from the served model."""
     results = _read_results(path)
-    runs = [c for c in results.cases if isinstance(c.extra.get("load"), dict) and c.ok]
-    picked = [c for c in runs if c.extra.get("tune", {}).get("pick")]
-    valid = picked or [c for c in runs if c.extra["load"].get("valid")]
+    runs = [(c, load) for c in results.cases if c.ok and (load := read_record(c, LoadRecord)) is not None]
+    picked = [(c, load) for c, load in runs if (tune := read_record(c, TunePoint)) is not None and tune.pick]
+    valid = picked or [(c, load) for c, load in runs if load.valid]
     if not valid:
         raise UsageError(f"{path} holds no valid load run (every run missed its SLO or failed); nothing to deploy")
-    best = max(valid, key=lambda c: c.throughput or 0.0)
-    load = best.extra["load"]
+    best, load = max(valid, key=lambda run: run[0].throughput or 0.0)
     try:
         batch = int(best.options["serve.max_batch"])
         delay = float(best.options["serve.max_delay_ms"])
@@ -158,8 +158,8 @@ def load_point(path: Path) -> LoadPoint:
         max_batch=Figure(batch, f"{where}: served with max-batch {batch}"),
         max_delay_ms=Figure(delay, f"{where}: served with max-delay {delay:g} ms"),
         workers=Figure(workers, f"{where}: served with {workers} worker(s)"),
-        concurrency=load.get("concurrency"),
-        qps=load.get("target_qps"),
+        concurrency=load.concurrency,
+        qps=load.target_qps,
     )
 
 
@@ -189,7 +189,7 @@ def _from_optimize(folder: Path, which: str) -> _Found:
 
 def _from_results(path: Path, case_id: str | None) -> _Found:
     results = _read_results(path)
-    ok = [c for c in results.cases if c.ok and "load" not in c.extra]
+    ok = [c for c in results.cases if c.ok and read_record(c, LoadRecord) is None]
     if case_id is None:
         if len(ok) != 1:
             ids = ", ".join(c.id for c in ok) or "none"

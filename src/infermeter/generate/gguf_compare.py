@@ -16,8 +16,10 @@ from infermeter.generate.gguf_quant import quantized_gguf
 from infermeter.generate.metrics import SLO
 from infermeter.generate.models import TINY, gguf_from_hf, resolve_gguf, resolve_hf_folder, tiny_llama_folder
 from infermeter.generate.quality import NextTokenScores, agreement, score_worker
-from infermeter.generate.runner import run_generate_isolated, run_in_worker
+from infermeter.generate.runner import run_generate_isolated
 from infermeter.generate.tinyllama import corpus_text
+from infermeter.measure.isolation import run_in_worker
+from infermeter.results.records import GgufQuality, read_record, write_record
 from infermeter.results.schema import CaseResult
 
 REFERENCE_LEVEL = "f16"
@@ -83,21 +85,22 @@ def compare_levels(
     for variant in variants:
         case = replace(template, model=str(variant.path), backend="llama-cpp")
         result = run_generate_isolated(case, slo)
-        result.extra["gguf_level"] = variant.level
-        result.extra["size_on_disk_mb"] = variant.size_mb
+        quality = GgufQuality(variant.level, variant.size_mb)
         try:
             scores[variant.level] = score_variant(variant.path, template.threads, template.timeout_s)
-            result.extra["perplexity"] = scores[variant.level].perplexity
-            result.extra["scored_tokens"] = len(scores[variant.level].nll)
+            quality = replace(quality, perplexity=scores[variant.level].perplexity)
+            quality = replace(quality, scored_tokens=len(scores[variant.level].nll))
         except ModelError as exc:
             result.notes.append(f"quality not measured: {exc}")
+        write_record(result, quality)
         results.append(result)
         if on_result:
             on_result(result)
     reference = REFERENCE_LEVEL if REFERENCE_LEVEL in scores else next(iter(scores), None)
     for result in results:
-        level = result.extra["gguf_level"]
-        if reference is not None and level in scores:
-            result.extra["top1_agreement"] = agreement(scores[level], scores[reference])
-            result.extra["agreement_reference"] = reference
+        measured = read_record(result, GgufQuality)
+        assert measured is not None  # written above
+        if reference is not None and measured.gguf_level in scores:
+            top1 = agreement(scores[measured.gguf_level], scores[reference])
+            write_record(result, replace(measured, top1_agreement=top1, agreement_reference=reference))
     return results

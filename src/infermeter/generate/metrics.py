@@ -26,9 +26,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+# The summary's records (stored in a case's `generate` field), importable from here as before records.
+from infermeter.results.records.generate import SLO as SLO
+from infermeter.results.records.generate import Distribution, GenerationSummary
 from infermeter.stats import percentile
 
 
@@ -102,19 +104,6 @@ def request_metrics(timing: RequestTiming) -> RequestMetrics:
     )
 
 
-@dataclass(frozen=True)
-class Distribution:
-    """P50/P99 and friends of one metric over requests (linear-interpolated percentiles, infermeter.stats)."""
-
-    p50: float
-    p90: float
-    p99: float
-    mean: float
-    min: float
-    max: float
-    count: int
-
-
 def distribution(values: Sequence[float]) -> Distribution | None:
     """The distribution of `values`, or None when there are none."""
     if not values:
@@ -128,47 +117,6 @@ def distribution(values: Sequence[float]) -> Distribution | None:
         max=max(values),
         count=len(values),
     )
-
-
-@dataclass(frozen=True)
-class SLO:
-    """A service-level objective for goodput; a None bound is not checked."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-
-    def met_by(self, metrics: RequestMetrics) -> bool:
-        """True when `metrics` satisfies every bound that is set."""
-        if self.ttft_ms is not None and metrics.ttft_ms > self.ttft_ms:
-            return False
-        return not (self.tpot_ms is not None and metrics.tpot_ms is not None and metrics.tpot_ms > self.tpot_ms)
-
-
-@dataclass(frozen=True)
-class GenerationSummary:
-    """Everything derived from a set of requests run together (one case, or one concurrency level)."""
-
-    requests: int
-    succeeded: int
-    failed: int
-    errors_by_kind: dict[str, int]
-    wall_s: float
-    requests_per_s: float
-    output_tokens: int
-    prompt_tokens: int
-    output_tokens_per_s: float
-    ttft_ms: Distribution | None
-    tpot_ms: Distribution | None
-    itl_ms: Distribution | None
-    e2e_ms: Distribution | None
-    tokens_per_s_per_request: Distribution | None
-    slo: SLO = field(default_factory=SLO)
-    slo_met: int = 0
-    goodput_rps: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (goes into CaseResult.extra["generate"])."""
-        return asdict(self)
 
 
 def summarize(timings: Sequence[RequestTiming], slo: SLO | None = None) -> GenerationSummary:

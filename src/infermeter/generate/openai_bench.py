@@ -23,6 +23,8 @@ from typing import Any
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO, GenerationSummary, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
+from infermeter.results.records import GenerationCase, write_record
+from infermeter.results.records.generate import THROUGHPUT_UNIT
 from infermeter.results.schema import CaseResult
 from infermeter.stats import latency_stats
 
@@ -195,7 +197,8 @@ async def run_level(settings: EndpointSettings, concurrency: int) -> list[Reques
 
 
 def level_result(settings: EndpointSettings, concurrency: int, timings: list[RequestTiming]) -> CaseResult:
-    """A `CaseResult` for one level: E2E latency stats in the core fields, the rest in extra["generate"]."""
+    """A `CaseResult` for one level: E2E latency stats in the core fields, the generation metrics in its
+    `GenerationSummary` record."""
     summary: GenerationSummary = summarize(timings, settings.slo)
     identity = f"{settings.endpoint()}|{settings.model}|{settings.api}|{settings.prompt_len}|{settings.gen_len}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
@@ -217,20 +220,20 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         input_shapes={"prompt_words": [settings.prompt_len]},
         isolated=False,
         duration_s=summary.wall_s,
-        extra={
-            "task": "generate",
-            "concurrency": concurrency,
-            "prompt_len": settings.prompt_len,
-            "gen_len": settings.gen_len,
-            "generate": summary.to_dict(),
-            "throughput_unit": "output tokens/s",
-        },
     )
     # A server may end a stream early without an error (llama-cpp-python's server interrupts a stream when the
     # next request arrives, unless started with --interrupt_requests False): count it so that tokens/s is read
     # with that in mind.
     short = sum(1 for t in ok if t.output_tokens < settings.gen_len)
-    result.extra["short_outputs"] = short
+    requests = GenerationCase(
+        settings.prompt_len,
+        settings.gen_len,
+        throughput_unit=THROUGHPUT_UNIT,
+        concurrency=concurrency,
+        short_outputs=short,
+    )
+    write_record(result, requests)
+    write_record(result, summary)
     if short:
         result.notes.append(
             f"{short} of {len(ok)} streams ended before {settings.gen_len} tokens (EOS, a stop, or the server "

@@ -1,19 +1,18 @@
-"""Running generation cases: the timed driver, and each case in its own worker process like the core does.
+"""Running generation cases: the timed driver, and each case in its own worker process (`measure.isolation`).
 
 The driver owns the clock: it reads it before a request, in each `on_token()` callback and after the
 backend returns. Warm-up requests run first and are not counted; the first of them is kept as the cold
-figure. A case's result is a core `CaseResult` with the generation metrics in `extra["generate"]`.
+figure. A case's result is a core `CaseResult` with the generation metrics in a `GenerationSummary` record and
+what the requests were in a `GenerationCase` record (`results.records`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
-import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 
 import psutil
 
@@ -23,7 +22,9 @@ from infermeter.generate.backends.base import GenerateCase, GenerationSession
 from infermeter.generate.metrics import SLO, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
 from infermeter.measure.execute import now_iso, peak_rss_mb, record_failure
-from infermeter.measure.worker import THREAD_VARIABLES
+from infermeter.measure.isolation import die_with_parent, run_in_worker, set_thread_environment
+from infermeter.results.records import GenerationCase, write_record
+from infermeter.results.records.generate import THROUGHPUT_UNIT
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
 from infermeter.stats import assess_run, latency_stats
 
@@ -57,7 +58,7 @@ def prompt_ids_for(session: GenerationSession, prompt_len: int) -> list[int]:
 def blank_generate_result(case: GenerateCase, status: str, error: str | None = None) -> CaseResult:
     """A result with the case's controlled variables and a status."""
     backend = get_generation_backend(case.backend)
-    return CaseResult(
+    result = CaseResult(
         id=case.id,
         model=case.model,
         backend=case.backend,
@@ -73,8 +74,9 @@ def blank_generate_result(case: GenerateCase, status: str, error: str | None = N
         options=dict(case.options),
         input_shapes={"prompt": [case.batch, case.prompt_len]},
         started=now_iso(),
-        extra={"task": "generate", "prompt_len": case.prompt_len, "gen_len": case.gen_len},
     )
+    write_record(result, GenerationCase(case.prompt_len, case.gen_len))
+    return result
 
 
 def unavailable_reason(case: GenerateCase) -> str | None:
@@ -137,16 +139,16 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
         else w
         for w in result.warnings
     ]
-    result.extra["generate"] = summary.to_dict()
-    result.extra["model_size_mb"] = size_mb
-    result.extra["throughput_unit"] = "output tokens/s"
+    write_record(result, summary)
+    requests = GenerationCase(case.prompt_len, case.gen_len, throughput_unit=THROUGHPUT_UNIT, model_size_mb=size_mb)
+    write_record(result, requests)
     return result
 
 
 def _child_main(conn: multiprocessing.connection.Connection, case: GenerateCase, slo: SLO | None) -> None:
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for variable in THREAD_VARIABLES:
-        os.environ[variable] = str(case.threads)
+    set_thread_environment(case.threads)
     try:
         conn.send(("result", case_to_dict(execute_generate_case(case, slo))))
     except BaseException as exc:
@@ -160,46 +162,8 @@ def run_generate_isolated(case: GenerateCase, slo: SLO | None = None) -> CaseRes
     reason = unavailable_reason(case)
     if reason:
         return blank_generate_result(case, "unavailable", reason)
-    outcome = run_in_worker(_child_main, (case, slo), case.timeout_s)
-    kind, payload = outcome
+    kind, payload = run_in_worker(_child_main, (case, slo), case.timeout_s)
     if kind == "result":
         return case_from_dict(payload)
     status = {"timeout": "timeout", "crashed": "crashed"}.get(kind, "failed")
     return blank_generate_result(case, status, str(payload))
-
-
-def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
-    """Run `target(conn, *args)` in a spawned process that sends one ("result"|"error", payload) message.
-
-    Returns that message, ("timeout", reason) or ("crashed", reason). The same pattern as
-    `infermeter.measure.worker.run_isolated`, for workers that are not core cases.
-    """
-    context = multiprocessing.get_context("spawn")
-    parent_conn, child_conn = context.Pipe(duplex=False)
-    process = context.Process(target=target, args=(child_conn, *args), daemon=True)
-    process.start()
-    child_conn.close()
-    try:
-        if parent_conn.poll(timeout_s):
-            try:
-                message: tuple[str, Any] = parent_conn.recv()
-            except EOFError:
-                message = ("crashed", "")
-        else:
-            message = ("timeout", f"no result within {timeout_s:g} s; the worker was killed")
-    except BaseException:
-        process.kill()
-        process.join()
-        raise
-    process.join(timeout=5)
-    if process.is_alive():
-        process.kill()
-        process.join()
-    if message[0] == "crashed":
-        code = process.exitcode or 0
-        try:
-            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        except ValueError:
-            how = f"was killed by signal {-code}"
-        message = ("crashed", f"the worker process {how} before reporting a result")
-    return message

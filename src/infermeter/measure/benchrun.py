@@ -202,7 +202,9 @@ def _run_plan(sweep: Sweep, display: BenchDisplay) -> SpeedTrace:
     trace.read()
     try:
         with terminate_as_interrupt(), display.progress(len(sweep.items)) as on_event:
-            run_sweep(sweep.items, results, path, isolate=sweep.plan.isolate, on_event=on_event, trace=trace)
+            run_sweep(
+                sweep.items, results, path, sweep.plan.isolate, on_event, trace, build_first=not sweep.plan.cold_start
+            )
         trace.read()
         results.extra["machine_speed"] = trace.to_dict()
         _save(path, results)

@@ -15,18 +15,22 @@ from typing import Any
 import numpy as np
 import psutil
 
+from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
-from infermeter.errors import InfermeterError
+from infermeter.errors import InfermeterError, describe_exception
+from infermeter.measure.build import build_artifact, discard_private, load_session
+from infermeter.measure.int8_record import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.stoprule import Burst, StopState, max_time_warning, run_until_stopped
 from infermeter.measure.streams import run_streams
-from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
+from infermeter.models.inputs import Feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
+from infermeter.results.records import Int8Run, write_record
 from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
 from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
 
@@ -59,15 +63,14 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
 
 
 def record_failure(result: CaseResult, exc: Exception) -> None:
-    """Mark `result` failed by `exc`: our own errors keep their message; a framework's exception keeps its type
-    and first line, with the traceback in the notes."""
+    """Mark `result` failed by `exc`: our own errors keep their message, a framework's exception its type and the
+    line(s) that say why (`errors.describe_exception`). The whole text stays in the notes: the traceback of a
+    framework's exception, or of the engine's exception that one of our errors wraps (`raise ... from exc`)."""
     result.status = "failed"
-    if isinstance(exc, InfermeterError):
-        result.error = str(exc)
-        return
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    result.error = f"{type(exc).__name__}: {first_line}"
-    result.notes.append(traceback.format_exc(limit=8))
+    result.error = describe_exception(exc)
+    cause = exc.__cause__
+    if not isinstance(exc, InfermeterError) or (cause is not None and not isinstance(cause, InfermeterError)):
+        result.notes.append("".join(traceback.format_exception(exc, limit=8)))
 
 
 def unavailable_reason(spec: ModelSpec, case: Case) -> str | None:
@@ -93,35 +96,23 @@ def peak_rss_mb() -> float:
 
 
 def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoint], dict[str, tuple[int, ...]]]:
-    """Input sets for the loop; in a dynamic run, one set per shape point (rotated so shapes interleave)."""
+    """Input sets for the loop: the case's data batched (`--data`), or generated; constant inputs set (`--input
+    NAME=VALUE`). In a dynamic run, one set per shape point (rotated so shapes interleave)."""
+    from infermeter.models.feeds_data import case_feed_sets, generated_feed_sets
+
     settings = case.settings
-    shapes = resolve_shapes(spec.inputs, case.batch, case.input_shapes)
     if case.shape_mode != "dynamic" or not case.dynamic:
-        return generate_feeds(spec.inputs, shapes, settings.input_sets, settings.seed), [], shapes
+        sets = case_feed_sets(spec.inputs, case, settings.input_sets, settings.seed)
+        return sets, [], {name: tuple(array.shape) for name, array in sets[0].items()}
+    shapes = resolve_shapes(spec.inputs, case.batch, case.input_shapes)
     points = plan_shapes(spec.inputs, case.batch, case.input_shapes, case.dynamic, case.buckets, settings.seed)
     sets = []
     for index, point in enumerate(points):
-        feeds = generate_feeds(spec.inputs, asked_shapes(spec.inputs, point), 1, settings.seed + index)[0]
-        sets.append(pad_feeds(spec.inputs, feeds, point))
+        feeds = generated_feed_sets(
+            spec.inputs, case.input_values, asked_shapes(spec.inputs, point), 1, settings.seed + index
+        )
+        sets.append(pad_feeds(spec.inputs, feeds[0], point))
     return sets, points, shapes
-
-
-def _int8_model(spec: ModelSpec, case: Case, result: CaseResult) -> tuple[ModelSpec, list[CaseWarning]]:
-    """For `--precision int8` on a float model and a backend that runs QDQ graphs: the model quantized on the fly
-    (static QDQ, cached), with a `random_calibration` warning unless `quantize.calib` named real data."""
-    backend = get_backend(case.backend)
-    if case.precision != "int8" or not backend.quantizes_on_the_fly:
-        return spec, []
-    from infermeter.backends.onnxruntime import onnx_graph_precision
-    from infermeter.models.convert import onnx_for
-    from infermeter.models.spec import resolve_model
-    from infermeter.quantize.onthefly import quantize_on_the_fly
-
-    if onnx_graph_precision(str(onnx_for(spec).path)) == "int8":
-        return spec, []
-    built = quantize_on_the_fly(spec, case)
-    result.notes.append(f"int8: quantized on the fly to {built.path}")
-    return resolve_model(str(built.path)), list(built.warnings)
 
 
 def _per_shape(
@@ -159,11 +150,14 @@ class CaseRunner:
     the first inference, warm up), `burst` (one timed burst; as many as the stop rule or the interleaving asks),
     and `finish` (parity check, statistics, warnings). The isolated worker and `execute_case` both run this."""
 
-    def __init__(self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> None:
-        self.spec, self.case = spec, case
+    def __init__(
+        self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
+    ) -> None:
+        self.spec, self.case, self.artifact = spec, case, artifact
         self.phase = on_phase or (lambda _name: None)
         self.result = blank_result(spec, case, "ok")
         self.session: Session | None = None
+        self.int8: Int8Run | None = None
         self.prepared: list[Any] = []
         self.points: list[ShapePoint] = []
         self.samples_ns: list[int] = []
@@ -186,17 +180,13 @@ class CaseRunner:
             feed_sets, self.points, shapes = _feed_sets(spec, case)
             result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
             result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+            self._build()
             self.phase("loading")
             load_start = time.perf_counter()
-            model, quantize_warnings = _int8_model(spec, case, result)
-            quantized = time.perf_counter()
-            self.session = get_backend(case.backend)().load(model, case)
+            self.session = load_session(spec, case, self.artifact)
             result.load_s = time.perf_counter() - load_start
             result.load_phases_s = dict(self.session.load_phases_s)
-            if model is not spec:
-                result.load_phases_s["quantize_s"] = quantized - load_start
-            result.warnings.extend(quantize_warnings)
-            result.notes = list(self.session.notes)
+            result.notes = list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
             result.cache_hit = self.session.cache_hit
             self.prepared = [self.session.prepare(feeds) for feeds in feed_sets]
             # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.
@@ -208,6 +198,9 @@ class CaseRunner:
             result.warmup_ms = [ns / 1e6 for ns in warmup_ns]
             result.warmup_iterations = len(warmup_ns)
             result.precision_effective = self.session.effective_precision()
+            if case.precision == "int8":
+                self.int8 = int8_run(case, self.artifact, self.session)
+                result.notes.append(f"int8: {self.int8.label()}")
         except Exception as exc:
             record_failure(result, exc)
             self.close()
@@ -216,6 +209,16 @@ class CaseRunner:
             self._sampler = RssSampler().__enter__()
         self.phase("measuring")
         return True
+
+    def _build(self) -> None:
+        """The case's artifact: the one the build stage made, else built here (in-process runs, `cache=off`),
+        recorded apart from the load with its cache state and phases."""
+        if self.artifact is None:
+            self.phase("building")
+            self.artifact = build_artifact(self.spec, self.case)
+        if self.artifact is not None:
+            self.result.build = self.artifact
+            self.result.warnings += [CaseWarning(code, message) for code, message in self.artifact.warnings]
 
     def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
         """One timed burst (`min_iterations` and `min_s` seconds, or `max_s` seconds), with the CPU accounting
@@ -260,6 +263,10 @@ class CaseRunner:
 
                 self.phase("parity check")
                 result.extra["parity"] = check_case_parity(self.spec, self.case, session=self.session)
+            if self.int8 is not None and result.status == "ok":
+                self.phase("int8 profile")
+                self.int8 = with_profile(self.int8, self.spec, self.case, self.artifact, self.prepared[0])
+                write_record(result, self.int8)
         except Exception as exc:
             record_failure(result, exc)
         finally:
@@ -285,12 +292,15 @@ class CaseRunner:
         if self.session is not None:
             self.session.close()
             self.session = None
+        discard_private(self.artifact)
 
 
-def execute_case(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
-    """Load, warm up and measure `case` in this process until the stop rule. Framework errors become a `failed`
-    result."""
-    runner = CaseRunner(spec, case, on_phase)
+def execute_case(
+    spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
+) -> CaseResult:
+    """Load (from `artifact`, else built here), warm up and measure `case` in this process until the stop rule.
+    Framework errors become a `failed` result."""
+    runner = CaseRunner(spec, case, on_phase, artifact)
     if not runner.load():
         return runner.result
     try:

@@ -19,16 +19,17 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from infermeter.case import Case
+from infermeter.measure.build import BuildOutcome
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.measure.stoprule import BurstLog, StopState
-from infermeter.measure.worker import CaseWorker, WorkerEnded, blank_result, unavailable_reason
+from infermeter.measure.worker import CaseWorker, WorkerEnded, built_artifact, unrunnable_result
 from infermeter.results.schema import CaseResult, PairedSpeedup
 
 # Thread pools spin for a while after their work ends (OpenMP's block time, ONNX Runtime's spinning: about 50 ms
@@ -99,20 +100,20 @@ def attach_paired(results: Sequence[CaseResult]) -> None:
         case.paired = paired_speedup(base.rounds_p50_ms[:count], case.rounds_p50_ms[:count], base.id)
 
 
-def _load(index: int, item: PlanItem, on_phase: PhaseFn) -> tuple[Arm | None, CaseResult | None, dict[str, str]]:
+def _load(
+    index: int, item: PlanItem, on_phase: PhaseFn, builds: Mapping[str, BuildOutcome]
+) -> tuple[Arm | None, CaseResult | None, dict[str, str]]:
     """Start the item's chain until one case loads: (arm, None, skipped) or (None, last result, skipped)."""
     skipped: dict[str, str] = {}
     result: CaseResult | None = None
     for case in item.chain:
-        reason = unavailable_reason(item.spec, case)
-        if reason:
-            result = blank_result(item.spec, case, "unavailable", reason)
-        else:
+        result = unrunnable_result(item.spec, case, builds.get(case.id))
+        if result is None:
 
             def phase(name: str, c: Case = case) -> None:
                 on_phase(index, c, name)
 
-            worker = CaseWorker(item.spec, case, phase)
+            worker = CaseWorker(item.spec, case, phase, built_artifact(builds.get(case.id)))
             result = worker.wait_ready()
             if result is None:
                 return Arm(index, item, case, worker, BurstLog(case.settings), skipped), None, skipped
@@ -169,11 +170,14 @@ def _speedups_precise(live: list[Arm], target: float) -> bool:
 
 
 def run_group(
-    items: Sequence[PlanItem], on_phase: PhaseFn, trace: SpeedTrace | None = None
+    items: Sequence[PlanItem],
+    on_phase: PhaseFn,
+    trace: SpeedTrace | None = None,
+    builds: Mapping[str, BuildOutcome] | None = None,
 ) -> tuple[list[tuple[PlanItem, CaseResult, dict[str, str]]], str | None]:
-    """Load every item's case, time them in interleaved rounds, finish them: (item, result, skipped backends) in
-    plan order, and None; or ([], reason) when the workers would not fit in memory (nothing measured, all
-    stopped: the caller then runs the group sequentially)."""
+    """Load every item's case (from its artifact in `builds`, by case id), time them in interleaved rounds, finish
+    them: (item, result, skipped backends) in plan order, and None; or ([], reason) when the workers would not fit
+    in memory (nothing measured, all stopped: the caller then runs the group sequentially)."""
     arms: list[Arm] = []
     done: list[tuple[PlanItem, CaseResult, dict[str, str]]] = []
     try:
@@ -182,7 +186,7 @@ def run_group(
                 for arm in arms:
                     arm.worker.kill()
                 return [], "interleaving off for this group: its workers would not fit in the available memory"
-            loaded, failed, skipped = _load(index, item, on_phase)
+            loaded, failed, skipped = _load(index, item, on_phase, builds or {})
             if loaded is not None:
                 arms.append(loaded)
             elif failed is not None:

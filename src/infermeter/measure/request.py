@@ -8,9 +8,9 @@ every value, resolves the models, picks the default backends and returns the `Ma
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from infermeter.case import PRECISIONS, SHAPE_MODES, Case, MeasureSettings
+from infermeter.case import PRECISIONS, SHAPE_MODES, Case, DataSource, MeasureSettings
 from infermeter.checks import check_settings, choose, require_positive, setting_flag
 from infermeter.errors import MissingExtra, UsageError
 from infermeter.extras import no_engine_message, require_torch_form
@@ -19,8 +19,17 @@ from infermeter.models.spec import ModelSpec
 
 Sizes = tuple[tuple[str, tuple[int, ...]], ...]
 
+# The batches a run measures when none is asked for and the models take any.
+DEFAULT_BATCHES = (1, 16)
+
 # The CLI flag of a BenchRequest field, where it is not `--` + the field with dashes.
-_REQUEST_FLAGS = {"models": "MODELS", "backends": "--backend", "inputs": "--input", "options": "--option"}
+_REQUEST_FLAGS = {
+    "models": "MODELS",
+    "backends": "--backend",
+    "inputs": "--input",
+    "input_values": "--input",
+    "options": "--option",
+}
 
 
 def cli_flag(name: str) -> str:
@@ -40,12 +49,13 @@ def keyword(name: str) -> str:
 class BenchRequest:
     """A bench run's matrix as the user gave it, already parsed but not checked. The field names are the API's
     keywords (and, with dashes, the CLI's flags): empty `models` means the default model, empty `backends` and
-    `fallback` every available CPU backend, `threads` 0 the physical cores."""
+    `fallback` every available CPU backend, `threads` 0 the physical cores. `data` names real inputs (`--data`),
+    `input_values` the constant ones (`--input NAME=VALUE`)."""
 
     models: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
     fallback: tuple[tuple[str, ...], ...] = ()
-    batch: tuple[int, ...] = (1, 16)
+    batch: tuple[int, ...] = ()  # none given: DEFAULT_BATCHES, or the batch the models fix (`default_batches`)
     precision: tuple[str, ...] = ("fp32",)
     shape_mode: tuple[str, ...] = ("static",)
     streams: tuple[int, ...] = (1,)
@@ -56,6 +66,8 @@ class BenchRequest:
     buckets: Sizes = ()
     seq_len: int | None = None
     settings: MeasureSettings = field(default_factory=MeasureSettings)
+    data: str | None = None
+    input_values: tuple[tuple[str, str], ...] = ()
 
 
 def backend_chains(
@@ -87,6 +99,34 @@ def backend_chains(
     return chains
 
 
+def default_batches(
+    specs: Sequence[ModelSpec],
+    note: Callable[[str], None],
+    name: Callable[[str], str] = keyword,
+    defaults: tuple[int, ...] = DEFAULT_BATCHES,
+) -> tuple[int, ...]:
+    """The batches of a run that asks for none: `defaults`, or the batch the models fix (a model exported with
+    batch 1 runs batch 1, and `note` says so). Models that fix different batches cannot share one run's batches:
+    UsageError naming each. (`bench` and `optimize` use it; `serve` bounds its --max-batch the same way.)"""
+    from infermeter.models.inputs import fixed_batch
+
+    fixed = {spec.ref: found for spec in specs if (found := fixed_batch(spec.inputs)) is not None}
+    sizes = {size for _, size in fixed.values()}
+    if not sizes:
+        return defaults
+    if len(sizes) > 1:
+        listed = ", ".join(f"{ref} batch {size}" for ref, (_, size) in fixed.items())
+        raise UsageError(f"the models fix different batches ({listed}); bench them apart, or give {name('batch')}")
+    (size,) = sizes
+    ref, (input_name, _) = next(iter(fixed.items()))
+    if defaults != (size,):
+        note(
+            f"{ref} fixes its batch at {size} (input {input_name!r}): running batch {size}, not the default "
+            f"{','.join(map(str, defaults))}"
+        )
+    return (size,)
+
+
 def _check_values(request: BenchRequest, name: Callable[[str], str]) -> None:
     """Every value that needs no model: counts, times, and the choices of precision and shape mode."""
     check_settings(request.settings, name)
@@ -110,8 +150,8 @@ def build_matrix(
 ) -> Matrix:
     """The matrix of `request`, every value checked (UsageError naming it as `name` spells it), the models
     resolved (ModelError), the default model and backends filled in. `note` hears why a default backend is left
-    out."""
-    from infermeter.models.inputs import resolve_shapes
+    out, and the warnings about the inputs (a shared dim given two sizes)."""
+    from infermeter.models.inputs import resolve_shapes, shared_dim_conflicts
     from infermeter.models.spec import resolve_model
     from infermeter.models.zoo import DEFAULT_MODEL
     from infermeter.results.env import default_threads
@@ -121,6 +161,7 @@ def build_matrix(
     chains = backend_chains(request, specs, note)
     # A model defined in PyTorch without torch installed: one line saying what to install or pass, up front.
     require_torch_form(specs, [backend for chain in chains for backend in chain])
+    request = replace(request, batch=request.batch or default_batches(specs, note, name))
     if not (request.precision and request.shape_mode and request.batch and chains and request.streams):
         raise UsageError(
             f"nothing to run: {name('backends')}, {name('batch')}, {name('precision')} and {name('shape_mode')} "
@@ -130,6 +171,11 @@ def build_matrix(
     if len(specs) == 1 or any(input_name not in all_names for input_name, _ in request.inputs):
         # With one model, every input override must name one of its inputs; resolve_shapes says which exist.
         resolve_shapes(specs[0].inputs, request.batch[0], request.inputs)
+    for spec in specs:
+        own = tuple((n, dims) for n, dims in request.inputs if n in {i.name for i in spec.inputs})
+        for warning in shared_dim_conflicts(spec.inputs, own):
+            note(f"warning: {warning}")
+    data, data_shapes = _real_inputs(request, specs, note, name)
     return Matrix(
         models=tuple(specs),
         backends=tuple(chains),
@@ -138,10 +184,51 @@ def build_matrix(
         shape_modes=request.shape_mode,
         streams=request.streams,
         threads=request.threads or default_threads(),
-        input_shapes=request.inputs,
+        input_shapes=request.inputs + data_shapes,
         options=request.options,
         dynamic=request.dynamic,
         buckets=request.buckets,
         seq_len=request.seq_len,
         settings=request.settings,
+        data=data,
+        input_values=request.input_values,
     )
+
+
+def _real_inputs(
+    request: BenchRequest, specs: Sequence[ModelSpec], note: Callable[[str], None], name: Callable[[str], str]
+) -> tuple[DataSource | None, Sizes]:
+    """The constants checked against each model, and the data opened for each (UsageError/InputSpecError before
+    any case runs): its DataSource, the `--input` shapes it sets, and a note when samples are reused."""
+    from infermeter.models.feeds_data import check_input_values, data_note, data_shapes, open_data
+
+    for spec in specs:
+        check_input_values(
+            spec.inputs, _own_values(spec, request.input_values) if len(specs) > 1 else request.input_values
+        )
+    all_names = {i.name for spec in specs for i in spec.inputs}
+    if any(n not in all_names for n, _ in request.input_values):
+        check_input_values(specs[0].inputs, request.input_values)  # names the input no model has
+    if request.data is None:
+        return None, ()
+    if "dynamic" in request.shape_mode:
+        raise UsageError(
+            f"{name('data')} feeds {name('shape_mode')} static (its samples fix the shapes); "
+            f"drop {name('shape_mode')} dynamic or {name('data')}"
+        )
+    source, shapes = None, []
+    for spec in specs:
+        source, samples = open_data(spec.inputs, _own_values(spec, request.input_values), request.data)
+        shapes += [pair for pair in data_shapes(spec.inputs, samples, request.inputs) if pair not in shapes]
+    assert source is not None
+    for batch in request.batch:
+        text = data_note(source, batch, request.settings.input_sets)
+        if text:
+            note(text)
+    return source, tuple(shapes)
+
+
+def _own_values(spec: ModelSpec, values: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The constants that name inputs of `spec` (a sweep of several models may set an input of one of them)."""
+    names = {i.name for i in spec.inputs}
+    return tuple((n, v) for n, v in values if n in names)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes
+from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes, unnamed_dim
 
 MAX_POINTS = 16
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
@@ -61,8 +61,9 @@ def parse_sizes(text: str, flag: str, points: int = 8) -> tuple[str, list[int]]:
 
 
 def symbolic_dims(inputs: Sequence[InputSpec]) -> set[str]:
-    """Every symbolic dim name of the model's inputs (`batch` included)."""
-    return {d for spec in inputs for d in spec.shape if isinstance(d, str)}
+    """Every symbolic dim name of the model's inputs (`batch` included) that names one dim: an exporter's
+    placeholder (`?`, `unk__N`: `unnamed_dim`) stands for unrelated dims, which one `--dynamic` size cannot set."""
+    return {d for spec in inputs for d in spec.shape if isinstance(d, str) and not unnamed_dim(d)}
 
 
 def _apply_dims(
@@ -89,6 +90,11 @@ def plan_shapes(
     """The shapes a dynamic run feeds, in a seeded shuffled order (so that sizes interleave as real traffic does)."""
     known = symbolic_dims(inputs)
     for name, _ in [*dynamic, *buckets]:
+        if unnamed_dim(name):
+            raise InputSpecError(
+                f"--dynamic/--buckets name dim {name!r}, an exporter's placeholder for dims that need not agree; "
+                f"vary a named dim ({', '.join(sorted(known)) or 'the model has none'}), or give sizes with --input"
+            )
         if name not in known:
             raise InputSpecError(
                 f"--dynamic/--buckets name dim {name!r}, but the model's symbolic dims are "

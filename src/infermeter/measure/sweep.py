@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.case import Case
+from infermeter.measure.build import BuildOutcome
+from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.measure.worker import run_in_process, run_isolated
+from infermeter.models.feeds_data import record_inputs
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -44,13 +47,16 @@ def _fallback_record(item: PlanItem, result: CaseResult, skipped: dict[str, str]
 
 
 def _run_sequential(
-    item: PlanItem, runner: Callable[..., CaseResult], on_phase: Callable[[Case, str], None]
+    item: PlanItem,
+    runner: Callable[..., CaseResult],
+    on_phase: Callable[[Case, str], None],
+    builds: Mapping[str, BuildOutcome],
 ) -> tuple[CaseResult, dict[str, str]]:
     """A fallback chain runs its cases in order until one is `ok`: (that result or the last tried, skipped)."""
     skipped: dict[str, str] = {}
     result: CaseResult | None = None
     for case in item.chain:
-        result = runner(item.spec, case, lambda name, c=case: on_phase(c, name))
+        result = runner(item.spec, case, lambda name, c=case: on_phase(c, name), builds.get(case.id))
         if result.ok or case is item.chain[-1]:
             break
         skipped[case.backend] = f"{result.status}: {result.error}"
@@ -65,6 +71,7 @@ def run_sweep(
     isolate: bool = True,
     on_event: Callable[[SweepEvent], None] | None = None,
     trace: SpeedTrace | None = None,
+    build_first: bool = True,
 ) -> ResultsFile:
     """Run every item of `plan` not already in `results`, appending each result and rewriting `path` atomically
     after every case (every group, when interleaved), so that an interruption loses only what is in flight.
@@ -72,7 +79,10 @@ def run_sweep(
     A comparison group of two or more cases runs in interleaved rounds (`measure.interleave`) unless its
     settings say `interleave=False` or isolation is off; otherwise each case runs alone until its stop rule.
     A fallback chain keeps the first of its cases that runs, with `extra["fallback"]` saying which backend ran and
-    why each earlier one did not. `trace` takes machine-speed probe readings between rounds."""
+    why each earlier one did not. `trace` takes machine-speed probe readings between rounds.
+
+    With `build_first` (all but a cold start, which measures the build itself), the build stage makes every
+    artifact the pending cases need before any of them runs (`measure.buildstage`)."""
     emit = on_event or (lambda _event: None)
     done_ids = {c.id for c in results.cases}
     runner = run_isolated if isolate else run_in_process
@@ -81,6 +91,7 @@ def run_sweep(
 
     def record(item: PlanItem, result: CaseResult, skipped: dict[str, str], note: str | None = None) -> None:
         _fallback_record(item, result, skipped)
+        record_inputs(item.case, result)
         if note:
             result.notes.append(note)
         results.cases.append(result)
@@ -89,6 +100,12 @@ def run_sweep(
             write_results(path, results)
         emit(SweepEvent("done", position[id(item)], total, item.case, result=result))
 
+    pending = [item for item in plan if not any(case.id in done_ids for case in item.chain)]
+
+    def build_phase(item: PlanItem, case: Case, name: str) -> None:
+        emit(SweepEvent("phase", position[id(item)], total, case, phase=name))
+
+    builds = run_builds(pending, isolate, build_phase) if build_first else {}
     for group in _groups(plan):
         todo = []
         for item in group:
@@ -102,7 +119,7 @@ def run_sweep(
             def group_phase(index: int, case: Case, name: str, items: list[PlanItem] = todo) -> None:
                 emit(SweepEvent("phase", position[id(items[index])], total, case, phase=name))
 
-            finished, note = run_group(todo, group_phase, trace)
+            finished, note = run_group(todo, group_phase, trace, builds)
             for item, result, skipped in finished:
                 record(item, result, skipped)
             if note is None:
@@ -113,6 +130,6 @@ def run_sweep(
             def on_phase(case: Case, name: str, i: int = position[id(item)]) -> None:
                 emit(SweepEvent("phase", i, total, case, phase=name))
 
-            result, skipped = _run_sequential(item, runner, on_phase)
+            result, skipped = _run_sequential(item, runner, on_phase, builds)
             record(item, result, skipped, note)
     return results

@@ -6,19 +6,14 @@ framework becomes a `crashed` or `timeout` result, and the sweep goes on.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import multiprocessing.connection
-import os
 import signal
-import sys
 import time
-import types
-from collections.abc import Iterator
 from typing import Any
 
+from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
-from infermeter.interrupts import deferred_interrupts
+from infermeter.measure.build import BuildFailure
 from infermeter.measure.execute import (
     CaseRunner,
     PhaseCallback,
@@ -27,6 +22,7 @@ from infermeter.measure.execute import (
     record_failure,
     unavailable_reason,
 )
+from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
 from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
@@ -35,47 +31,34 @@ __all__ = [
     "CaseWorker",
     "PhaseCallback",
     "WorkerEnded",
+    "WorkerGone",
+    "WorkerProcess",
     "blank_result",
+    "build_isolated",
     "execute_case",
     "run_in_process",
     "run_isolated",
     "unavailable_reason",
 ]
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
-
-def _set_thread_environment(threads: int) -> None:
-    # Must happen before any framework is imported: OpenMP reads these once, at start-up.
-    for variable in THREAD_VARIABLES:
-        os.environ[variable] = str(threads)
-
-
-def _die_with_parent() -> None:
-    """Linux: have the kernel kill this worker when its parent dies (even by SIGKILL), so that no orphan keeps
-    burning the CPUs stuck inside a framework's native code. Elsewhere the pipe's EOF is the only signal."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
-    """The worker: load the case, say `ready`, then serve `burst` requests until `finish` (see CaseWorker)."""
+def _child_main(
+    conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case, artifact: dict[str, Any] | None
+) -> None:
+    """The worker: load the case (from its built `artifact`), say `ready`, then serve `burst` requests until
+    `finish` (see CaseWorker)."""
     entered = time.time()
-    _die_with_parent()
+    die_with_parent()
     # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _set_thread_environment(case.threads)
+    set_thread_environment(case.threads)
     try:
         import psutil
 
         # Interpreter start-up and infermeter's own imports: part of any cold start (10 ms clock resolution).
         process_start_s = max(0.0, entered - psutil.Process().create_time())
-        runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)))
+        built = Artifact.from_dict(artifact) if artifact is not None else None
+        runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)), artifact=built)
         runner.result.process_start_s = process_start_s
         if not runner.load():
             conn.send(("result", case_to_dict(runner.result)))
@@ -104,11 +87,23 @@ def _child_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
         conn.close()
 
 
-def _signal_name(exitcode: int) -> str:
+def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
+    """The build worker: build `case`'s artifact (`measure.build.build_artifact`) and send it back."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_thread_environment(case.threads)
     try:
-        return signal.Signals(-exitcode).name
-    except ValueError:
-        return f"signal {-exitcode}"
+        from infermeter.measure.build import build_artifact
+
+        conn.send(("phase", "building"))
+        artifact = build_artifact(spec, case)
+        conn.send(("built", artifact.to_dict() if artifact is not None else None))
+    except BaseException as exc:
+        from infermeter.errors import describe_exception
+
+        conn.send(("error", describe_exception(exc)))
+    finally:
+        conn.close()
 
 
 class WorkerEnded(Exception):
@@ -119,102 +114,39 @@ class WorkerEnded(Exception):
         self.result = result
 
 
-@contextlib.contextmanager
-def _parent_main_hidden() -> Iterator[None]:
-    """While a worker starts, the parent's `__main__` is hidden from `spawn`, which would otherwise run the parent's
-    script again in the worker (as `__mp_main__`) before the case: a script calling `infermeter.bench` without an
-    `if __name__ == "__main__"` guard would start benchmarks inside its own workers, and one with it would still
-    load its own imports there, into the case's start-up time and peak memory. A worker needs nothing from
-    `__main__` (its target and arguments are infermeter's), so it is the same fresh process whoever starts it."""
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
+class CaseWorker(WorkerProcess):
+    """One case in a fresh worker, driven from here: `wait_ready`, then `burst` as often as the stop rule or the
+    interleaving asks, then `finish`. The whole life is bounded by the case's `case_timeout_s`. Sequential sweeps
+    and interleaved rounds use it; `artifact` is the case's built artifact (`measure.build`), when it has one."""
 
+    def __init__(
+        self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
+    ) -> None:
+        self.spec, self.case = spec, case
+        payload = artifact.to_dict() if artifact is not None else None
+        super().__init__(_child_main, (spec, case, payload), case.settings.case_timeout_s, on_phase)
 
-class CaseWorker:
-    """One case in a fresh `spawn`ed process, driven from here: `wait_ready`, then `burst` as often as the stop
-    rule or the interleaving asks, then `finish`. The whole life is bounded by the case's `case_timeout_s`.
-    This is the one isolation runner: sequential sweeps, interleaved rounds and generation all use it."""
-
-    def __init__(self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> None:
-        self.spec, self.case, self.on_phase = spec, case, on_phase
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe(duplex=True)
-        self.process = context.Process(target=_child_main, args=(child_conn, spec, case), daemon=True)
-        self.started = time.perf_counter()
-        self.deadline = self.started + case.settings.case_timeout_s
+    def _next(self) -> tuple[str, Any]:
         try:
-            # A Ctrl-C while the child is still reading its start-up data would make it print an EOFError
-            # traceback: held until the start is complete, then delivered, and the fresh worker stopped.
-            with deferred_interrupts(), _parent_main_hidden():
-                self.process.start()
-        except BaseException:
-            self.kill()
-            raise
-        finally:
-            child_conn.close()
-
-    def rss_mb(self) -> float:
-        """The worker's resident memory now (0 once it has exited)."""
-        import psutil
-
-        try:
-            return psutil.Process(self.process.pid).memory_info().rss / 2**20
-        except psutil.Error:
-            return 0.0
-
-    def receive(self) -> tuple[str, Any]:
-        """The worker's next message other than a phase; WorkerEnded when it ends without one in time."""
-        try:
-            while (remaining := self.deadline - time.perf_counter()) > 0:
-                if self._conn.poll(min(remaining, 0.2)):
-                    try:
-                        kind, payload = self._conn.recv()
-                    except EOFError:
-                        break  # the worker died without a word: judged below from its exit code
-                    if kind != "phase":
-                        return kind, payload
-                    if self.on_phase:
-                        self.on_phase(payload)
-                elif not self.process.is_alive() and not self._conn.poll():
-                    break
-        except BaseException:  # Ctrl-C in the parent: stop the worker, then let the sweep save and exit
-            self.kill()
-            raise
-        raise WorkerEnded(self._ended_silently())
-
-    def _ended_silently(self) -> CaseResult:
-        spec, case = self.spec, self.case
-        # The pipe closes a moment before the process is reaped: give a dead worker time to be seen as dead.
-        self.process.join(timeout=max(0.0, min(5.0, self.deadline - time.perf_counter())))
-        if self.process.is_alive():
-            self.kill()
-            error = f"no result within --case-timeout {case.settings.case_timeout_s:g} s; the worker was killed"
-            return self._finish(blank_result(spec, case, "timeout", error))
-        code = self.process.exitcode or 0
-        how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-        return self._finish(blank_result(spec, case, "crashed", f"the worker process {how} before reporting a result"))
-
-    def _finish(self, result: CaseResult) -> CaseResult:
-        result.duration_s = time.perf_counter() - self.started
-        return result
+            return self.receive()
+        except WorkerGone as gone:
+            error = gone.error.replace(f"within {self.timeout_s:g} s", f"within --case-timeout {self.timeout_s:g} s")
+            result = blank_result(self.spec, self.case, gone.status, error)
+            result.duration_s = time.perf_counter() - self.started
+            raise WorkerEnded(result) from None
 
     def _final(self, kind: str, payload: Any) -> CaseResult:
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
+        self.join()
         if kind == "error":
-            return self._finish(blank_result(self.spec, self.case, "failed", payload))
+            result = blank_result(self.spec, self.case, "failed", payload)
+            result.duration_s = time.perf_counter() - self.started
+            return result
         return case_from_dict(payload)
 
     def wait_ready(self) -> CaseResult | None:
         """None once the case is loaded and warmed up; else its final result (unavailable, failed...)."""
         try:
-            kind, payload = self.receive()
+            kind, payload = self._next()
         except WorkerEnded as ended:
             return ended.result
         return None if kind == "ready" else self._final(kind, payload)
@@ -222,8 +154,8 @@ class CaseWorker:
     def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
         """One timed burst in the worker (see CaseRunner.burst); WorkerEnded when the case failed or the worker
         died meanwhile."""
-        self._conn.send(("burst", (min_s, max_s, min_iterations, rewarm)))
-        kind, payload = self.receive()
+        self.send("burst", (min_s, max_s, min_iterations, rewarm))
+        kind, payload = self._next()
         if kind != "burst":
             raise WorkerEnded(self._final(kind, payload))
         burst: Burst = payload
@@ -232,51 +164,57 @@ class CaseWorker:
     def finish(self, state: StopState, interleaved: bool = False) -> CaseResult:
         """The case's result: statistics over every burst, warnings, parity when asked for (see
         CaseRunner.finish)."""
-        self._conn.send(("finish", (state, interleaved)))
+        self.send("finish", (state, interleaved))
         try:
-            return self._final(*self.receive())
+            return self._final(*self._next())
         except WorkerEnded as ended:
             return ended.result
 
-    def wait_until_idle(self, poll_s: float = 0.01, limit_s: float = 0.5) -> float:
-        """Wait until the worker's CPU time stops growing (its thread pools stop spinning after a burst: ONNX
-        Runtime's spin for about 50 ms here), at most `limit_s`; the seconds waited."""
-        import psutil
 
-        start = time.perf_counter()
-        try:
-            process = psutil.Process(self.process.pid)
-            used = sum(process.cpu_times()[:2])
-            while time.perf_counter() - start < limit_s:
-                time.sleep(poll_s)
-                now = sum(process.cpu_times()[:2])
-                if now == used:
-                    break
-                used = now
-        except psutil.Error:
-            pass  # the worker has gone: nothing left to wait for
-        return time.perf_counter() - start
-
-    def kill(self) -> None:
-        """Stop the worker at once (idempotent)."""
-        if self.process.pid is None:
-            return  # never started
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
+def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> Artifact | BuildFailure:
+    """`case`'s artifact built in a fresh worker within `build_timeout_s` (`measure.build.build_artifact`);
+    a failure, crash or timeout comes back as a `BuildFailure`, never raised."""
+    worker = WorkerProcess(_build_main, (spec, case), case.settings.build_timeout_s, on_phase)
+    try:
+        kind, payload = worker.receive()
+    except WorkerGone as gone:
+        error = gone.error.replace(f"within {worker.timeout_s:g} s", f"within --build-timeout {worker.timeout_s:g} s")
+        return BuildFailure(gone.status, error)
+    worker.join()
+    if kind == "error":
+        return BuildFailure("failed", payload)
+    return Artifact.from_dict(payload)
 
 
-def run_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
-    """Run `case` alone in a fresh worker until its stop rule, within `case_timeout_s`; never raises for the
-    case's own failures (they become `failed`, `crashed` or `timeout` results)."""
+def unrunnable_result(spec: ModelSpec, case: Case, built: Artifact | BuildFailure | None) -> CaseResult | None:
+    """The result of a case that cannot start (unavailable here, or its artifact's build failed), else None."""
     reason = unavailable_reason(spec, case)
     if reason:
         return blank_result(spec, case, "unavailable", reason)
-    worker = CaseWorker(spec, case, on_phase)
+    if isinstance(built, BuildFailure):
+        return blank_result(spec, case, built.status, f"build: {built.error}")
+    return None
+
+
+def built_artifact(built: Artifact | BuildFailure | None) -> Artifact | None:
+    """The artifact of a build outcome (None for a failure or no build)."""
+    return built if isinstance(built, Artifact) else None
+
+
+def run_isolated(
+    spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, built: Artifact | BuildFailure | None = None
+) -> CaseResult:
+    """Run `case` alone in a fresh worker until its stop rule, within `case_timeout_s`, from its artifact when the
+    build stage made one (`built`); never raises for the case's own failures (they become `failed`, `crashed`,
+    `timeout` or `unavailable` results, a failed build included)."""
+    unrunnable = unrunnable_result(spec, case, built)
+    if unrunnable is not None:
+        return unrunnable
+    worker = CaseWorker(spec, case, on_phase, built_artifact(built))
     try:
-        ended = worker.wait_ready()
-        if ended is not None:
-            return ended
+        failed = worker.wait_ready()
+        if failed is not None:
+            return failed
         return worker.finish(run_until_stopped(worker, case.settings))
     except WorkerEnded as ended:
         return ended.result
@@ -285,10 +223,15 @@ def run_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = N
         raise
 
 
-def run_in_process(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> CaseResult:
+def run_in_process(
+    spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, built: Artifact | BuildFailure | None = None
+) -> CaseResult:
     """`--no-isolation`: run in this process (for debugging); peak memory is then the whole process's."""
-    _set_thread_environment(case.threads)
-    result = execute_case(spec, case, on_phase)
+    ended = unrunnable_result(spec, case, built)
+    if ended is not None:
+        return ended
+    set_thread_environment(case.threads)
+    result = execute_case(spec, case, on_phase, built_artifact(built))
     result.isolated = False
     if result.ok:
         result.warnings.append(

@@ -15,6 +15,15 @@ Dim = int | str  # an int is a fixed size; a str names a symbolic dimension
 Feeds = dict[str, np.ndarray]
 
 _SHAPE_RE = re.compile(r"^\s*([^:]+):\s*(\d+(?:\s*[xX,]\s*\d+)*)\s*$")
+# Names exporters give a dim they know nothing about: '?' and 'DynamicDimension.N' / 'p2o.DynamicDimension.N'
+# (paddle2onnx), 'unk__N' (tf2onnx), an empty name. They share no size: each occurrence is a dim of its own.
+_UNNAMED_DIM = re.compile(r"^\s*(?:\?|unk__\d+|(?:p2o\.)?DynamicDimension\.\d+)?\s*$")
+
+
+def unnamed_dim(dim: Dim) -> bool:
+    """True for a symbolic dim whose name is an exporter's placeholder (`?`, `unk__3`, `DynamicDimension.0`, empty):
+    every occurrence may take its own size, unlike a real name (`batch`, `seq`) that inputs share."""
+    return isinstance(dim, str) and _UNNAMED_DIM.match(dim) is not None
 
 
 @dataclass(frozen=True)
@@ -24,7 +33,8 @@ class InputSpec:
 
     `dim_defaults` gives a size to symbolic dims that no `--input` override sets (e.g. (("seq", 128),)).
     `feeds_hook` ("package.module:function") names a generator of realistic feeds, e.g. tokenized sentences;
-    it is called as `function(inputs, shapes, count, seed) -> list[Feeds]` by `generate_feeds`."""
+    it is called as `function(inputs, shapes, count, seed) -> list[Feeds]` by `generate_feeds`, and reads
+    `feeds_source` when it needs more (the Hugging Face model folder whose tokenizer or image processor it uses)."""
 
     name: str
     dtype: str
@@ -33,6 +43,7 @@ class InputSpec:
     batch_axis: int | None = 0
     dim_defaults: tuple[tuple[str, int], ...] = ()
     feeds_hook: str | None = None
+    feeds_source: str | None = None
 
     def describe(self) -> str:
         """Human-readable `name dtype[d0, d1, ...]`."""
@@ -61,8 +72,10 @@ def resolve_shapes(
     """Concrete shapes for every input: the batch axis follows `batch`, symbolic dims come from `overrides`.
 
     A symbolic dim shared by several inputs (e.g. `seq` of input_ids and attention_mask) takes the size that an
-    override of any of them gives; otherwise its `dim_defaults` size. Raises InputSpecError naming the input and
-    dimension when a shape cannot be resolved or does not fit.
+    override of any of them gives (overrides that disagree are fed as given: `shared_dim_conflicts` words the
+    warning); otherwise its `dim_defaults` size. An unnamed dim (`unnamed_dim`: `?`, `unk__N`...) is sized only by
+    its own input's override. Raises InputSpecError naming the input and dimension when a shape cannot be
+    resolved or does not fit.
     """
     known = {spec.name for spec in inputs}
     override_map = dict(overrides)
@@ -111,20 +124,61 @@ def resolve_shapes(
     return shapes
 
 
-def _symbol_sizes(inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]) -> dict[str, int]:
-    # Sizes that overrides give to named symbolic dims (batch excluded: it follows --batch).
-    sizes: dict[str, int] = {}
+def _given_sizes(
+    inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]
+) -> dict[str, dict[int, list[str]]]:
+    # The sizes overrides give each named symbolic dim, with the inputs giving each (batch and unnamed dims apart).
+    given: dict[str, dict[int, list[str]]] = {}
     for spec in inputs:
-        given = override_map.get(spec.name)
-        if given is None or len(given) != len(spec.shape):
+        sizes = override_map.get(spec.name)
+        if sizes is None or len(sizes) != len(spec.shape):
             continue
         for axis, dim in enumerate(spec.shape):
-            if isinstance(dim, str) and axis != spec.batch_axis and sizes.setdefault(dim, given[axis]) != given[axis]:
-                raise InputSpecError(
-                    f"--input gives the shared dim {dim!r} two sizes ({sizes[dim]} and {given[axis]}); "
-                    "inputs that share a dimension must agree"
-                )
-    return sizes
+            if isinstance(dim, str) and axis != spec.batch_axis and not unnamed_dim(dim):
+                given.setdefault(dim, {}).setdefault(sizes[axis], []).append(spec.name)
+    return given
+
+
+def _symbol_sizes(inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    # The size of each named dim for the inputs no override shapes: the first an override gives.
+    return {dim: next(iter(sizes)) for dim, sizes in _given_sizes(inputs, override_map).items()}
+
+
+def shared_dim_conflicts(inputs: Sequence[InputSpec], overrides: Sequence[tuple[str, tuple[int, ...]]]) -> list[str]:
+    """A warning for each named dim that `--input` overrides give different sizes (`seq` 48 for one input, 64 for
+    another). Not an error: the names are the exporter's, and the engine's own shape check decides."""
+    warnings = []
+    for dim, sizes in _given_sizes(inputs, dict(overrides)).items():
+        if len(sizes) > 1:
+            listed = [f"{size} ({', '.join(names)})" for size, names in sizes.items()]
+            warnings.append(
+                f"--input gives the shared dim {dim!r} {len(sizes)} sizes: {', '.join(listed[:-1])} and {listed[-1]}; "
+                "each input is fed as given and the engine decides whether the model accepts that"
+            )
+    return warnings
+
+
+def fixed_batch(inputs: Sequence[InputSpec]) -> tuple[str, int] | None:
+    """The first input whose batch axis holds a fixed size (a model exported with batch 1) and that size, or None
+    when every batch axis is symbolic (or there is none)."""
+    for spec in inputs:
+        if spec.batch_axis is not None and spec.batch_axis < len(spec.shape):
+            size = spec.shape[spec.batch_axis]
+            if isinstance(size, int):
+                return spec.name, size
+    return None
+
+
+def dims_by_name(inputs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """The size of each symbolic dim name that has a single size wherever it occurs in `shapes`: what an engine
+    may fix by name (ONNX Runtime's free-dimension overrides). A name with several sizes (an unnamed `?` used for
+    height and width, overrides that disagree) is left out: fixing it by name would force one size on all."""
+    sizes: dict[str, set[int]] = {}
+    for spec in inputs:
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, str):
+                sizes.setdefault(dim, set()).add(shapes[spec.name][axis])
+    return {dim: next(iter(found)) for dim, found in sizes.items() if len(found) == 1}
 
 
 def _values_for(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

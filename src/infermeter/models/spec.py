@@ -117,8 +117,8 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
 
 def resolve_model(ref: str) -> ModelSpec:
     """Turn a MODEL argument (a zoo name, an .onnx, .pt2, .tflite or OpenVINO IR .xml file, `file.py:factory` /
-    `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle checkpoints (.pt/.pth) are refused
-    with the reason."""
+    `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle
+    checkpoints (.pt/.pth) are refused with the reason."""
     if ref in ZOO:
         entry = ZOO[ref]
         return ModelSpec(

@@ -138,7 +138,9 @@ def score_backend(
     reason = cls.available() or cls.unsupported_reason(spec, case)
     if reason:
         raise BackendUnavailable(reason)
-    session = cls().load(spec, case)
+    from infermeter.measure.build import open_session
+
+    session = open_session(spec, case)
     try:
         outputs = []
         for feeds in evaluation.batches(rows):

@@ -14,6 +14,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from infermeter.advise import accuracy_drop
+from infermeter.report.summary import parity_failed
 from infermeter.results.schema import CaseResult
 
 # Before a precision has been measured on any backend: the most it could gain over FP32 on a CPU. INT8 moves a
@@ -76,19 +78,9 @@ def hardware_precision_reason(precision: str, device: str) -> str | None:
     return None
 
 
-def accuracy_drop(case: CaseResult) -> float | None:
-    """The accuracy drop (points) recorded on a case, or None."""
-    accuracy = case.extra.get("accuracy")
-    value = accuracy.get("drop_pct") if isinstance(accuracy, dict) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
 def admissible(case: CaseResult, max_drop_pct: float) -> bool:
     """An ok case whose outputs were not found wrong and whose accuracy (if measured) is within the budget."""
-    if not case.ok:
-        return False
-    parity = case.extra.get("parity")
-    if isinstance(parity, dict) and parity.get("passed") is False:
+    if not case.ok or parity_failed(case):
         return False
     drop = accuracy_drop(case)
     return drop is None or drop <= max_drop_pct

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UsageError
+from infermeter.results.records import Accuracy, OptimizeStep, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 MANIFEST_NAME = "deploy.json"
@@ -42,13 +43,15 @@ def entry(case: CaseResult, source_model: str, folder: Path) -> dict[str, Any]:
     """A configuration as the manifest records it: what to load, with which backend and settings."""
     from infermeter.models.spec import file_sha256
 
-    info = case.extra.get("optimize", {})
-    artifact = info.get("artifact")
+    info = read_record(case, OptimizeStep)
+    artifact = info.artifact if info else None
+    accuracy = read_record(case, Accuracy)
+    parity = read_record(case, ParityRecord)
     quantized_file = case.precision == "int8" and bool(artifact)
     return {
         "case_id": case.id,
         "label": f"{case.backend} {case.precision} b{case.batch} {case.shape_mode}",
-        "variant": info.get("variant", ""),
+        "variant": info.variant if info else "",
         "model": artifact or source_model,
         "model_is_file": bool(artifact),
         "sha256": file_sha256(folder / artifact) if artifact and (folder / artifact).is_file() else None,
@@ -64,8 +67,8 @@ def entry(case: CaseResult, source_model: str, folder: Path) -> dict[str, Any]:
         "options": dict(case.options),
         "input_shapes": case.input_shapes,
         "measured": measured(case),
-        "accuracy": case.extra.get("accuracy"),
-        "parity_passed": (case.extra.get("parity") or {}).get("passed"),
+        "accuracy": accuracy.to_dict() if accuracy else None,
+        "parity_passed": parity.passed if parity else None,
     }
 
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.advise import Advice, advise
+from infermeter.advise import Advice, accuracy_drop, advise
 from infermeter.extras import install_line, missing_modules
-from infermeter.optimize.candidates import accuracy_drop
 from infermeter.optimize.deploy import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.optimize.pipeline import Run
 from infermeter.optimize.steps import begin, finish, note, skip
 from infermeter.report.summary import case_label
+from infermeter.results.records import Accuracy, AccuracyError, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 
@@ -36,10 +36,11 @@ def _evidence_reason(case: CaseResult) -> str | None:
     """Reduced precision is believed only with evidence about its outputs: an accuracy score or a parity pass."""
     if case.precision == "fp32" or not case.ok:
         return None
-    parity = case.extra.get("parity")
-    if accuracy_drop(case) is not None or (isinstance(parity, dict) and parity.get("passed") is True):
+    parity = read_record(case, ParityRecord)
+    if accuracy_drop(case) is not None or (parity is not None and parity.passed):
         return None
-    why = case.extra.get("accuracy_error", "not measured")
+    error = read_record(case, AccuracyError)
+    why = error.accuracy_error if error else "not measured"
     return f"{case_label(case)}: {case.precision} without accuracy evidence ({why}); not a candidate"
 
 
@@ -107,9 +108,9 @@ def explain(advice: Advice, fallback: CaseResult | None, baseline: CaseResult | 
     if pick is None:
         return list(advice.explanation)
     lines = []
-    parity = pick.extra.get("parity")
+    parity = read_record(pick, ParityRecord)
     for line in advice.explanation:
-        if line == UNVERIFIED and pick.precision == "fp32" and isinstance(parity, dict) and parity.get("passed"):
+        if line == UNVERIFIED and pick.precision == "fp32" and parity is not None and parity.passed:
             line = "Accuracy: FP32 with outputs equal to the reference within the parity tolerance (no accuracy risk)."
         elif line == UNVERIFIED and baseline is not None and pick.id == baseline.id:
             line = "Accuracy: this is the baseline itself (the reference)."
@@ -156,20 +157,20 @@ def caveats(run: Run, pick: CaseResult) -> list[str]:
         f"{pick.batch} rows; other sizes were not measured"
         + (f" (the model's dynamic axes: {'; '.join(dynamic)})." if dynamic else ".")
     )
-    accuracy = pick.extra.get("accuracy")
-    if isinstance(accuracy, dict):
+    accuracy = read_record(pick, Accuracy)
+    if accuracy is not None:
         int8 = run.journal.details("int8").get("plain", {})
         random = " Calibrated on RANDOM inputs: pass --calib with real data before trusting it." if int8.get(
             "random_calibration") and pick.precision == "int8" else ""  # fmt: skip
         out.append(
-            f"Accuracy evidence: {accuracy['metric']} {accuracy['value']:.4f} vs FP32 {accuracy['fp32_value']:.4f} "
-            f"(drop {accuracy['drop_pct']:.2f} points) on {accuracy['eval_samples']} evaluation samples.{random}"
+            f"Accuracy evidence: {accuracy.metric} {accuracy.value:.4f} vs FP32 {accuracy.fp32_value:.4f} "
+            f"(drop {accuracy.drop_pct:.2f} points) on {accuracy.eval_samples} evaluation samples.{random}"
         )
-    parity = pick.extra.get("parity")
-    if isinstance(parity, dict):
-        verdict = "passed" if parity.get("passed") else "FAILED"
-        out.append(f"Parity against {parity.get('reference')}: {verdict} ({parity.get('reason', '')}).")
-    if pick.precision == "fp32" and not isinstance(parity, dict) and not isinstance(accuracy, dict):
+    parity = read_record(pick, ParityRecord)
+    if parity is not None:
+        verdict = "passed" if parity.passed else "FAILED"
+        out.append(f"Parity against {parity.reference}: {verdict} ({parity.reason}).")
+    if pick.precision == "fp32" and parity is None and accuracy is None:
         out.append("Outputs of this configuration are the reference itself (the baseline).")
     for warning in pick.warnings:
         out.append(f"Measurement warning {warning.code}: {warning.message}")

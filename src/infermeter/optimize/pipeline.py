@@ -16,6 +16,7 @@ from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize.candidates import Budget, GainLog
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.request import OptimizeRequest
+from infermeter.results.records import OptimizeStep, write_record
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 RESULTS_NAME = "results.json"
@@ -144,7 +145,7 @@ class Run:
             result = self.results.cases[-1]
         else:
             result = existing
-        result.extra["optimize"] = {"step": step, "variant": variant, "artifact": artifact}
+        write_record(result, OptimizeStep(step, variant, artifact))
         journal.add_case(step, result.id)
         self.save()
         self.emit(OptimizeEvent("done", step, "resumed: measured earlier" if existing else "", label, result))

@@ -10,6 +10,7 @@ from infermeter.backends.registry import get_backend
 from infermeter.models.spec import file_sha256
 from infermeter.optimize.candidates import admissible, hardware_precision_reason, p50, plan_backends
 from infermeter.optimize.pipeline import FP32_ONNX, OptimizeEvent, Run, case_variant_label
+from infermeter.results.records import Accuracy, OptimizeStep, copy_record, read_record
 from infermeter.results.schema import CaseResult
 
 STEP_TITLES = {
@@ -211,7 +212,7 @@ def _fp32_cases(run: Run) -> list[CaseResult]:
 def _score_half(run: Run, result: CaseResult) -> None:
     from infermeter.optimize.steps_int8 import score_case
 
-    if "accuracy" in result.extra:
+    if read_record(result, Accuracy) is not None:
         return
     if result.backend == "torch-compile":
         note(run, "half", f"{result.backend} {result.precision}: accuracy from the parity check only (scoring would "
@@ -284,9 +285,9 @@ def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = N
     """`base` again with another shape mode or batch: same model artifact, backend and precision."""
     from infermeter.optimize.steps_int8 import annotate_int8, int8_spec, score_case
 
-    info = base.extra.get("optimize", {})
-    artifact = info.get("artifact")
-    is_int8_file = info.get("variant", "").startswith("INT8") or info.get("variant", "").startswith("mixed")
+    info = read_record(base, OptimizeStep) or OptimizeStep(step)
+    artifact = info.artifact
+    is_int8_file = info.quantized_file
     spec = int8_spec(run, base.model) if is_int8_file else run.spec
     request_precision = "fp32" if is_int8_file else base.precision
     case = run.case(
@@ -297,15 +298,12 @@ def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = N
         shape_mode or base.shape_mode,
         check_parity=not is_int8_file,
     )
-    result = run.measure(step, spec, case, info.get("variant", ""), artifact)
+    result = run.measure(step, spec, case, info.variant, artifact)
     if result is None or not result.ok:
         return
     if is_int8_file:
         annotate_int8(result)
-        if "accuracy" in base.extra:  # the same artifact on the same engine: the same accuracy evidence
-            result.extra["accuracy"] = dict(base.extra["accuracy"])
-    elif base.precision != "fp32" and "accuracy" in base.extra:
-        result.extra["accuracy"] = dict(base.extra["accuracy"])
-    elif base.precision != "fp32":
-        score_case(run, step, spec, result, base.precision)
+        copy_record(base, result, Accuracy)  # the same artifact on the same engine: the same accuracy evidence
+    elif base.precision != "fp32" and not copy_record(base, result, Accuracy):
+        score_case(run, step, spec, result, base.precision)  # the base was not scored: score this one
     run.save()

@@ -8,12 +8,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from infermeter.errors import describe_exception
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize import int8
 from infermeter.optimize.accuracy import EvalData, Reference, fp32_reference, load_eval_data, score_backend, score_file
 from infermeter.optimize.candidates import best_case, p50, plan_backends, prune_reason
 from infermeter.optimize.pipeline import FP32_ONNX, INT8_ONNX, MIXED_ONNX, OptimizeEvent, Run
 from infermeter.optimize.steps import begin, finish, note, skip
+from infermeter.results.records import Accuracy, AccuracyError, read_record, write_record
 from infermeter.results.schema import CaseResult
 
 
@@ -60,7 +62,8 @@ def eval_data(run: Run) -> tuple[EvalData, Reference]:
 
 
 def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precision: str) -> None:
-    """Score `result`'s backend at `precision` on the evaluation data (in this process) into extra["accuracy"]."""
+    """Score `result`'s backend at `precision` on the evaluation data (in this process) into its `Accuracy`
+    record (or say why not in an `AccuracyError`)."""
     data, reference = eval_data(run)
     try:
         scored = score_backend(
@@ -68,12 +71,12 @@ def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precisi
             run.options_for(result.backend),
         )  # fmt: skip
     except Exception as exc:
-        text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        result.extra["accuracy_error"] = text
+        text = describe_exception(exc)
+        write_record(result, AccuracyError(text))
         note(run, step, f"{result.backend} {result.precision}: accuracy could not be measured ({text})")
         run.save()
         return
-    result.extra["accuracy"] = scored.accuracy.to_dict()
+    write_record(result, scored.accuracy)
     if scored.note:
         result.notes.append(scored.note)
     acc = scored.accuracy
@@ -118,7 +121,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
         run.emit(OptimizeEvent("warning", "int8", f"{warning.code}: {warning.message}"))
     budget = run.request.max_accuracy_drop_pct
     variants = _plain(run, data, reference, fp32_onnx, details)
-    plain_drop = details["plain"]["accuracy"]["drop_pct"]
+    plain_drop = variants[0][2].drop_pct
     if plain_drop > budget:
         mixed = _mixed(run, data, reference, fp32_onnx, details)
         if mixed:
@@ -132,7 +135,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
 
 def _plain(
     run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
-) -> list[tuple[str, str, dict[str, object]]]:
+) -> list[tuple[str, str, Accuracy]]:
     target = run.path(INT8_ONNX)
     if "plain" not in details or not target.is_file():
         with tempfile.TemporaryDirectory(prefix="infermeter-optimize-") as scratch:
@@ -155,16 +158,16 @@ def _plain(
         run.save()
     plain = details["plain"]
     assert isinstance(plain, dict)
-    acc = plain["accuracy"]
-    note(run, "int8", f"plain INT8 ({plain['method']}, calibrated on {plain['calibration']}): {acc['metric']} "
-         f"{acc['value']:.4f} vs FP32 {acc['fp32_value']:.4f}, drop {acc['drop_pct']:.2f} points "
+    acc = Accuracy.from_dict(plain["accuracy"])
+    note(run, "int8", f"plain INT8 ({plain['method']}, calibrated on {plain['calibration']}): {acc.metric} "
+         f"{acc.value:.4f} vs FP32 {acc.fp32_value:.4f}, drop {acc.drop_pct:.2f} points "
          f"(budget {run.request.max_accuracy_drop_pct:g})")  # fmt: skip
     return [(INT8_ONNX, "INT8 static QDQ", acc)]
 
 
 def _mixed(
     run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
-) -> tuple[str, str, dict[str, object]] | None:
+) -> tuple[str, str, Accuracy] | None:
     target = run.path(MIXED_ONNX)
     plain = details["plain"]
     assert isinstance(plain, dict)
@@ -213,15 +216,15 @@ def _mixed(
         run.save()
     mixed = details["mixed"]
     assert isinstance(mixed, dict)
-    acc = mixed["accuracy"]
+    acc = Accuracy.from_dict(mixed["accuracy"])
     verdict = "meets" if mixed["budget_met"] else "still misses"
     note(run, "int8", f"mixed precision with {len(mixed['float_layers'])} layer(s) in float "
-         f"({', '.join(mixed['float_layers'][:6]) or 'none'}): drop {acc['drop_pct']:.2f} points, {verdict} the "
+         f"({', '.join(mixed['float_layers'][:6]) or 'none'}): drop {acc.drop_pct:.2f} points, {verdict} the "
          "budget")  # fmt: skip
     return MIXED_ONNX, f"mixed ({len(mixed['float_layers'])} float layers)", acc
 
 
-def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accuracy: dict[str, object]) -> None:
+def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accuracy: Accuracy) -> None:
     spec = int8_spec(run, ref)
     order = sorted(engines, key=lambda b: p50(f) if (f := run.fp32_case_of(b)) is not None else float("inf"))
     for backend in order:
@@ -236,10 +239,11 @@ def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accu
         if result is None or not result.ok:
             continue
         annotate_int8(result)
-        if backend == "onnxruntime" and "accuracy" not in result.extra:
+        scored = read_record(result, Accuracy) is not None
+        if backend == "onnxruntime" and not scored:
             # The artifact was scored by ONNX Runtime's CPU provider: the very engine this case measured.
-            result.extra["accuracy"] = dict(accuracy)
-        elif "accuracy" not in result.extra:
+            write_record(result, accuracy)
+        elif not scored:
             score_case(run, "int8", spec, result, "fp32")
         run.gains.record("int8", backend, fp32, result)
         run.save()

@@ -23,60 +23,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from infermeter.errors import UsageError
+from infermeter.results.records import write_record
+
+# The record's names, importable from here as before they moved to results.records.
+from infermeter.results.records.parity import STATUSES as STATUSES
+from infermeter.results.records.parity import OutputMetrics, Tolerance
+from infermeter.results.records.parity import ParityRecord as ParityRecord
 from infermeter.results.schema import CaseResult
 
 REL_FLOOR = 1e-3
-PARITY_KEY = "parity"
-STATUSES = ("pass", "fail", "error", "unavailable")
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """What a candidate must meet against the reference. None disables a check.
-
-    An element passes when |cand - ref| <= atol * scale + rtol * |ref|, `scale` being the output's max |ref|.
-    The absolute term is scaled because float error grows with the magnitude of what is summed: a fixed
-    absolute bound would fail logits of magnitude 100 computed to the same relative accuracy, and would pass
-    anything on outputs of magnitude 1e-9 (the random-weight zoo's mobilenet_v2 emits such logits). For outputs
-    of magnitude ~1 (probabilities, normalized embeddings, typical logits) `atol` reads as the usual absolute one.
-
-    Defaults (`default_tolerance`): fp32 atol 1e-5 / rtol 1e-4 (the seeds' 1e-5 bar; ONNX Runtime vs PyTorch on
-    the zoo measures 3e-7..6e-7 of scale, so this leaves a 15x margin for other kernels, never a bf16 engine's
-    ~5e-3); fp16 1e-2 / 1e-2 (unit roundoff 4.9e-4, accumulated over tens of layers); bf16 3e-2 / 3e-2 (unit
-    roundoff 3.9e-3); int8 has no element-wise bound (quantization error is per-tensor, not per-element small)
-    and is judged by the task metrics: cosine >= 0.98 and, for classifiers, top-1 agreement >= 0.9.
-    """
-
-    precision: str
-    atol: float | None
-    rtol: float | None
-    min_cosine: float | None = None
-    min_top1: float | None = None
-
-    def describe(self) -> str:
-        """`atol 1e-05×scale, rtol 0.0001, cosine ≥ 0.99999` for tables and messages."""
-        parts = []
-        if self.atol is not None:
-            parts.append(f"atol {self.atol:g}×scale")
-        if self.rtol is not None:
-            parts.append(f"rtol {self.rtol:g}")
-        if self.min_cosine is not None:
-            parts.append(f"cosine ≥ {self.min_cosine:g}")
-        if self.min_top1 is not None:
-            parts.append(f"top-1 ≥ {self.min_top1:g}")
-        return ", ".join(parts) or "no checks"
-
-    @property
-    def elementwise(self) -> bool:
-        """True when an element-wise bound applies (atol or rtol set)."""
-        return self.atol is not None or self.rtol is not None
-
 
 _DEFAULTS = {
     "fp32": Tolerance("fp32", 1e-5, 1e-4, 0.99999),
@@ -93,7 +54,14 @@ def default_tolerance(
     min_cosine: float | None = None,
 ) -> Tolerance:
     """The default tolerance for `precision`, with any of atol / rtol / min_cosine overridden. Giving only one
-    of atol and rtol for int8 sets the other to 0 (an element-wise bound then applies)."""
+    of atol and rtol for int8 sets the other to 0 (an element-wise bound then applies).
+
+    Defaults: fp32 atol 1e-5 / rtol 1e-4 (the seeds' 1e-5 bar; ONNX Runtime vs PyTorch on the zoo measures
+    3e-7..6e-7 of scale, so this leaves a 15x margin for other kernels, never a bf16 engine's ~5e-3); fp16
+    1e-2 / 1e-2 (unit roundoff 4.9e-4, accumulated over tens of layers); bf16 3e-2 / 3e-2 (unit roundoff
+    3.9e-3); int8 has no element-wise bound (quantization error is per-tensor, not per-element small) and is
+    judged by the task metrics: cosine >= 0.98 and, for classifiers, top-1 agreement >= 0.9.
+    """
     base = _DEFAULTS.get(precision)
     if base is None:
         raise UsageError(f"no parity tolerance for precision {precision!r}; use one of {', '.join(_DEFAULTS)}")
@@ -111,29 +79,6 @@ def default_tolerance(
     if min_cosine is not None:
         base = replace(base, min_cosine=min_cosine)
     return base
-
-
-@dataclass(frozen=True)
-class OutputMetrics:
-    """How one output of a candidate compares with the reference. `problem` is set (and the numbers are not)
-    when they cannot be compared at all (missing output, shape mismatch)."""
-
-    name: str
-    shape: tuple[int, ...]
-    max_abs_err: float = 0.0
-    mean_abs_err: float = 0.0
-    max_rel_err: float = 0.0
-    mean_rel_err: float = 0.0
-    cosine: float = 1.0
-    sqnr_db: float = math.inf
-    scale: float = 1.0
-    worst_ratio: float | None = None
-    outside: int = 0
-    top1_agreement: float | None = None
-    top5_agreement: float | None = None
-    nonfinite_mismatch: int = 0
-    exact_required: bool = False
-    problem: str | None = None
 
 
 def _topk_agreement(ref: np.ndarray, cand: np.ndarray, k: int) -> float:
@@ -263,94 +208,11 @@ def judge(outputs: Sequence[OutputMetrics], tolerance: Tolerance) -> tuple[bool,
     return True, f"within {tolerance.describe()} (worst: {worst.name}{ratio})", worst.name
 
 
-@dataclass
-class ParityRecord:
-    """The parity verdict of one backend against the reference, as stored in a case's `parity` field."""
-
-    backend: str
-    reference: str
-    precision: str
-    status: str  # one of STATUSES
-    reason: str
-    tolerance: Tolerance
-    precision_effective: str | None = None
-    outputs: list[OutputMetrics] = field(default_factory=list)
-    samples: int = 0
-    worst_output: str | None = None
-    localization: dict[str, Any] | None = None
-
-    @property
-    def passed(self) -> bool:
-        """True when the backend ran and every output met the tolerance."""
-        return self.status == "pass"
-
-    def worst(self) -> OutputMetrics | None:
-        """The metrics of the worst output, if any were compared."""
-        return next((m for m in self.outputs if m.name == self.worst_output), None)
-
-
-def _json_float(value: float | None) -> float | str | None:
-    # Results files are strict JSON (allow_nan=False): infinities are stored as the strings "inf" / "-inf".
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def _from_json_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-_FLOAT_FIELDS = (
-    "max_abs_err",
-    "mean_abs_err",
-    "max_rel_err",
-    "mean_rel_err",
-    "cosine",
-    "sqnr_db",
-    "scale",
-    "worst_ratio",
-    "top1_agreement",
-    "top5_agreement",
-)
-
-
 def parity_to_dict(record: ParityRecord) -> dict[str, Any]:
-    """JSON-ready dict of a record (strict JSON: infinities as strings)."""
-    data = asdict(record)
-    data["passed"] = record.passed
-    for out in data["outputs"]:
-        out["shape"] = list(out["shape"])
-        for key in _FLOAT_FIELDS:
-            out[key] = _json_float(out[key])
-    return data
-
-
-def parity_from_dict(data: dict[str, Any]) -> ParityRecord:
-    """Inverse of parity_to_dict."""
-    outputs = []
-    for out in data.get("outputs", []):
-        values = dict(out)
-        values["shape"] = tuple(values["shape"])
-        for key in _FLOAT_FIELDS:
-            if key in values:
-                values[key] = _from_json_float(values[key])
-        outputs.append(OutputMetrics(**values))
-    known = {"backend", "reference", "precision", "status", "reason", "precision_effective", "samples"}
-    return ParityRecord(
-        **{k: v for k, v in data.items() if k in known},
-        tolerance=Tolerance(**data["tolerance"]),
-        outputs=outputs,
-        worst_output=data.get("worst_output"),
-        localization=data.get("localization"),
-    )
+    """The record's on-disk form (`ParityRecord.to_dict`), as `check_case_parity` returns it."""
+    return record.to_dict()
 
 
 def set_case_parity(result: CaseResult, record: ParityRecord) -> None:
-    """Store `record` as the case's `parity` field (kept by every reader through `CaseResult.extra`)."""
-    result.extra[PARITY_KEY] = parity_to_dict(record)
-
-
-def case_parity(result: CaseResult) -> ParityRecord | None:
-    """The case's parity record, or None when the case was not checked."""
-    data = result.extra.get(PARITY_KEY)
-    return parity_from_dict(data) if isinstance(data, dict) else None
+    """Store `record` as the case's `parity` field (`results.records.write_record`)."""
+    write_record(result, record)

@@ -23,7 +23,15 @@ import numpy as np
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend, inference_backends
 from infermeter.case import Case
-from infermeter.errors import BackendError, BackendUnavailable, InfermeterError, ModelError, UsageError
+from infermeter.errors import (
+    BackendError,
+    BackendUnavailable,
+    InfermeterError,
+    ModelError,
+    UsageError,
+    describe_exception,
+)
+from infermeter.measure.build import open_session
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import (
@@ -35,7 +43,6 @@ from infermeter.parity import (
     judge,
     parity_to_dict,
 )
-from infermeter.parity.data import random_feeds
 
 
 def reference_backends() -> dict[str, tuple[tuple[str, str], ...]]:
@@ -93,7 +100,7 @@ def load_and_run(spec: ModelSpec, case: Case, feed_sets: Sequence[Feeds]) -> tup
     reason = backend.available() or backend.unsupported_reason(spec, case)
     if reason:
         raise BackendUnavailable(reason)
-    session = backend().load(spec, case)
+    session = open_session(spec, case)
     try:
         return run_outputs(session, feed_sets), session.effective_precision()
     finally:
@@ -133,13 +140,6 @@ def compare_samples(
     return metrics
 
 
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, InfermeterError):
-        return str(exc)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}"
-
-
 def check_backend(
     spec: ModelSpec,
     case: Case,
@@ -166,7 +166,7 @@ def check_backend(
         record.status, record.reason = "unavailable", str(exc)
         return record
     except Exception as exc:
-        record.reason = f"{case.backend} failed: {_error_text(exc)}"
+        record.reason = f"{case.backend} failed: {describe_exception(exc)}"
         if not isinstance(exc, InfermeterError):
             record.reason += f"\n{traceback.format_exc(limit=4)}"
         return record
@@ -188,7 +188,7 @@ def reference_outputs(
     try:
         outputs, _ = load_and_run(spec, ref_case, feed_sets)
     except Exception as exc:
-        raise BackendError(f"the reference ({reference}) could not run {spec.ref}: {_error_text(exc)}") from exc
+        raise BackendError(f"the reference ({reference}) could not run {spec.ref}: {describe_exception(exc)}") from exc
     return outputs
 
 
@@ -209,11 +209,13 @@ def check_case_parity(
     the case (not closed here); `seed` defaults to the case's input seed. Never raises for the backend's
     failures (status `error`/`unavailable`); a reference that cannot run is reported as an `error` record too.
     """
+    from infermeter.models.feeds_data import case_feed_sets
+
     tolerance = tolerance or default_tolerance(case.precision)
     seed = case.settings.seed if seed is None else seed
     try:
         ref_name = choose_reference(spec, reference)
-        feeds = random_feeds(spec, case.batch, case.input_shapes, samples, seed)
+        feeds = case_feed_sets(spec.inputs, case, samples, seed)  # the case's own data and constants, if any
         expected = reference_outputs(spec, case, feeds, ref_name)
     except InfermeterError as exc:
         record = ParityRecord(case.backend, reference or "?", case.precision, "error", str(exc), tolerance)

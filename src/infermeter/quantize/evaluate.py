@@ -3,42 +3,17 @@ model against its FP32 original: task metric with labels, agreement with FP32 wi
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from infermeter.errors import BackendError, UsageError
+from infermeter.errors import BackendError, UsageError, describe_exception
 from infermeter.quantize import metrics
 from infermeter.quantize.data import SampleSet
+from infermeter.results.records.accuracy import Accuracy as Accuracy  # importable from here, as before records
 
 EMBEDDING_TASKS = ("embedding", "sentence-embedding", "feature-extraction")
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """A quantized model's score next to FP32's. `value`/`fp32_value` are on a 0..1 scale; `drop_pct` is
-    `(fp32_value - value) * 100` percentage points. `details` holds secondary metrics (cosine, SQNR...)."""
-
-    metric: str
-    value: float
-    fp32_value: float
-    drop_pct: float
-    eval_samples: int
-    details: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `CaseResult.extra["accuracy"]` form (JSON-safe: an infinite SQNR is left out)."""
-        return {
-            "metric": self.metric,
-            "value": self.value,
-            "fp32_value": self.fp32_value,
-            "drop_pct": self.drop_pct,
-            "eval_samples": self.eval_samples,
-            **{k: v for k, v in self.details.items() if math.isfinite(v)},
-        }
 
 
 class ModelRunner:
@@ -77,7 +52,7 @@ class ModelRunner:
             hint = install_line(extra) if extra else f"pip install {exc.name}"
             raise UsageError(f"running {path.name} needs {exc.name}: {hint}") from exc
         except Exception as exc:
-            raise BackendError(f"could not load {path}: {type(exc).__name__}: {exc}") from exc
+            raise BackendError(f"could not load {path}: {describe_exception(exc)}") from exc
         self.fixed_batch: int | None = fixed[0] if fixed else None
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:

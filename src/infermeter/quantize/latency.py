@@ -1,5 +1,5 @@
-"""Latency of a model file with the measurement core (`execute_case` on ONNX Runtime or OpenVINO), so that
-quantized variants are timed exactly like `bench` times them."""
+"""Latency of a model file with the measurement core (an isolated case on ONNX Runtime or OpenVINO), so that
+quantized variants are timed exactly like `bench` times them: each in a fresh worker of its own."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def measure_file(
     settings: MeasureSettings = QUICK_SETTINGS,
     batch: int = 1,
 ) -> CaseResult:
-    """Measure `path` in this process at `batch`. The case's precision is the file's own (a quantized file
-    runs in int8 whatever is asked), recorded as such."""
+    """Measure `path` at `batch` in a fresh worker (`measure.worker.run_isolated`: its own memory, crash and
+    timeout). The case's precision is the file's own (a quantized file runs in int8 whatever is asked), recorded
+    as such."""
     from infermeter.backends.registry import backend_for_file, get_backend
-    from infermeter.measure.worker import execute_case
+    from infermeter.measure.worker import run_isolated
 
     backend = backend_for_file(path.suffix)
     precision = file_precision(path)
@@ -42,7 +43,7 @@ def measure_file(
     supported = get_backend(backend).precisions
     requested = precision if precision in supported else "fp32"
     case = Case(str(path), backend, requested, batch, "static", threads, input_shapes, (), settings)
-    result = execute_case(spec, case)
+    result = run_isolated(spec, case)
     if requested != precision:
         # The backend only accepts fp32 requests; the file itself fixes the precision, so record that one.
         result.precision = precision

@@ -23,6 +23,7 @@ from infermeter.quantize.data import (
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
 from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
+from infermeter.results.records import QuantizedVariant, write_record
 from infermeter.results.schema import CaseResult, CaseWarning
 
 
@@ -295,8 +296,7 @@ def _time_rows(
 
 
 def outcome_results(outcome: QuantizeOutcome, model: str) -> list[CaseResult]:
-    """The timed rows as results-file cases, accuracy in `extra["accuracy"]` and the variant in
-    `extra["quantize"]` (role, label, float nodes)."""
+    """The timed rows as results-file cases, with their `Accuracy` and `QuantizedVariant` records."""
     cases = []
     for row in outcome.rows:
         if row.timing is None:
@@ -304,13 +304,7 @@ def outcome_results(outcome: QuantizeOutcome, model: str) -> list[CaseResult]:
         case = replace(row.timing)
         case.extra = dict(case.extra)
         if row.accuracy is not None:
-            case.extra["accuracy"] = row.accuracy.to_dict()
-        case.extra["quantize"] = {
-            "role": row.role,
-            "label": row.label,
-            "source_model": model,
-            "file": str(row.path),
-            "float_nodes": list(row.float_nodes),
-        }
+            write_record(case, row.accuracy)
+        write_record(case, QuantizedVariant(row.role, row.label, model, str(row.path), list(row.float_nodes)))
         cases.append(case)
     return cases

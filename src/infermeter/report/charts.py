@@ -14,6 +14,7 @@ import numpy as np
 
 from infermeter.report.merged import MergedReport, parity_cell
 from infermeter.report.pareto import pareto_front
+from infermeter.results.records import Roofline, read_record
 from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
@@ -232,10 +233,9 @@ def memory_and_load(cases: Sequence[CaseResult], labels: Sequence[str]) -> Chart
 def _roofline_points(cases: Sequence[CaseResult], labels: Sequence[str]) -> list[tuple[float, float, str]]:
     points = []
     for case, label in zip(cases, labels, strict=True):
-        intensity, achieved = case.extra.get("arithmetic_intensity"), case.extra.get("achieved_gflops")
-        numeric = isinstance(intensity, int | float) and isinstance(achieved, int | float)
-        if case.ok and numeric and float(intensity) > 0 and float(achieved) > 0:  # type: ignore[arg-type]
-            points.append((float(intensity), float(achieved), label))  # type: ignore[arg-type]
+        roofline = read_record(case, Roofline)
+        if case.ok and roofline is not None and roofline.arithmetic_intensity > 0 and roofline.achieved_gflops > 0:
+            points.append((float(roofline.arithmetic_intensity), float(roofline.achieved_gflops), label))
     return points
 
 

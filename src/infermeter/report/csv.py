@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from infermeter.report.merged import MergedReport
+from infermeter.results.records import Accuracy, ParityRecord, Record, Roofline, read_record
 from infermeter.results.schema import CaseResult
 
 Value = str | int | float | bool | None
@@ -29,12 +30,10 @@ def _ci(name: str, index: int) -> Callable[[CaseResult], Value]:
     return lambda c: None if c.latency_ms is None else getattr(c.latency_ms, name)[index]
 
 
-def _extra(key: str, field: str | None = None) -> Callable[[CaseResult], Value]:
+def _record(kind: type[Record], name: str) -> Callable[[CaseResult], Value]:
     def get(case: CaseResult) -> Value:
-        value = case.extra.get(key)
-        if field is not None:
-            value = value.get(field) if isinstance(value, dict) else None
-        return value if isinstance(value, str | int | float | bool) else None
+        record = read_record(case, kind)
+        return None if record is None else getattr(record, name)
 
     return get
 
@@ -74,13 +73,13 @@ COLUMNS: list[tuple[str, str, Callable[[CaseResult], Value]]] = [
     ("warnings", "str", lambda c: ";".join(w.code for w in c.warnings) or None),
     ("options", "json", lambda c: json.dumps(c.options, sort_keys=True)),
     ("input_shapes", "json", lambda c: json.dumps(c.input_shapes, sort_keys=True)),
-    ("parity.passed", "bool", _extra("parity", "passed")),
-    ("accuracy.metric", "str", _extra("accuracy", "metric")),
-    ("accuracy.value", "float", _extra("accuracy", "value")),
-    ("accuracy.drop_pct", "float", _extra("accuracy", "drop_pct")),
-    ("flops", "float", _extra("flops")),
-    ("achieved_gflops", "float", _extra("achieved_gflops")),
-    ("arithmetic_intensity", "float", _extra("arithmetic_intensity")),
+    ("parity.passed", "bool", _record(ParityRecord, "passed")),
+    ("accuracy.metric", "str", _record(Accuracy, "metric")),
+    ("accuracy.value", "float", _record(Accuracy, "value")),
+    ("accuracy.drop_pct", "float", _record(Accuracy, "drop_pct")),
+    ("flops", "float", _record(Roofline, "flops")),
+    ("achieved_gflops", "float", _record(Roofline, "achieved_gflops")),
+    ("arithmetic_intensity", "float", _record(Roofline, "arithmetic_intensity")),
 ]
 COLUMN_TYPES = {name: kind for name, kind, _ in COLUMNS}
 

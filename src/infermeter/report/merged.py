@@ -13,6 +13,7 @@ from typing import Any
 
 from infermeter.report.summary import SummaryTable, summary_table
 from infermeter.results.env import environment_differences
+from infermeter.results.records import ParityRecord, read_record
 from infermeter.results.schema import CaseResult, ResultsFile
 
 
@@ -78,11 +79,11 @@ def merge_results(files: Sequence[SourceFile]) -> MergedReport:
 
 
 def parity_cell(case: CaseResult) -> str:
-    """`pass`, `FAIL` or `—` from `extra["parity"]["passed"]` (written by the parity check)."""
-    parity = case.extra.get("parity")
-    if not isinstance(parity, dict) or "passed" not in parity:
+    """`pass`, `FAIL` or `—` from the case's parity record (written by the parity check)."""
+    parity = read_record(case, ParityRecord)
+    if parity is None:
         return "—"
-    return "pass" if parity["passed"] else "FAIL"
+    return "pass" if parity.passed else "FAIL"
 
 
 def has_parity(cases: Sequence[CaseResult]) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from infermeter.report.merged import MergedReport
 from infermeter.report.summary import format_ms
+from infermeter.results.records import Accuracy, OptimizeStep, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 STORY_STYLE = """
@@ -36,22 +37,22 @@ def journal_of(report: MergedReport) -> dict[str, Any] | None:
 
 
 def _accuracy_cell(case: CaseResult) -> str:
-    accuracy = case.extra.get("accuracy")
-    if not isinstance(accuracy, dict):
+    accuracy = read_record(case, Accuracy)
+    if accuracy is None:
         return "—"
-    return f"{accuracy.get('metric')} {accuracy.get('value', 0):.4f} (drop {accuracy.get('drop_pct', 0):.2f})"
+    return f"{accuracy.metric} {accuracy.value:.4f} (drop {accuracy.drop_pct:.2f})"
 
 
 def _parity_cell(case: CaseResult) -> str:
-    parity = case.extra.get("parity")
-    if not isinstance(parity, dict):
+    parity = read_record(case, ParityRecord)
+    if parity is None:
         return "—"
-    return "pass" if parity.get("passed") else f"FAIL: {str(parity.get('reason', ''))[:80]}"
+    return "pass" if parity.passed else f"FAIL: {parity.reason[:80]}"
 
 
 def _label(case: CaseResult) -> str:
-    info = case.extra.get("optimize") or {}
-    variant = info.get("variant") or ""
+    info = read_record(case, OptimizeStep)
+    variant = info.variant if info else ""
     text = f"{case.backend} {case.precision} b{case.batch} {case.shape_mode}"
     return f"{text} · {variant}" if variant and variant != "baseline" else text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from infermeter.results.records import ParityRecord, Roofline, read_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
 
@@ -58,6 +59,8 @@ _ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "
 _ALWAYS |= {"import s", "load s", "first ms", "to first result s", "cache hit"}
 # A constant column at its default value says nothing: dropped, not captioned ("—": not measured for any case).
 _DEFAULT_HIDDEN = {"streams": "1", "GFLOP/s": "—", "% peak": "—"}
+_DEFAULT_HIDDEN |= {column: "—" for column in ("build s", "model init s", "quantize s", "optimize s", "deserialize s")}
+_DEFAULT_HIDDEN["other s"] = "—"
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,8 @@ def precision_cell(case: CaseResult) -> str:
 
 def parity_failed(case: CaseResult) -> bool:
     """True when the case carries a parity check that did not pass: its speed must not be reported as a gain."""
-    parity = case.extra.get("parity")
-    return isinstance(parity, dict) and parity.get("passed") is False
+    parity = read_record(case, ParityRecord)
+    return parity is not None and not parity.passed
 
 
 @dataclass(frozen=True)
@@ -203,12 +206,14 @@ def p99_cell(stats: LatencyStats) -> str:
 
 def _roofline_cells(case: CaseResult) -> list[str]:
     """Achieved GFLOP/s and the fraction of this machine's ceiling for the case's precision (`bench` adds them
-    from `infermeter peak`); "—" when not annotated (--no-roofline, a synthetic case, FLOPs not countable)."""
-    achieved = case.extra.get("achieved_gflops")
-    fraction = case.extra.get("peak_fraction")
-    gflops = f"{achieved:,.1f}" if isinstance(achieved, int | float) else "—"
-    share = f"{fraction:.0%}" if isinstance(fraction, int | float) else "—"
-    return [gflops, share]
+    from `infermeter peak`); "—" when not annotated (--no-roofline, a synthetic case, FLOPs not countable), "≥"
+    before lower bounds (some of the graph's nodes uncounted)."""
+    roofline = read_record(case, Roofline)
+    if roofline is None:
+        return ["—", "—"]
+    fraction = roofline.peak_fraction
+    at_least = "≥" if roofline.uncounted_nodes else ""  # nodes without shapes count 0: lower bounds
+    return [f"{at_least}{roofline.achieved_gflops:,.1f}", "—" if fraction is None else f"{at_least}{fraction:.0%}"]
 
 
 def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> SummaryTable:
@@ -312,56 +317,4 @@ def per_shape_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
                     format_ms(stats["p99"]),
                 ]
             )
-    return rows
-
-
-COLD_START_COLUMNS = (
-    "model",
-    "backend",
-    "precision",
-    "cache",
-    "cache hit",
-    "process s",
-    "import s",
-    "convert s",
-    "compile s",
-    "session s",
-    "load s",
-    "first ms",
-    "to first result s",
-    "P50 ms",
-)
-
-
-def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
-    """One row per cold-start run: each phase of getting from a fresh process to the first result."""
-    rows = []
-    for case in cases:
-        options = case.options
-        label = "no cache" if options.get("cache") == "off" else f"cache (run {options.get('cold.pass', '?')})"
-        if not case.ok:
-            rows.append([case.model, case.backend, case.precision, label, case.status.upper()] + ["—"] * 9)
-            continue
-        phases = case.load_phases_s
-        compile_s = sum(v for k, v in phases.items() if k in ("compile_s", "build_s", "engine_build_s"))
-        first_result_s = (case.process_start_s or 0.0) + (case.load_s or 0.0) + (case.first_inference_ms or 0.0) / 1e3
-        hit = {True: "yes", False: "no", None: "—"}[case.cache_hit]
-        rows.append(
-            [
-                case.model,
-                case.backend,
-                precision_cell(case),
-                label,
-                hit,
-                _fmt(case.process_start_s, 2),
-                _fmt(phases.get("import_s"), 2),
-                _fmt(phases.get("convert_s"), 2),
-                _fmt(compile_s if compile_s else None, 2),
-                _fmt(phases.get("session_create_s"), 2),
-                _fmt(case.load_s, 2),
-                format_ms(case.first_inference_ms),
-                _fmt(first_result_s, 2),
-                format_ms(case.latency_ms.p50 if case.latency_ms else None),
-            ]
-        )
     return rows

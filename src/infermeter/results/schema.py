@@ -11,6 +11,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from infermeter.backends.artifact import Artifact
+
 SCHEMA_VERSION = 1
 
 
@@ -134,6 +136,7 @@ class CaseResult:
     load_s: float | None = None
     load_phases_s: dict[str, float] = field(default_factory=dict)
     cache_hit: bool | None = None
+    build: Artifact | None = None  # the artifact the case loaded (measure.build): cache state, build phases
     process_start_s: float | None = None  # isolated runs: process creation to the start of the case's work
     first_inference_ms: float | None = None
     warmup_ms: list[float] = field(default_factory=list)
@@ -188,6 +191,8 @@ def case_to_dict(case: CaseResult) -> dict[str, Any]:
         stats = data["latency_ms"]
         for key in ("p50_ci95", "p99_ci95"):
             stats[key] = list(stats[key])
+    if case.build is not None:
+        data["build"] = case.build.to_dict()
     if case.interference is not None:  # the derived shares too, for readers of the JSON
         data["interference"]["other_share"] = round(case.interference.other_share, 4)
         pressure = case.interference.pressure_share
@@ -214,6 +219,8 @@ def case_from_dict(data: dict[str, Any]) -> CaseResult:
         stats.setdefault("count", len(kwargs.get("samples_ms", [])))
         kwargs["latency_ms"] = LatencyStats(**{k: v for k, v in stats.items() if k in _known_fields(LatencyStats)})
     kwargs["warnings"] = [CaseWarning(**w) for w in kwargs.get("warnings", [])]
+    if kwargs.get("build") is not None:
+        kwargs["build"] = Artifact.from_dict(kwargs["build"])
     for name, record in (("interference", Interference), ("paired", PairedSpeedup)):
         if kwargs.get(name) is not None:
             kwargs[name] = record(**{k: v for k, v in kwargs[name].items() if k in _known_fields(record)})

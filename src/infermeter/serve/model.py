@@ -8,17 +8,21 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case
-from infermeter.errors import BackendUnavailable, InputSpecError, UsageError
-from infermeter.models.inputs import InputSpec, generate_feeds, resolve_shapes
+from infermeter.case import Case, DataSource
+from infermeter.errors import BackendUnavailable, InputSpecError, UsageError, describe_exception
+from infermeter.measure.build import open_session
+from infermeter.models.inputs import InputSpec, resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.serve.protocol import ProtocolError, datatype_of
+
+if TYPE_CHECKING:
+    from infermeter.quantize.data import SampleSet
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class ServeConfig:
     api_key: str | None = None
     max_body_mb: float = 64.0
     warmup_iterations: int = 3
+    data: str | None = None  # real samples for the warm-up (`--data`)
+    input_values: tuple[tuple[str, str], ...] = ()  # constants a request may leave out (`--input NAME=VALUE`)
 
 
 def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
@@ -110,6 +116,7 @@ class ServedModel:
     load_s: float | None = None
     ready: bool = False
     warmup_errors: list[str] = field(default_factory=list)
+    data: tuple[DataSource, SampleSet] | None = None
 
     def __post_init__(self) -> None:
         self.spec = resolve_model(self.config.model)
@@ -123,6 +130,11 @@ class ServedModel:
 
         # Checked here, before any session loads: a bad `-O` is a usage error, not a failed worker.
         self.options = options_for(self.config.backend, self.config.options)
+        from infermeter.models.feeds_data import check_input_values, open_data
+
+        check_input_values(self.spec.inputs, self.config.input_values)
+        if self.config.data is not None:
+            self.data = open_data(self.spec.inputs, self.config.input_values, self.config.data)
 
     def case(self, threads: int) -> Case:
         """The backend case of one worker's session: dynamic shapes, batch up to max_batch."""
@@ -146,7 +158,7 @@ class ServedModel:
             raise BackendUnavailable(reason)
         started = time.perf_counter()
         for _ in range(self.config.workers):
-            self.sessions.append(backend().load(self.spec, case))
+            self.sessions.append(open_session(self.spec, case))
         self.load_s = time.perf_counter() - started
         self.precision_effective = self.sessions[0].effective_precision()
         for feeds in self._warmup_feeds():
@@ -157,7 +169,7 @@ class ServedModel:
                 except Exception as exc:
                     # Generated inputs may be out of the model's domain (token ids beyond its vocabulary): the
                     # first real requests warm it up instead; a broken model shows in their 500s.
-                    self.warmup_errors.append(f"{type(exc).__name__}: {exc}")
+                    self.warmup_errors.append(describe_exception(exc))
                     continue
                 self.output_meta = [
                     {"name": name, "datatype": datatype_of(out.dtype), "shape": [-1, *out.shape[1:]]}
@@ -166,6 +178,13 @@ class ServedModel:
         self.ready = True
 
     def _warmup_feeds(self) -> list[dict[str, np.ndarray]]:
+        from infermeter.models.feeds_data import batched_sets, generated_feed_sets, with_constants
+
+        values = self.config.input_values
+        if self.data is not None:  # a few real samples, one per request, as requests will come
+            samples = self.data[1]
+            sets = batched_sets(self.spec.inputs, samples, 1, min(samples.count, 4))
+            return [with_constants(self.spec.inputs, values, self._constant_shapes(), [feeds])[0] for feeds in sets]
         lengths: list[int | None] = [*sorted({size for bucket in self.buckets for size in bucket.sizes})] or [None]
         feed_sets = []
         for length in lengths:
@@ -179,8 +198,13 @@ class ServedModel:
                 shapes = resolve_shapes(self.spec.inputs, 1, tuple(overrides.items()))
             except InputSpecError:
                 continue  # a dynamic dim we cannot guess: the first request warms it instead
-            feed_sets.extend(generate_feeds(self.spec.inputs, shapes, 1, seed=0))
+            feed_sets.extend(generated_feed_sets(self.spec.inputs, values, shapes, 1, seed=0))
         return feed_sets
+
+    def _constant_shapes(self) -> dict[str, tuple[int, ...]]:
+        names = dict(self.config.input_values)
+        constant = [spec for spec in self.spec.inputs if spec.name in names]
+        return resolve_shapes(constant, 1, self.config.input_shapes)
 
     def output_names(self, count: int) -> list[str]:
         """The model's output names, or output_0.. when the backend returned a different number."""
@@ -225,13 +249,30 @@ class ServedModel:
                 "max_delay_ms": self.config.max_delay_ms,
                 "workers": self.config.workers,
                 "buckets": [{"input": b.input_name, "axis": b.axis, "sizes": list(b.sizes)} for b in self.buckets],
+                **self._input_parameters(),
             },
         }
 
+    def _input_parameters(self) -> dict[str, Any]:
+        """The constants a request may leave out, and the data the server warmed up on, when given."""
+        out: dict[str, Any] = {}
+        if self.config.input_values:
+            out["constant_inputs"] = dict(self.config.input_values)
+        if self.data is not None:
+            out["data"] = self.data[0].describe()
+        return out
+
     def validate(self, inputs: dict[str, np.ndarray]) -> PreparedRequest:
         """Check a request's tensors against the model (names, dtypes, ranks, fixed dims, batch), pad them to
-        their buckets; ProtocolError(400) says what does not fit."""
+        their buckets; ProtocolError(400) says what does not fit. Constant inputs (`--input NAME=VALUE`) may be
+        left out: the server fills them in."""
+        from infermeter.models.feeds_data import fill_constants
+
         expected = {s.name: s for s in self.spec.inputs}
+        try:
+            inputs = fill_constants(self.spec.inputs, self.config.input_values, inputs)
+        except InputSpecError as exc:
+            raise ProtocolError(400, str(exc)) from None
         missing = sorted(set(expected) - set(inputs))
         unknown = sorted(set(inputs) - set(expected))
         if unknown or missing:

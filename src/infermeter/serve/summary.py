@@ -3,12 +3,12 @@ into a results-file case that `report` and `compare` read."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from infermeter.case import identity_digest
+from infermeter.results.records import LoadRecord, write_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats
 from infermeter.serve.loadgen import LoadRun
 from infermeter.stats import latency_stats, min_samples_for
@@ -94,7 +94,7 @@ def case_result(
     target: str,
 ) -> CaseResult:
     """A results-file case for one load run: latency stats and samples of the successful requests, throughput
-    = achieved QPS × rows per request, load-specific figures in `extra["load"]`."""
+    = achieved QPS × rows per request, load-specific figures in its `LoadRecord`."""
     run = summary.run
     load_options = {"load.scenario": run.scenario}
     if run.target_qps is not None:
@@ -103,7 +103,7 @@ def case_result(
         load_options["load.concurrency"] = str(run.concurrency)
     all_options = {**options, **load_options}
     identity = "-".join(f"{k}={v}" for k, v in sorted(all_options.items()))
-    digest = hashlib.sha256(f"{model}|{backend}|{precision}|{summary.batch}|{identity}".encode()).hexdigest()[:12]
+    digest = identity_digest(f"{model}|{backend}|{precision}|{summary.batch}|{identity}")
     result = CaseResult(
         id=f"load-{backend}-{precision}-b{summary.batch}-{run.scenario}-{digest}",
         model=model,
@@ -127,27 +127,27 @@ def case_result(
         started=started,
         duration_s=run.elapsed_s,
     )
-    result.extra["load"] = load_extra(summary, target)
+    write_record(result, load_record(summary, target))
     return result
 
 
-def load_extra(summary: LoadSummary, target: str) -> dict[str, Any]:
-    """The load-specific fields of a case (JSON-ready)."""
+def load_record(summary: LoadSummary, target: str) -> LoadRecord:
+    """The load-specific figures of a case."""
     run = summary.run
-    return {
-        "target": target,
-        "scenario": run.scenario,
-        "target_qps": run.target_qps,
-        "offered_qps": run.offered_qps,
-        "achieved_qps": run.achieved_qps,
-        "concurrency": run.concurrency,
-        "duration_s": run.duration_s,
-        "issued": run.issued,
-        "ok": run.ok,
-        "errors": dict(run.errors),
-        "slo_p99_ms": summary.slo_p99_ms,
-        "valid": summary.valid,
-        "reasons": summary.reasons,
-        "lag_p99_ms": summary.lag_p99_ms,
-        "lag_max_ms": max(run.lag_ms) if run.lag_ms else None,
-    }
+    return LoadRecord(
+        target=target,
+        scenario=run.scenario,
+        target_qps=run.target_qps,
+        offered_qps=run.offered_qps,
+        achieved_qps=run.achieved_qps,
+        concurrency=run.concurrency,
+        duration_s=run.duration_s,
+        issued=run.issued,
+        ok=run.ok,
+        errors=dict(run.errors),
+        slo_p99_ms=summary.slo_p99_ms,
+        valid=summary.valid,
+        reasons=list(summary.reasons),
+        lag_p99_ms=summary.lag_p99_ms,
+        lag_max_ms=max(run.lag_ms) if run.lag_ms else None,
+    )

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from infermeter.results.records import TunePoint, write_record
 from infermeter.results.schema import ResultsFile
 from infermeter.serve.driver import prepare_target, run_once
 from infermeter.serve.server import spawn_server
@@ -164,6 +165,6 @@ def tuning_results(
         }
         for summary in result.curve:
             case = case_result(summary, model, backend, version, precision, None, options, started, "tune-batching")
-            case.extra["tune"] = {"policy": policy.label(), "pick": result is pick and summary is result.best}
+            write_record(case, TunePoint(policy.label(), pick=result is pick and summary is result.best))
             cases.append(case)
     return ResultsFile(created=started, environment=collect_environment(), cases=cases)

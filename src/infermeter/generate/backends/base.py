@@ -8,12 +8,12 @@ the same amount of work for the same case.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infermeter.backends.base import BackendInfo
+from infermeter.case import identity_digest
 
 OnToken = Callable[[], None]
 
@@ -47,7 +47,7 @@ class GenerateCase:
             f"{self.backend}-p{self.prompt_len}-g{self.gen_len}-b{self.batch}-t{self.threads}"
             + (f"-{opts}" if opts else "")
             + "-"
-            + hashlib.sha256(f"{self.model}|{opts}".encode()).hexdigest()[:8]
+            + identity_digest(f"{self.model}|{opts}", 8)
         )
 
     def option(self, key: str, default: str | None = None) -> str | None:

@@ -1,0 +1,76 @@
+"""What OpenVINO says about what it ran: the per-layer precision mix of a compiled model (its runtime model's
+`layerType` / `runtimePrecision`) and per-node performance counters (`PERF_COUNT`, `get_profiling_info`), turned
+into the engine-neutral records of `results.records.int8`. Never timed: the mix is read once after loading, the
+counters in a separate pass with profiling on."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime, NodeGroup
+
+# Layer types (runtime model and profiling names, as prefixes) that do the arithmetic: what INT8 is for.
+COMPUTE_TYPES = ("Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "Gemm")
+# How many of the slowest nodes a profile keeps, and how many float layer names a mix lists.
+TOP_NODES = 5
+LISTED_FLOAT_LAYERS = 10
+
+
+def precision_word(text: str) -> str:
+    """An OpenVINO precision spelling (`u8`, `i8`, `f32`, `bf16`, or an exec type's suffix as in
+    `brgconv_avx512_amx_I8`, `jit_avx512_f32`) as int8/fp32/bf16/fp16, else the lowered text."""
+    word = text.rsplit("_", 1)[-1].lower()
+    table = {"i8": "int8", "u8": "int8", "f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16"}
+    return table.get(word, word)
+
+
+def is_compute(layer_type: str) -> bool:
+    """True for a layer that does a model's arithmetic (convolution, matmul, fully connected)."""
+    return layer_type.startswith(COMPUTE_TYPES)
+
+
+def runtime_mix(compiled: Any) -> LayerMix:
+    """The compute layers of `compiled` (an `openvino.CompiledModel`) counted by the precision the CPU plugin runs
+    each in, from its runtime model; the names of those that run in float."""
+    counts: dict[str, int] = defaultdict(int)
+    floats: list[str] = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        layer_type = info["layerType"].astype(str) if "layerType" in info else op.get_type_name()
+        if not is_compute(layer_type):
+            continue
+        precision = precision_word(info["runtimePrecision"].astype(str)) if "runtimePrecision" in info else "?"
+        counts[precision] += 1
+        if precision != "int8" and len(floats) < LISTED_FLOAT_LAYERS:
+            floats.append(op.get_friendly_name())
+    return LayerMix(dict(counts), floats)
+
+
+def profile_request(request: Any, run: Callable[[], object], iterations: int) -> LayerProfile:
+    """Run `run()` `iterations` times on an infer request compiled with PERF_COUNT on, and sum its per-node
+    counters into a profile (mean ms per inference). Nodes that did not execute (fused away) are left out."""
+    per_node: dict[str, list[Any]] = {}
+    for _ in range(iterations):
+        run()
+        for info in request.get_profiling_info():
+            if str(info.status).endswith(".EXECUTED"):
+                entry = per_node.setdefault(info.node_name, [info.node_type, info.exec_type, 0.0])
+                entry[2] += info.real_time.total_seconds() * 1e3
+    nodes = [LayerTime(name, kind, precision_word(exec_type), ms / iterations)
+             for name, (kind, exec_type, ms) in per_node.items()]  # fmt: skip
+    return LayerProfile(
+        total_ms=sum(n.ms for n in nodes),
+        iterations=iterations,
+        reorders=_group(n for n in nodes if n.layer_type == "Reorder"),
+        converts=_group(n for n in nodes if n.layer_type == "Convert"),
+        quantize_nodes=_group(n for n in nodes if n.layer_type == "FakeQuantize"),
+        float_compute=_group(n for n in nodes if is_compute(n.layer_type) and n.precision != "int8"),
+        top=sorted(nodes, key=lambda n: -n.ms)[:TOP_NODES],
+    )
+
+
+def _group(nodes: Any) -> NodeGroup:
+    chosen = list(nodes)
+    return NodeGroup(len(chosen), sum(n.ms for n in chosen))

@@ -1,0 +1,187 @@
+"""The one isolation runner: a function in a fresh `spawn`ed worker process, talking over a pipe, bounded by a
+deadline. Cases (`measure.worker.CaseWorker`) and builds (`measure.worker.build_isolated`) run in it, so each gets
+its own memory, its own crash and its own timeout, and the parent goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from infermeter.interrupts import deferred_interrupts
+
+PhaseCallback = Callable[[str], None]
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def set_thread_environment(threads: int) -> None:
+    # Must happen before any framework is imported: OpenMP reads these once, at start-up.
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = str(threads)
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel kill this worker when its parent dies (even by SIGKILL), so that no orphan keeps
+    burning the CPUs stuck inside a framework's native code. Elsewhere the pipe's EOF is the only signal."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _signal_name(exitcode: int) -> str:
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return f"signal {-exitcode}"
+
+
+@contextlib.contextmanager
+def _parent_main_hidden() -> Iterator[None]:
+    """While a worker starts, the parent's `__main__` is hidden from `spawn`, which would otherwise run the parent's
+    script again in the worker (as `__mp_main__`) before the case: a script calling `infermeter.bench` without an
+    `if __name__ == "__main__"` guard would start benchmarks inside its own workers, and one with it would still
+    load its own imports there, into the case's start-up time and peak memory. A worker needs nothing from
+    `__main__` (its target and arguments are infermeter's), so it is the same fresh process whoever starts it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+class WorkerProcess:
+    """A function run in a fresh `spawn`ed process that talks over a pipe, bounded by a deadline: the one isolation
+    runner. `target(conn, *args)` sends `(kind, payload)` messages; `("phase", name)` ones go to `on_phase`.
+    A worker that dies or outlives its deadline is reported as `WorkerGone` with the status and reason."""
+
+    def __init__(
+        self, target: Callable[..., None], args: tuple[Any, ...], timeout_s: float, on_phase: PhaseCallback | None
+    ) -> None:
+        self.on_phase, self.timeout_s = on_phase, timeout_s
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe(duplex=True)
+        self.process = context.Process(target=target, args=(child_conn, *args), daemon=True)
+        self.started = time.perf_counter()
+        self.deadline = self.started + timeout_s
+        try:
+            # A Ctrl-C while the child is still reading its start-up data would make it print an EOFError
+            # traceback: held until the start is complete, then delivered, and the fresh worker stopped.
+            with deferred_interrupts(), _parent_main_hidden():
+                self.process.start()
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            child_conn.close()
+
+    def rss_mb(self) -> float:
+        """The worker's resident memory now (0 once it has exited)."""
+        import psutil
+
+        try:
+            return psutil.Process(self.process.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            return 0.0
+
+    def send(self, kind: str, payload: Any) -> None:
+        """A command to the worker."""
+        self._conn.send((kind, payload))
+
+    def receive(self) -> tuple[str, Any]:
+        """The worker's next message other than a phase; `WorkerGone` when it ends without one in time."""
+        try:
+            while (remaining := self.deadline - time.perf_counter()) > 0:
+                if self._conn.poll(min(remaining, 0.2)):
+                    try:
+                        kind, payload = self._conn.recv()
+                    except EOFError:
+                        break  # the worker died without a word: judged below from its exit code
+                    if kind != "phase":
+                        return kind, payload
+                    if self.on_phase:
+                        self.on_phase(payload)
+                elif not self.process.is_alive() and not self._conn.poll():
+                    break
+        except BaseException:  # Ctrl-C in the parent: stop the worker, then let the caller save and exit
+            self.kill()
+            raise
+        raise self._gone()
+
+    def _gone(self) -> WorkerGone:
+        # The pipe closes a moment before the process is reaped: give a dead worker time to be seen as dead.
+        self.process.join(timeout=max(0.0, min(5.0, self.deadline - time.perf_counter())))
+        if self.process.is_alive():
+            self.kill()
+            return WorkerGone("timeout", f"no result within {self.timeout_s:g} s; the worker was killed")
+        code = self.process.exitcode or 0
+        how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+        return WorkerGone("crashed", f"the worker process {how} before reporting a result")
+
+    def join(self) -> None:
+        """Wait for a worker that has said its last word to exit (killed after 10 s)."""
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+
+    def wait_until_idle(self, poll_s: float = 0.01, limit_s: float = 0.5) -> float:
+        """Wait until the worker's CPU time stops growing (its thread pools stop spinning after a burst: ONNX
+        Runtime's spin for about 50 ms here), at most `limit_s`; the seconds waited."""
+        import psutil
+
+        start = time.perf_counter()
+        try:
+            process = psutil.Process(self.process.pid)
+            used = sum(process.cpu_times()[:2])
+            while time.perf_counter() - start < limit_s:
+                time.sleep(poll_s)
+                now = sum(process.cpu_times()[:2])
+                if now == used:
+                    break
+                used = now
+        except psutil.Error:
+            pass  # the worker has gone: nothing left to wait for
+        return time.perf_counter() - start
+
+    def kill(self) -> None:
+        """Stop the worker at once (idempotent)."""
+        if self.process.pid is None:
+            return  # never started
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+
+
+class WorkerGone(Exception):
+    """A worker ended without its result: `status` is `timeout` or `crashed`, `error` says how."""
+
+    def __init__(self, status: str, error: str) -> None:
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
+def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
+    """`target(conn, *args)` in a `WorkerProcess` that sends one final `(kind, payload)` message: that message, or
+    ("timeout" | "crashed", reason) when the worker ended without one (for workers that are not measured cases:
+    generation cases, scoring)."""
+    worker = WorkerProcess(target, args, timeout_s, None)
+    try:
+        message = worker.receive()
+    except WorkerGone as gone:
+        return gone.status, gone.error
+    worker.join()
+    return message

@@ -1,0 +1,102 @@
+"""The cold-start table (`bench --cold-start`): each phase from a fresh process to the first result, the build
+stage's apart from the load's, each under its own name (`backends.artifact.Phase`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infermeter.backends.artifact import Phase
+from infermeter.report.summary import _fmt, format_ms, precision_cell
+from infermeter.results.schema import CaseResult
+
+# Load phases in the order they run, each in a column of its own name; a phase named otherwise (a test backend's,
+# a generation backend's) is summed into `other s`. A build phase taken in `load` (nothing built ahead) shows in its
+# own column too.
+LOAD_PHASES = (
+    Phase.IMPORT,
+    Phase.MODEL_INIT,
+    Phase.CONVERT,
+    Phase.QUANTIZE,
+    Phase.OPTIMIZE,
+    Phase.COMPILE,
+    Phase.DESERIALIZE,
+    Phase.SESSION_CREATE,
+)
+_COLUMN_NAMES = {Phase.SESSION_CREATE: "session s"}
+# PyTorch backends and older files called instantiating the module (weights included) `build_s`: not a compilation.
+_PHASE_ALIASES = {"build_s": Phase.MODEL_INIT.value}
+
+
+def phase_column(phase: Phase) -> str:
+    """`compile_s` -> `compile s`, `model_init_s` -> `model init s`."""
+    return _COLUMN_NAMES.get(phase, phase.value.removesuffix("_s").replace("_", " ") + " s")
+
+
+COLD_START_PHASE_COLUMNS = ("build s", *(phase_column(phase) for phase in LOAD_PHASES), "other s")
+COLD_START_COLUMNS = (
+    "model",
+    "backend",
+    "precision",
+    "cache",
+    "cache hit",
+    "process s",
+    *COLD_START_PHASE_COLUMNS,
+    "load s",
+    "first ms",
+    "to first result s",
+    "P50 ms",
+)
+
+
+def _phase_cells(load_phases_s: dict[str, float]) -> list[str]:
+    phases: dict[str, float] = {}
+    for name, seconds in load_phases_s.items():
+        key = _PHASE_ALIASES.get(name, name)
+        phases[key] = phases.get(key, 0.0) + seconds
+    known = [phases.pop(phase.value, None) for phase in LOAD_PHASES]
+    other = sum(phases.values()) if phases else None
+    return [_fmt(seconds, 2) for seconds in (*known, other)]
+
+
+def _cache_cell(case: CaseResult) -> str:
+    """The build stage's cache state when the case loaded an artifact, else the engine's own cache hit."""
+    if case.build is not None:
+        return case.build.cache
+    return {True: "yes", False: "no", None: "—"}[case.cache_hit]
+
+
+def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
+    """One row per cold-start run: each phase of getting from a fresh process to the first result. `build s` is
+    what this run spent building its artifact (0 on a cache hit), apart from the load."""
+    rows = []
+    for case in cases:
+        options = case.options
+        label = "no cache" if options.get("cache") == "off" else f"cache (run {options.get('cold.pass', '?')})"
+        if not case.ok:
+            head = [case.model, case.backend, case.precision, label, case.status.upper()]
+            rows.append(head + ["—"] * (len(COLD_START_COLUMNS) - len(head)))
+            continue
+        build_s = case.build.built_here_s if case.build is not None else None
+        first_result_s = sum(
+            (case.process_start_s or 0.0, build_s or 0.0, case.load_s or 0.0, (case.first_inference_ms or 0.0) / 1e3)
+        )
+        rows.append(
+            [
+                case.model,
+                case.backend,
+                precision_cell(case),
+                label,
+                _cache_cell(case),
+                _fmt(case.process_start_s, 2),
+                _fmt(build_s, 2),
+                *_phase_cells(case.load_phases_s),
+                _fmt(case.load_s, 2),
+                format_ms(case.first_inference_ms),
+                _fmt(first_result_s, 2),
+                format_ms(case.latency_ms.p50 if case.latency_ms else None),
+            ]
+        )
+    return rows
+
+
+__all__ = ["COLD_START_COLUMNS", "COLD_START_PHASE_COLUMNS", "cold_start_rows", "phase_column"]

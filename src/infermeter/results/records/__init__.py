@@ -1,0 +1,64 @@
+"""Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8),
+each stored in the case's `extra` in its on-disk form, so files written before these records existed read
+unchanged. Read one with `read_record(case, ParityRecord)`, store one with `write_record(case, record)`.
+
+`CASE_RECORDS` is the registry: every record a case may carry. `tests/results/test_records.py` round-trips each
+through JSON; a new record is added here.
+"""
+
+from __future__ import annotations
+
+from infermeter.results.records.accuracy import Accuracy, AccuracyError, QuantizedVariant
+from infermeter.results.records.base import Record, copy_record, read_record, write_record
+from infermeter.results.records.generate import SLO, Distribution, GenerationCase, GenerationSummary, GgufQuality
+from infermeter.results.records.int8 import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
+from infermeter.results.records.load import LoadRecord, TunePoint
+from infermeter.results.records.optimize import OptimizeStep
+from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
+from infermeter.results.records.roofline import Roofline, RooflineError
+
+CASE_RECORDS: tuple[type[Record], ...] = (
+    ParityRecord,
+    Accuracy,
+    AccuracyError,
+    QuantizedVariant,
+    Roofline,
+    RooflineError,
+    OptimizeStep,
+    GenerationSummary,
+    GenerationCase,
+    GgufQuality,
+    LoadRecord,
+    TunePoint,
+    Int8Run,
+)
+
+__all__ = [
+    "CASE_RECORDS",
+    "SLO",
+    "Accuracy",
+    "AccuracyError",
+    "Distribution",
+    "GenerationCase",
+    "GenerationSummary",
+    "GgufQuality",
+    "Int8Run",
+    "LayerMix",
+    "LayerProfile",
+    "LayerTime",
+    "LoadRecord",
+    "NodeGroup",
+    "OptimizeStep",
+    "OutputMetrics",
+    "ParityRecord",
+    "QuantizedVariant",
+    "Record",
+    "Roofline",
+    "RooflineError",
+    "Tolerance",
+    "TunePoint",
+    "copy_record",
+    "why_int8",
+    "read_record",
+    "write_record",
+]

@@ -1,0 +1,46 @@
+"""The load records (`infermeter load`, `tune-batching`): one load-generator run against a server, judged
+against its SLO (`load` field), and, for `tune-batching`, the batching policy a point was measured with
+(`tune` field). `deploy --load` reads both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from infermeter.results.records.base import Record
+
+
+@dataclass(frozen=True)
+class LoadRecord(Record):
+    """A load run: its scenario (`server`, `single-stream`, `offline`), the rate it was offered and achieved,
+    requests issued / ok / failed by kind, and VALID (`valid`) or INVALID with `reasons`. `lag_*` is the load
+    generator's own lateness against its schedule (trusted under 1 ms at P99)."""
+
+    KEY: ClassVar[str] = "load"
+
+    target: str
+    scenario: str
+    target_qps: float | None
+    offered_qps: float
+    achieved_qps: float
+    concurrency: int | None
+    duration_s: float
+    issued: int
+    ok: int
+    errors: dict[str, int]
+    slo_p99_ms: float | None
+    valid: bool
+    reasons: list[str] = field(default_factory=list)
+    lag_p99_ms: float | None = None
+    lag_max_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class TunePoint(Record):
+    """A `tune-batching` point: the server's batching policy (`policy`, its label) and whether this point is the
+    one the tuner picked (`pick`)."""
+
+    KEY: ClassVar[str] = "tune"
+
+    policy: str
+    pick: bool = False
