@@ -67,10 +67,15 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
     `--input` or `-O` fails (UsageError, exit 2) before any case runs; each case carries only its own backend's
     options, normalized (`backends.options.options_for`), which is what its id holds."""
     from infermeter.backends.options import check_options, options_for
+    from infermeter.backends.variant import base_name, variant_options
 
     check_options(matrix.options)
-    names = {name for chain in matrix.backends for name in chain}
-    options = {name: options_for(name, matrix.options) for name in names}
+    entries = {entry for chain in matrix.backends for entry in chain}
+    # A variant's own settings come after -O's, so `-b tvm:tune_trials=64` wins over `-O tvm.tune_trials=0`.
+    options = {
+        entry: options_for(base_name(entry), tuple(dict(matrix.options + variant_options(entry)).items()))
+        for entry in entries
+    }
     plan = []
     for spec in matrix.models:
         names = {i.name for i in spec.inputs}
@@ -90,7 +95,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                             cases = tuple(
                                 Case(
                                     spec.ref,
-                                    backend,
+                                    base_name(backend),
                                     precision,
                                     batch,
                                     shape_mode,

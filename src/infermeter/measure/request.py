@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from infermeter.backends.variant import base_name, variant_options
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case, DataSource, MeasureSettings
 from infermeter.checks import check_settings, choose, require_positive, setting_flag
 from infermeter.errors import MissingExtra, UsageError
@@ -81,11 +82,13 @@ def backend_chains(
     chains += [chain for chain in request.fallback if chain]
     known = backend_names()
     for chain in chains:
-        for name in chain:
+        for entry in chain:
+            name = base_name(entry)
             if name not in known:
                 raise UsageError(
                     f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
                 )
+            variant_options(entry)  # a misspelt variant is a usage error now, before anything runs
     if chains:
         return chains
     for name in default_backends():
@@ -160,7 +163,7 @@ def build_matrix(
     specs = [resolve_model(ref) for ref in request.models or (DEFAULT_MODEL,)]
     chains = backend_chains(request, specs, note)
     # A model defined in PyTorch without torch installed: one line saying what to install or pass, up front.
-    require_torch_form(specs, [backend for chain in chains for backend in chain])
+    require_torch_form(specs, [base_name(entry) for chain in chains for entry in chain])
     request = replace(request, batch=request.batch or default_batches(specs, note, name))
     if not (request.precision and request.shape_mode and request.batch and chains and request.streams):
         raise UsageError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from infermeter.backends.variant import variant_label
 from infermeter.results.records import ParityRecord, Roofline, read_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -83,10 +84,25 @@ def group_warnings(warnings: Sequence[tuple[str, CaseWarning]]) -> list[WarningG
     return list(groups.values())
 
 
-def case_label(case: CaseResult) -> str:
-    """`model backend precision b16 static` — how a case is named in warnings and footnotes."""
+def case_label(case: CaseResult, backend: str | None = None) -> str:
+    """`model backend precision b16 static` — how a case is named in warnings and footnotes (`backend`: the
+    backend's label when it differs from its name, see `backend_labels`)."""
     streams = f" x{case.streams} streams" if case.streams > 1 else ""
-    return f"{case.model} {case.backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
+    return f"{case.model} {backend or case.backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
+
+
+def backend_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
+    """Each case's backend as the tables show it, by case id: with the options that tell apart several
+    configurations of one backend in the same results (variants, `-b tvm:tune_trials=64`), else its name."""
+    by_backend: dict[str, list[CaseResult]] = {}
+    for case in cases:
+        by_backend.setdefault(case.backend, []).append(case)
+    labels = {}
+    for backend, group in by_backend.items():
+        keys = {key for case in group for key in case.options}
+        shown = {key for key in keys if len({case.options.get(key) for case in group}) > 1}
+        labels.update({case.id: variant_label(backend, case.options, shown) for case in group})
+    return labels
 
 
 def comparison_group(case: CaseResult) -> tuple[object, ...]:
@@ -224,11 +240,12 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     footnotes: list[str] = []
     marks: set[str] = set()
     tail_short = wide = False
+    backends = backend_labels(cases)
     for case in cases:
-        label = case_label(case)
+        label = case_label(case, backends[case.id])
         if not case.ok:
-            rows.append([case.model, case.backend, case.precision, str(case.batch), case.shape_mode, str(case.streams)]
-                        + [case.status.upper()] + ["—"] * 7)  # fmt: skip
+            head = [case.model, backends[case.id], case.precision, str(case.batch), case.shape_mode, str(case.streams)]
+            rows.append(head + [case.status.upper()] + ["—"] * 7)
             footnotes.append(f"{label}: {case.status}: {case.error}")
             continue
         stats = case.latency_ms
@@ -241,7 +258,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         rows.append(
             [
                 case.model,
-                case.backend,
+                backends[case.id],
                 precision_cell(case),
                 str(case.batch),
                 case.shape_mode,
