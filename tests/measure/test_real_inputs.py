@@ -145,3 +145,11 @@ def test_bad_real_inputs_are_one_line_usage_errors(tmp_path: Path, args: list[st
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in " ".join(proc.stderr.split()), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_parity_takes_a_constant_input_too(tmp_path: Path) -> None:
+    model = branch_model(tmp_path / "branch.onnx")
+    proc = run_cli("parity", model, "-b", "onnxruntime", "--input", "sr=16000", "--input", "x:2x4")
+    assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr
+    bad = run_cli("parity", model, "-b", "onnxruntime", "--input", "rate=16000")
+    assert bad.returncode == 2 and "rate" in bad.stderr, bad.stderr

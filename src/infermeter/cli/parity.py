@@ -14,7 +14,8 @@ from rich.table import Table
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case
 from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.inputs import Feeds, parse_input_override, shared_dim_conflicts
+from infermeter.models.feeds_data import check_input_values, parse_input_flags
+from infermeter.models.inputs import Feeds, shared_dim_conflicts
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import ParityRecord, Tolerance
 from infermeter.results.schema import now_iso
@@ -113,7 +114,9 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
 @click.option("--rtol", type=float, help="Relative tolerance (of |reference| per element).")
 @click.option("--min-cosine", type=float, help="Minimum cosine similarity per output.")
 @click.option("--batch", type=int, help="Batch size (default 1; with --data: split the data into batches of N).")
-@click.option("--input", "inputs", multiple=True, help="A model input's shape: NAME:1x3x224x224.")
+@click.option(
+    "--input", "inputs", multiple=True, help="A model input's shape, NAME:1x3x224x224, or a constant, NAME=VALUE."
+)
 @click.option("--data", type=click.Path(path_type=Path), help=".npz file with arrays named like the inputs.")
 @click.option("--samples", type=int, default=4, show_default=True, help="Random input sets (without --data).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
@@ -177,9 +180,10 @@ def parity(
     if not backends:
         raise UsageError("no backend to check: name some with --backend")
     served = {name: candidate_spec(spec, path) for name, path in _parse_candidates(candidate_onnx, backends).items()}
-    overrides = tuple(parse_input_override(text) for text in inputs)
+    overrides, values = parse_input_flags(inputs)
+    check_input_values(spec.inputs, values)
     if data is not None:
-        if overrides:
+        if overrides or values:
             raise UsageError("--input and --data exclude each other: the data's arrays set the shapes")
         feed_sets = load_npz_feeds(data, spec, batch)
         batch, shapes = _data_shapes(spec, feed_sets[0])
@@ -190,7 +194,7 @@ def parity(
         batch = batch or 1
         for warning in shared_dim_conflicts(spec.inputs, overrides):
             stderr.print(escape(f"warning: {warning}"), soft_wrap=True)
-        feed_sets = random_feeds(spec, batch, overrides, samples, seed)
+        feed_sets = random_feeds(spec, batch, overrides, samples, seed, values)
         shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
         source = f"random × {samples} (seed {seed})"
     from infermeter.backends.options import options_for

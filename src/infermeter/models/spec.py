@@ -178,7 +178,18 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models.hf_torch import build_hf_module
 
         return build_hf_module(spec)
-    raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; use an ONNX-based backend")
+    raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; {_readers_hint(spec)}")
+
+
+def _readers_hint(spec: ModelSpec) -> str:
+    """Which backends take `spec`'s file as it is (from their `model_files`), for errors that need another form."""
+    from infermeter.backends.registry import inference_backends
+
+    suffix = Path(spec.path).suffix.lower() if spec.path else ""
+    readers = [cls.name for cls in inference_backends() if suffix and suffix in cls.model_files]
+    if not readers:
+        return "this command needs a PyTorch or ONNX model"
+    return f"{suffix} files run as they are on {', '.join(readers)} (infermeter converts only from PyTorch)"
 
 
 def describe_inputs(spec: ModelSpec) -> str:

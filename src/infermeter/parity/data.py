@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.errors import InputSpecError
-from infermeter.models.inputs import Feeds, InputSpec, generate_feeds, resolve_shapes
+from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes
 from infermeter.models.spec import ModelSpec
 
 
@@ -19,10 +19,14 @@ def random_feeds(
     overrides: Sequence[tuple[str, tuple[int, ...]]],
     samples: int,
     seed: int,
+    values: tuple[tuple[str, str], ...] = (),
 ) -> list[Feeds]:
-    """`samples` seeded random feed sets shaped for `batch` (and the `--input` overrides)."""
+    """`samples` seeded random feed sets shaped for `batch` (and the `--input` overrides), the constant inputs
+    (`--input NAME=VALUE`: a sample rate, a state) set to their values."""
+    from infermeter.models.feeds_data import generated_feed_sets
+
     shapes = resolve_shapes(spec.inputs, batch, overrides)
-    return generate_feeds(spec.inputs, shapes, samples, seed)
+    return generated_feed_sets(spec.inputs, values, shapes, samples, seed)
 
 
 def _check_array(path: Path, spec: InputSpec, array: np.ndarray) -> np.ndarray:

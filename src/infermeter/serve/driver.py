@@ -105,7 +105,11 @@ def prepare_target(
     for entry in metadata.get("inputs", []):
         if entry.get("datatype") not in DATATYPES:
             raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
-        dims = tuple(d if d >= 0 else ("batch" if axis == 0 else f"dim{axis}") for axis, d in enumerate(entry["shape"]))
+        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
+        dims = tuple(
+            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
+            for axis, d in enumerate(entry["shape"])
+        )
         inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
     feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
     path = f"/v2/models/{name}/infer"
