@@ -99,7 +99,8 @@ def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
     assert shape_aware == ["onnxruntime", "openvino", "onnxruntime-cuda", "onnxruntime-tensorrt", "tensorrt"]
     assert [n for n in backend_names() if get_backend(n).consumes_onnx] == shape_aware
     assert [n for n in backend_names() if get_backend(n).slow_to_load] == ["torch-compile"]
-    assert reference_backends() == {"torch": (), "onnxruntime": (("onnxruntime.opt_level", "disable"),)}
+    # openvino is the reference of an OpenVINO IR (its FP32 run of the same IR); torch and onnxruntime of the rest.
+    assert reference_backends() == {"torch": (), "onnxruntime": (("onnxruntime.opt_level", "disable"),), "openvino": ()}
     assert quantize_engines() == ["onnxruntime", "openvino"]
     assert (backend_for_file(".onnx"), backend_for_file(".XML")) == ("onnxruntime", "openvino")
     assert servable_engines() == {

@@ -9,6 +9,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime, NodeGroup
 
 # Layer types (runtime model and profiling names, as prefixes) that do the arithmetic: what INT8 is for.
@@ -16,6 +18,10 @@ COMPUTE_TYPES = ("Convolution", "GroupConvolution", "Deconvolution", "FullyConne
 # How many of the slowest nodes a profile keeps, and how many float layer names a mix lists.
 TOP_NODES = 5
 LISTED_FLOAT_LAYERS = 10
+# Untimed runs before the counters are read.
+WARMUP_RUNS = 3
+# Name parts of fused subgraphs that are quantize/dequantize operations.
+QUANTIZE_NAME_MARKS = ("fq_", "QuantizeLinear")
 
 
 def precision_word(text: str) -> str:
@@ -49,26 +55,38 @@ def runtime_mix(compiled: Any) -> LayerMix:
 
 
 def profile_request(request: Any, run: Callable[[], object], iterations: int) -> LayerProfile:
-    """Run `run()` `iterations` times on an infer request compiled with PERF_COUNT on, and sum its per-node
-    counters into a profile (mean ms per inference). Nodes that did not execute (fused away) are left out."""
-    per_node: dict[str, list[Any]] = {}
+    """Run `run()` on an infer request compiled with PERF_COUNT on: a few warm-up runs (a first run repacks weights
+    and would dominate), then `iterations` runs whose per-node counters make the profile (median ms per node).
+    Nodes that did not execute (fused away) are left out."""
+    for _ in range(WARMUP_RUNS):
+        run()
+    per_node: dict[str, tuple[str, str, list[float]]] = {}
     for _ in range(iterations):
         run()
         for info in request.get_profiling_info():
             if str(info.status).endswith(".EXECUTED"):
-                entry = per_node.setdefault(info.node_name, [info.node_type, info.exec_type, 0.0])
-                entry[2] += info.real_time.total_seconds() * 1e3
-    nodes = [LayerTime(name, kind, precision_word(exec_type), ms / iterations)
-             for name, (kind, exec_type, ms) in per_node.items()]  # fmt: skip
+                entry = per_node.setdefault(info.node_name, (info.node_type, info.exec_type, []))
+                entry[2].append(info.real_time.total_seconds() * 1e3)
+    nodes = [LayerTime(name, kind, precision_word(exec_type), float(np.median(times)))
+             for name, (kind, exec_type, times) in per_node.items()]  # fmt: skip
     return LayerProfile(
         total_ms=sum(n.ms for n in nodes),
         iterations=iterations,
         reorders=_group(n for n in nodes if n.layer_type == "Reorder"),
         converts=_group(n for n in nodes if n.layer_type == "Convert"),
-        quantize_nodes=_group(n for n in nodes if n.layer_type == "FakeQuantize"),
+        quantize_nodes=_group(n for n in nodes if is_quantize(n)),
         float_compute=_group(n for n in nodes if is_compute(n.layer_type) and n.precision != "int8"),
         top=sorted(nodes, key=lambda n: -n.ms)[:TOP_NODES],
     )
+
+
+def is_quantize(node: LayerTime) -> bool:
+    """A quantize/dequantize node the plugin could not fuse into its neighbours: FakeQuantize, or a fused
+    subgraph made of one (NNCF names them `.../fq_output_0`, `fq_weights`; ONNX's are `QuantizeLinear` and
+    `DequantizeLinear`)."""
+    if node.layer_type == "FakeQuantize":
+        return True
+    return node.layer_type == "Subgraph" and any(m in node.name for m in QUANTIZE_NAME_MARKS)
 
 
 def _group(nodes: Any) -> NodeGroup:

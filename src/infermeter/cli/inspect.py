@@ -11,6 +11,7 @@ from rich.table import Table
 
 from infermeter.cli.common import stdout
 from infermeter.errors import UsageError
+from infermeter.graph.ov_inspect import IrReport
 from infermeter.models.inputs import parse_input_override
 
 
@@ -93,6 +94,31 @@ def _print_report(report: dict[str, Any], top: int) -> None:
         stdout.print(f"[dim]note: {escape(note)}[/]")
 
 
+def _print_ir_report(report: IrReport, top: int) -> None:
+    shapes = "; ".join(f"{k} {'x'.join(map(str, v))}" for k, v in report.input_shapes.items())
+    stdout.print(f"[bold]{escape(report.model)}[/] (OpenVINO IR)  inputs {escape(shapes)}  ·  {report.node_count} ops")
+    weights = ", ".join(f"{t} {n} ({_mb(b)} MB)" for t, (n, b) in report.weights.items())
+    stdout.print(f"weights: {escape(weights)}  ·  FakeQuantize operations: {report.fake_quantize}")
+    ops = Table(title="operations in the IR", header_style="bold", title_justify="left")
+    for column in ("op", "count"):
+        ops.add_column(column, justify="left" if column == "op" else "right")
+    for op, count in list(report.ops.items())[:top]:
+        ops.add_row(escape(op), str(count))
+    stdout.print(ops)
+    layers = Table(title="layers the CPU plugin runs (runtime model)", header_style="bold", title_justify="left")
+    for column in ("layer", "precision", "count"):
+        layers.add_column(column, justify="right" if column == "count" else "left")
+    for row in report.runtime_layers[:top]:
+        layers.add_row(escape(row["layer"]), escape(row["precision"]), str(row["count"]))
+    stdout.print(layers)
+    mix = ", ".join(f"{n} {p}" for p, n in report.mix.items()) or "none"
+    stdout.print(f"[bold]compute layers by runtime precision[/]: {escape(mix)}")
+    if report.float_layers:
+        stdout.print(f"  in float: {escape(', '.join(report.float_layers))}", soft_wrap=True)
+    for note in report.notes:
+        stdout.print(f"[dim]note: {escape(note)}[/]")
+
+
 @click.command("inspect")
 @click.argument("model")
 @click.option(
@@ -104,18 +130,28 @@ def _print_report(report: dict[str, Any], top: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The whole report as JSON (every node).")
 def inspect_cmd(model: str, batch: int | None, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
     """Operators, FLOPs and bytes moved, activation memory (naive vs planned) and fusion opportunities of
-    MODEL (a built-in model name or an .onnx file) at one batch size / input shape."""
+    MODEL (a built-in model name or an .onnx file) at one batch size / input shape. For an OpenVINO IR (.xml):
+    its operations and weights by type, and the layers OpenVINO's CPU plugin runs, with their precisions."""
     from infermeter.graph.analysis import inspect_model
+    from infermeter.models.inputs import fixed_batch
+    from infermeter.models.spec import resolve_model
 
+    spec = resolve_model(model)
     if batch is None:
-        from infermeter.models.inputs import fixed_batch
-        from infermeter.models.spec import resolve_model
-
-        found = fixed_batch(resolve_model(model).inputs)
+        found = fixed_batch(spec.inputs)
         batch = found[1] if found else 1
     if batch <= 0:
         raise UsageError(f"--batch {batch} must be positive")
     overrides = [parse_input_override(text) for text in inputs]
+    if spec.kind == "openvino_ir":
+        from infermeter.graph.ov_inspect import inspect_ir
+
+        ir_report = inspect_ir(spec, batch, overrides)
+        if as_json:
+            click.echo(json.dumps(ir_report.to_dict(), indent=2))
+        else:
+            _print_ir_report(ir_report, max(top, 0))
+        return
     report = inspect_model(model, batch, overrides, ort_levels=not no_ort)
     if as_json:
         click.echo(json.dumps(report, indent=2))

@@ -51,10 +51,18 @@ def reference_backends() -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 def choose_reference(spec: ModelSpec, reference: str | None) -> str:
-    """The reference backend: `reference` when given (checked), else torch for models with a torch form and
-    onnxruntime for ONNX files."""
+    """The reference backend: `reference` when given (checked), else torch for models with a torch form,
+    onnxruntime for ONNX files, and for another graph file the reference backend that reads it (openvino for an
+    OpenVINO IR: its FP32 run of the same IR)."""
     if reference is None:
-        return "torch" if spec.has_torch_form else "onnxruntime"
+        if spec.has_torch_form:
+            return "torch"
+        suffix = Path(spec.path or spec.ref).suffix.lower()
+        if spec.kind != "onnx":
+            for name in reference_backends():
+                if suffix in get_backend(name).model_files:
+                    return name
+        return "onnxruntime"
     references = reference_backends()
     if reference not in references:
         raise UsageError(f"--reference {reference!r}: use one of {', '.join(references)}")

@@ -43,7 +43,9 @@ class ModelRunner:
                     for p in model.inputs
                     if p.get_partial_shape().rank.get_length() > 0 and p.get_partial_shape()[0].is_static
                 ]
-                self._compiled: Any = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads})
+                # f32 for the layers a graph leaves in float: the CPU plugin's default is bf16 on AMX/AVX512-BF16 CPUs.
+                config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
+                self._compiled: Any = core.compile_model(model, "CPU", config)
                 self.output_names = [o.get_any_name() for o in model.outputs]
         except ImportError as exc:
             from infermeter.extras import MODULE_EXTRAS, install_line

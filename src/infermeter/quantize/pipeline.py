@@ -92,6 +92,8 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
     if request.engine == "openvino" and (request.sensitivity or request.max_drop_pct is not None):
         raise UsageError("--sensitivity and --max-drop work with --engine onnxruntime (they re-quantize per layer)")
+    if request.engine != "openvino" and request.model.lower().endswith(".xml"):
+        raise UsageError(f"{request.model} is an OpenVINO IR: only --engine openvino (NNCF) quantizes it")
     if request.finetune and request.config.mode != "static":
         raise UsageError("--finetune fine-tunes for static quantization; drop --mode dynamic")
     suffix = request.output.suffix.lower()
@@ -104,10 +106,16 @@ def _sample_shapes(samples: SampleSet) -> tuple[tuple[str, tuple[int, ...]], ...
     return tuple((name, (1, *array.shape[1:])) for name, array in samples.arrays.items())
 
 
-def _fp32_onnx(spec: ModelSpec) -> Path:
+def _fp32_source(spec: ModelSpec, scratch: Path) -> tuple[Path, Path, str]:
+    """The float model to quantize (the ONNX form, or an OpenVINO IR as it is) and the file the FP32 reference
+    runs (ONNX Runtime's pre-processed graph; the IR itself), with a note."""
+    if spec.kind == "openvino_ir" and spec.path:
+        return Path(spec.path), Path(spec.path), "OpenVINO IR quantized as it is (NNCF)"
     from infermeter.models.convert import onnx_for
 
-    return onnx_for(spec).path
+    source = onnx_for(spec).path
+    fp32 = scratch / "fp32.onnx"
+    return source, fp32, preprocess(source, fp32)
 
 
 def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] | None = None) -> QuantizeOutcome:
@@ -137,9 +145,8 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
     with tempfile.TemporaryDirectory(prefix="infermeter-quantize-") as scratch_name:
         scratch = Path(scratch_name)
         progress("exporting / pre-processing")
-        source = _fp32_onnx(spec)
-        fp32 = scratch / "fp32.onnx"
-        outcome.notes.append(preprocess(source, fp32))
+        source, fp32, note = _fp32_source(spec, scratch)
+        outcome.notes.append(note)
         fp32_runner = ModelRunner(fp32, request.threads)
         fp32_outputs = fp32_runner.predict(evaluation)
         kind = task_kind(spec.task, fp32_outputs, evaluation.labels is not None)

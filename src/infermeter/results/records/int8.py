@@ -141,12 +141,15 @@ class Int8Run(Record):
             effective=data.get("effective"),
             quantizer=str(data["quantizer"]),
             source=str(data["source"]),
-            mix=None if mix is None else LayerMix({str(k): int(v) for k, v in mix["counts"].items()},
-                                                  [str(n) for n in mix.get("float_layers", [])]),  # fmt: skip
+            mix=None if mix is None else _mix(mix),
             profile=None if profile is None else LayerProfile.from_dict(profile),
             fp32_profile=None if fp32 is None else LayerProfile.from_dict(fp32),
             profile_error=data.get("profile_error"),
         )
+
+
+def _mix(data: dict[str, Any]) -> LayerMix:
+    return LayerMix({str(k): int(v) for k, v in data["counts"].items()}, [str(n) for n in data.get("float_layers", [])])
 
 
 def why_int8(record: Int8Run, speedup: float | None = None) -> str:
@@ -161,7 +164,8 @@ def why_int8(record: Int8Run, speedup: float | None = None) -> str:
     if speedup is not None:
         head = f"INT8 was {1 / speedup:.1f}x slower" if speedup < 1 else f"INT8 was {speedup:.1f}x faster"
     overhead = profile.overhead()
-    text = f"{head}: {overhead.ms / profile.total_ms:.0%} of its time is in {overhead.count} Reorder/Convert/quantize nodes"
+    share = overhead.ms / profile.total_ms
+    text = f"{head}: {share:.0%} of its time is in {overhead.count} Reorder/Convert/quantize nodes"
     if record.fp32_profile is not None:
         twin = record.fp32_profile.overhead()
         text += f" (FP32: {twin.count}, {twin.ms / max(record.fp32_profile.total_ms, 1e-9):.0%})"
