@@ -188,7 +188,7 @@ def _write_deploy(
     pick = advice.pick
     assert pick is not None
     folder = run.folder
-    source = run.spec.ref if run.spec.kind != "onnx" else str(Path(run.spec.ref).resolve())
+    source = run.spec.ref if run.spec.kind not in ("onnx", "openvino_ir") else str(Path(run.spec.ref).resolve())
     env = run.results.environment
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,

@@ -24,6 +24,7 @@ ARTIFACTS = "artifacts"
 FP32_ONNX = f"{ARTIFACTS}/model.fp32.onnx"
 INT8_ONNX = f"{ARTIFACTS}/model.int8.onnx"
 MIXED_ONNX = f"{ARTIFACTS}/model.mixed.onnx"
+INT8_IR = f"{ARTIFACTS}/model.int8.xml"  # NNCF's INT8 for OpenVINO (with its .bin)
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,26 @@ def finish(run: Run, key: str, status: str = "done") -> None:
 
 
 def baseline_backend(run: Run) -> str:
-    """torch for models with a PyTorch form, onnxruntime for ONNX files."""
-    return "torch" if run.spec.has_torch_form else "onnxruntime"
+    """torch for models with a PyTorch form, else the backend that reads the model's file as it is (onnxruntime
+    for ONNX files, openvino for an OpenVINO IR)."""
+    if run.spec.has_torch_form:
+        return "torch"
+    from infermeter.backends.registry import backend_for_file
+
+    return backend_for_file(Path(run.spec.path or run.spec.ref).suffix)
+
+
+def fp32_artifact(run: Run, backend: str) -> str | None:
+    """The artifact a float case of `backend` loads: the FP32 ONNX one for ONNX-reading engines, else (or for a
+    model that has no ONNX form, an OpenVINO IR) the model itself."""
+    return FP32_ONNX if get_backend(backend).consumes_onnx and run.spec.kind != "openvino_ir" else None
 
 
 def step_baseline(run: Run) -> CaseResult | None:
     """1. The model as it runs today, measured in this run: every gain is relative to it."""
     backend = baseline_backend(run)
-    what = "PyTorch eager FP32" if backend == "torch" else "ONNX Runtime FP32 (the input is an ONNX file)"
+    suffix = Path(run.spec.path or run.spec.ref).suffix
+    what = "PyTorch eager FP32" if backend == "torch" else f"{backend} FP32 (the input is a {suffix} file)"
     begin(run, "baseline", f"{what} is the reference every later step is measured against, in this same run")
     result = run.measure("baseline", run.spec, run.case(run.spec.ref, backend, check_parity=False), "baseline")
     finish(run, "baseline", "done" if result is not None and result.ok else "failed")
@@ -77,6 +89,11 @@ def step_export(run: Run) -> Path | None:
     )
     target = run.path(FP32_ONNX)
     details = run.journal.details("export")
+    if run.spec.kind == "openvino_ir":
+        skip(run, "export", "ONNX export", "an OpenVINO IR has no ONNX form: OpenVINO runs it as it is, the "
+             "ONNX engines are not tried, and NNCF makes its INT8")  # fmt: skip
+        finish(run, "export", "skipped")
+        return None
     try:
         source = onnx_for(run.spec)
     except Exception as exc:
@@ -163,7 +180,7 @@ def step_fp32(run: Run, baseline: str) -> None:
         if unsupported:
             skip(run, "fp32", name, unsupported)
             continue
-        run.measure("fp32", run.spec, case, artifact=FP32_ONNX if get_backend(name).consumes_onnx else None)
+        run.measure("fp32", run.spec, case, artifact=fp32_artifact(run, name))
     finish(run, "fp32")
 
 
@@ -197,7 +214,7 @@ def step_half(run: Run) -> None:
             if reason:
                 skip(run, "half", f"{backend} {precision}", reason)
                 continue
-            result = run.measure("half", run.spec, case, artifact=FP32_ONNX if cls.consumes_onnx else None)
+            result = run.measure("half", run.spec, case, artifact=fp32_artifact(run, backend))
             if result is not None and result.ok:
                 run.gains.record(precision, backend, fp32, result)
                 _score_half(run, result)
@@ -283,17 +300,18 @@ def step_batching(run: Run) -> None:
 
 def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = None, batch: int | None = None) -> None:
     """`base` again with another shape mode or batch: same model artifact, backend and precision."""
+    from infermeter.optimize.int8_engines import request_precision
     from infermeter.optimize.steps_int8 import annotate_int8, int8_spec, score_case
 
     info = read_record(base, OptimizeStep) or OptimizeStep(step)
     artifact = info.artifact
     is_int8_file = info.quantized_file
     spec = int8_spec(run, base.model) if is_int8_file else run.spec
-    request_precision = "fp32" if is_int8_file else base.precision
+    precision = request_precision(base.backend) if is_int8_file else base.precision
     case = run.case(
         base.model,
         base.backend,
-        request_precision,
+        precision,
         batch or base.batch,
         shape_mode or base.shape_mode,
         check_parity=not is_int8_file,

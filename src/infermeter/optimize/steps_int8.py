@@ -1,5 +1,7 @@
-"""Step 4a of optimize: INT8 with calibration, accuracy-checked; sensitivity-guided mixed precision when plain INT8
-breaks the accuracy budget; each INT8 artifact measured on the engines that run quantized ONNX graphs."""
+"""Step 4a of optimize: INT8 with calibration, accuracy-checked, made by each engine's own quantizer from one shared
+calibration set and scored on one evaluation set (`optimize.int8_engines`): ONNX Runtime's QDQ graph, with the
+sensitivity-guided mixed precision when plain INT8 breaks the accuracy budget, for the engines that run it; NNCF's
+IR for OpenVINO."""
 
 from __future__ import annotations
 
@@ -7,12 +9,22 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
+from infermeter.backends.registry import get_backend
 from infermeter.errors import describe_exception
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize import int8
 from infermeter.optimize.accuracy import EvalData, Reference, fp32_reference, load_eval_data, score_backend, score_file
 from infermeter.optimize.candidates import best_case, p50, plan_backends, prune_reason
+from infermeter.optimize.int8_engines import (
+    NNCF,
+    explain_if_slower,
+    label_quantizer,
+    nncf_plain,
+    quantizer_groups,
+    request_precision,
+)
 from infermeter.optimize.pipeline import FP32_ONNX, INT8_ONNX, MIXED_ONNX, OptimizeEvent, Run
 from infermeter.optimize.steps import begin, finish, note, skip
 from infermeter.results.records import Accuracy, AccuracyError, read_record, write_record
@@ -57,7 +69,10 @@ def eval_data(run: Run) -> tuple[EvalData, Reference]:
             run.spec, request.calib, request.eval, request.calib_size, request.eval_size, request.seed
         )
         run.memo["data"] = data
-        run.memo["reference"] = fp32_reference(run.path(FP32_ONNX), run.spec, data.evaluation, request.threads)
+        # The float model the reference runs: the FP32 ONNX artifact, or an OpenVINO IR given as the model.
+        ir = run.spec.kind == "openvino_ir" and run.spec.path
+        fp32 = Path(run.spec.path) if ir and run.spec.path else run.path(FP32_ONNX)
+        run.memo["reference"] = fp32_reference(fp32, run.spec, data.evaluation, request.threads)
     return run.memo["data"], run.memo["reference"]
 
 
@@ -86,7 +101,7 @@ def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precisi
 
 
 def step_int8(run: Run, fp32_onnx: Path | None) -> None:
-    """4a. Quantize, score, (search mixed,) measure."""
+    """4a. Quantize (each engine with its own quantizer), score, (search mixed,) measure."""
     begin(
         run,
         "int8",
@@ -95,7 +110,12 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
     )
     usable = plan_backends(run.request.device, run.request.backends).usable
     engines = [b for b in int8_engines(run.request.device) if b in usable]
-    if fp32_onnx is None:
+    # An OpenVINO IR has no ONNX form: only NNCF quantizes it, as it is.
+    ir = Path(run.spec.path) if run.spec.kind == "openvino_ir" and run.spec.path else None
+    groups = quantizer_groups(run, engines)
+    if ir is not None:
+        groups = {q: group for q, group in groups.items() if q == NNCF}
+    if fp32_onnx is None and ir is None:
         skip(run, "int8", "int8", "no FP32 ONNX artifact to quantize (the export step failed)")
         return finish(run, "int8", "skipped")
     if not engines:
@@ -119,18 +139,31 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
     for warning in data.warnings:
         run.journal.note("int8", f"warning {warning.code}: {warning.message}")
         run.emit(OptimizeEvent("warning", "int8", f"{warning.code}: {warning.message}"))
+    note(run, "int8", "each engine's INT8 from its own quantizer, one calibration set, one evaluation: "
+         + "; ".join(f"{q}: {', '.join(group)}" for q, group in groups.items()))  # fmt: skip
+    for quantizer, group in groups.items():
+        if quantizer == NNCF:
+            variants = [nncf_plain(run, data, reference, ir or cast(Path, fp32_onnx), details)]
+        else:
+            variants = _qdq_variants(run, data, reference, cast(Path, fp32_onnx), details)
+        for ref, variant, accuracy in variants:
+            _measure_artifact(run, group, ref, variant, accuracy, quantizer)
+    finish(run, "int8")
+
+
+def _qdq_variants(
+    run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
+) -> list[tuple[str, str, Accuracy]]:
+    """ONNX Runtime's plain QDQ graph, and the mixed one when plain breaks the accuracy budget."""
     budget = run.request.max_accuracy_drop_pct
     variants = _plain(run, data, reference, fp32_onnx, details)
-    plain_drop = variants[0][2].drop_pct
-    if plain_drop > budget:
+    if variants[0][2].drop_pct > budget:
         mixed = _mixed(run, data, reference, fp32_onnx, details)
         if mixed:
             variants.append(mixed)
     else:
         note(run, "int8", f"plain INT8 is within the {budget:g}-point budget: no mixed-precision search needed")
-    for ref, variant, accuracy in variants:
-        _measure_artifact(run, engines, ref, variant, accuracy)
-    finish(run, "int8")
+    return variants
 
 
 def _plain(
@@ -224,7 +257,7 @@ def _mixed(
     return MIXED_ONNX, f"mixed ({len(mixed['float_layers'])} float layers)", acc
 
 
-def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accuracy: Accuracy) -> None:
+def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accuracy: Accuracy, quantizer: str) -> None:
     spec = int8_spec(run, ref)
     order = sorted(engines, key=lambda b: p50(f) if (f := run.fp32_case_of(b)) is not None else float("inf"))
     for backend in order:
@@ -234,16 +267,18 @@ def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accu
         if reason:
             skip(run, "int8", f"{backend} {variant}", reason)
             continue
-        case = run.case(ref, backend, "fp32", check_parity=False)
+        case = run.case(ref, backend, request_precision(backend), check_parity=False)
         result = run.measure("int8", spec, case, variant, ref)
         if result is None or not result.ok:
             continue
         annotate_int8(result)
+        label_quantizer(result, quantizer)
+        explain_if_slower(run, result, fp32, variant)
         scored = read_record(result, Accuracy) is not None
-        if backend == "onnxruntime" and not scored:
-            # The artifact was scored by ONNX Runtime's CPU provider: the very engine this case measured.
+        if get_backend(backend).int8_quantizer == quantizer and not scored:
+            # The artifact was scored by its own engine's runner (ONNX Runtime for QDQ, OpenVINO for NNCF's IR).
             write_record(result, accuracy)
         elif not scored:
-            score_case(run, "int8", spec, result, "fp32")
+            score_case(run, "int8", spec, result, case.precision)
         run.gains.record("int8", backend, fp32, result)
         run.save()
