@@ -65,6 +65,8 @@ class Case:
     `buckets` the sizes inputs are padded up to (`--buckets seq=32,64,128`). `streams` is the number of
     concurrent inference requests (`--streams N`). `data` names real inputs (`--data`), rotated and batched
     instead of generated ones, and `input_values` the inputs set to a constant (`--input NAME=VALUE`).
+    `machine` is the class of cluster node the case runs on (`bench --cluster --machines`), None to run here or on
+    any node.
     """
 
     model: str
@@ -81,6 +83,7 @@ class Case:
     streams: int = 1
     data: DataSource | None = None
     input_values: tuple[tuple[str, str], ...] = ()
+    machine: str | None = None
 
     @property
     def id(self) -> str:
@@ -106,13 +109,15 @@ class Case:
             identity["data"] = self.data.content_hash
         if self.input_values:
             identity["input_values"] = [list(kv) for kv in self.input_values]
+        if self.machine is not None:
+            identity["machine"] = self.machine
         digest = identity_digest(json.dumps(identity, sort_keys=True))
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 
     @property
     def group_key(self) -> tuple[object, ...]:
         """The comparison group: cases that differ only in backend, precision or options are compared (and
-        interleaved) against the first of their group."""
+        interleaved) against the first of their group; never across machines."""
         return (
             self.model,
             self.batch,
@@ -122,6 +127,7 @@ class Case:
             self.streams,
             self.data,
             self.input_values,
+            self.machine,
         )
 
     def option(self, key: str, default: str | None = None) -> str | None:

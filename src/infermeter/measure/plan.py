@@ -29,7 +29,8 @@ class PlanItem:
 @dataclass(frozen=True)
 class Matrix:
     """The user's matrix flags, already parsed and checked. A backend entry is a fallback chain (usually of one).
-    `data` (`--data`) and `input_values` (`--input NAME=VALUE`) go to every case."""
+    `data` (`--data`) and `input_values` (`--input NAME=VALUE`) go to every case. `machines` (`bench --cluster
+    --machines`) are classes of cluster node: every case runs on each (none: wherever the sweep runs)."""
 
     models: tuple[ModelSpec, ...]
     backends: tuple[tuple[str, ...], ...]
@@ -46,6 +47,7 @@ class Matrix:
     settings: MeasureSettings = field(default_factory=MeasureSettings)
     data: DataSource | None = None
     input_values: tuple[tuple[str, str], ...] = ()
+    machines: tuple[str, ...] = ()
 
 
 def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -62,8 +64,8 @@ def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str,
 
 
 def build_plan(matrix: Matrix) -> list[PlanItem]:
-    """The matrix in the order it runs: model, batch, shape mode, streams, precision, then backend, so that the
-    first backend of each group is the baseline of its speedups. Shapes and options are checked here, so a bad
+    """The matrix in the order it runs: machine, model, batch, shape mode, streams, precision, then backend, so that
+    the first backend of each group is the baseline of its speedups. Shapes and options are checked here, so a bad
     `--input` or `-O` fails (UsageError, exit 2) before any case runs; each case carries only its own backend's
     options, normalized (`backends.options.options_for`), which is what its id holds."""
     from infermeter.backends.options import check_options, options_for
@@ -77,7 +79,8 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
         for entry in entries
     }
     plan = []
-    for spec in matrix.models:
+    machines: tuple[str | None, ...] = matrix.machines or (None,)
+    for machine, spec in ((m, spec) for m in machines for spec in matrix.models):
         names = {i.name for i in spec.inputs}
         base_shapes = tuple((n, d) for n, d in matrix.input_shapes if n in names)
         for batch in matrix.batches:
@@ -108,6 +111,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     streams,
                                     matrix.data,
                                     tuple((n, v) for n, v in matrix.input_values if n in names),
+                                    machine,
                                 )
                                 for backend in chain
                             )

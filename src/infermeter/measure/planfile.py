@@ -76,7 +76,7 @@ def _sizes_from_json(value: Any) -> Sizes:
 
 
 def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         # A ref is resolved again on resume; the hash says whether it still names the same model.
         "models": [{"ref": spec.ref, "content_hash": spec.content_hash} for spec in matrix.models],
         "backends": [list(chain) for chain in matrix.backends],
@@ -94,6 +94,9 @@ def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
         "data": None if matrix.data is None else dataclasses.asdict(matrix.data),
         "input_values": [list(kv) for kv in matrix.input_values],
     }
+    if matrix.machines:  # only when given: a plan without machines reads the same in an older infermeter
+        data["machines"] = list(matrix.machines)
+    return data
 
 
 def _settings_from_json(value: dict[str, Any]) -> MeasureSettings:
@@ -157,6 +160,7 @@ def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec])
         settings=_settings_from_json(data.get("settings", {})),
         data=_data_from_json(data.get("data")),
         input_values=tuple((str(k), str(v)) for k, v in data.get("input_values", [])),
+        machines=tuple(str(m) for m in data.get("machines", [])),
     )
 
 

@@ -30,7 +30,7 @@ class SweepEvent:
     result: CaseResult | None = None
 
 
-def _groups(plan: Sequence[PlanItem]) -> list[list[PlanItem]]:
+def comparison_groups(plan: Sequence[PlanItem]) -> list[list[PlanItem]]:
     """Consecutive plan items of one comparison group (the plan orders backends innermost)."""
     groups: list[list[PlanItem]] = []
     for item in plan:
@@ -106,7 +106,7 @@ def run_sweep(
         emit(SweepEvent("phase", position[id(item)], total, case, phase=name))
 
     builds = run_builds(pending, isolate, build_phase) if build_first else {}
-    for group in _groups(plan):
+    for group in comparison_groups(plan):
         todo = []
         for item in group:
             if any(case.id in done_ids for case in item.chain):

@@ -21,7 +21,8 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable")
+# `lost`: the case's node died under it, twice (`bench --cluster`; the node record says where and why).
+STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost")
 
 
 @dataclass(frozen=True)

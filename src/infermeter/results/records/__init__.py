@@ -1,5 +1,5 @@
-"""Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8),
-each stored in the case's `extra` in its on-disk form, so files written before these records existed read
+"""Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8,
+node), each stored in the case's `extra` in its on-disk form, so files written before these records existed read
 unchanged. Read one with `read_record(case, ParityRecord)`, store one with `write_record(case, record)`.
 
 `CASE_RECORDS` is the registry: every record a case may carry. `tests/results/test_records.py` round-trips each
@@ -13,6 +13,7 @@ from infermeter.results.records.base import Record, copy_record, read_record, wr
 from infermeter.results.records.generate import SLO, Distribution, GenerationCase, GenerationSummary, GgufQuality
 from infermeter.results.records.int8 import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
 from infermeter.results.records.load import LoadRecord, TunePoint
+from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
 from infermeter.results.records.roofline import Roofline, RooflineError
@@ -31,6 +32,7 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     LoadRecord,
     TunePoint,
     Int8Run,
+    NodeRecord,
 )
 
 __all__ = [
@@ -47,7 +49,9 @@ __all__ = [
     "LayerProfile",
     "LayerTime",
     "LoadRecord",
+    "LostAttempt",
     "NodeGroup",
+    "NodeRecord",
     "OptimizeStep",
     "OutputMetrics",
     "ParityRecord",
@@ -58,7 +62,7 @@ __all__ = [
     "Tolerance",
     "TunePoint",
     "copy_record",
-    "why_int8",
     "read_record",
+    "why_int8",
     "write_record",
 ]
