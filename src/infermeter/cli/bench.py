@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from infermeter.case import MeasureSettings
+from infermeter.cli.cluster import check_cluster_flags, check_plan_machines, cluster_connection
 from infermeter.cli.common import (
     parse_fraction,
     parse_options,
@@ -162,6 +164,18 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     "--cold-start", is_flag=True, help="Time a fresh process to its first result per backend, without and with caches."
 )
 @click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
+@click.option(
+    "--cluster",
+    envvar="RAY_ADDRESS",
+    help="Run the cases on a Ray cluster, one case per node at a time: its address (HEAD:6379), or `local` to start "
+    "one here; also RAY_ADDRESS. Needs infermeter[cluster] (docs/cluster.md).",
+)
+@click.option(
+    "--machines",
+    multiple=True,
+    help="With --cluster: the machine classes (node label infermeter.io/machine) every case runs on, e.g. "
+    "xeon-amx,epyc-zen4, or all.",
+)
 @click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
 @click.option("--prompt-len", type=int, default=64, show_default=True, help="--task generate: prompt tokens.")
@@ -208,6 +222,8 @@ def bench(
     no_history: bool,
     cold_start: bool,
     no_isolation: bool,
+    cluster: str | None,
+    machines: tuple[str, ...],
     allow_mixed_precision: bool,
     seed: int,
     prompt_len: int,
@@ -235,6 +251,8 @@ def bench(
     check_resume_flags(resume, resume_extend, given_plan_flags(ctx))
     if cold_start and no_isolation:
         raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
+    machine_names = tuple(split_values(machines))
+    check_cluster_flags(cluster, machine_names, threads if resume is None or resume_extend else None)
     display = ConsoleDisplay()
     matrix: Matrix | None = None
     if resume is None or resume_extend:  # a bare --resume takes every one of these from the file's plan
@@ -275,16 +293,22 @@ def bench(
         )
         matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]
-    if resume is not None:
-        sweep = resumed_sweep(resume, output, matrix, cold_start, not no_isolation, command, resolve_model)
-        stderr.print(
-            f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True
-        )
-    else:
-        assert matrix is not None
-        environment = collect_environment()
-        sweep = new_sweep(output or _default_output(), matrix, cold_start, not no_isolation, command, environment)
-    run = run_bench(sweep, display, roofline=not no_roofline, history=not no_history)
+    with cluster_connection(cluster):
+        if matrix is not None and machine_names:
+            from infermeter.cluster.session import resolve_machines
+
+            matrix = replace(matrix, machines=resolve_machines(machine_names))
+        if resume is not None:
+            sweep = resumed_sweep(resume, output, matrix, cold_start, not no_isolation, command, resolve_model)
+            stderr.print(
+                f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True
+            )
+        else:
+            assert matrix is not None
+            environment = collect_environment()
+            sweep = new_sweep(output or _default_output(), matrix, cold_start, not no_isolation, command, environment)
+        check_plan_machines(sweep.todo, cluster)
+        run = run_bench(sweep, display, roofline=not no_roofline, history=not no_history, on_cluster=bool(cluster))
     shown = run.cases
     if run.cold_start:
         print_table(

@@ -192,21 +192,30 @@ def _annotate_roofline(results: ResultsFile, path: Path | None, display: BenchDi
     _save(path, results)
 
 
-def _run_plan(sweep: Sweep, display: BenchDisplay) -> SpeedTrace:
+def _run_plan(sweep: Sweep, display: BenchDisplay, on_cluster: bool) -> SpeedTrace:
     """The sweep under the display's progress, with the machine-speed probe read before, between rounds and after
-    (kept in the results as `machine_speed`). An interrupt reaches the display, then the caller."""
+    (kept in the results as `machine_speed`); `on_cluster`: on the connected Ray cluster (`cluster.driver`), where
+    this machine's speed says nothing about the nodes' and is not probed. An interrupt reaches the display, then
+    the caller."""
     from infermeter.measure.sweep import run_sweep
 
-    results, path = sweep.results, sweep.path
+    results, path, plan = sweep.results, sweep.path, sweep.plan
     trace = SpeedTrace()
-    trace.read()
+    if not on_cluster:
+        trace.read()
     try:
         with terminate_as_interrupt(), display.progress(len(sweep.items)) as on_event:
-            run_sweep(
-                sweep.items, results, path, sweep.plan.isolate, on_event, trace, build_first=not sweep.plan.cold_start
-            )
-        trace.read()
-        results.extra["machine_speed"] = trace.to_dict()
+            if on_cluster:
+                from infermeter.cluster.driver import run_on_cluster
+
+                run_on_cluster(
+                    sweep.items, sweep.todo, results, path, plan.isolate, plan.cold_start, on_event, display.warn
+                )
+            else:
+                run_sweep(sweep.items, results, path, plan.isolate, on_event, trace, build_first=not plan.cold_start)
+        if not on_cluster:
+            trace.read()
+            results.extra["machine_speed"] = trace.to_dict()
         _save(path, results)
     except KeyboardInterrupt as exc:
         display.interrupted(exc, len(results.cases), path)
@@ -214,17 +223,22 @@ def _run_plan(sweep: Sweep, display: BenchDisplay) -> SpeedTrace:
     return trace
 
 
-def run_bench(sweep: Sweep, display: BenchDisplay, roofline: bool = True, history: bool = True) -> BenchRun:
+def run_bench(
+    sweep: Sweep, display: BenchDisplay, roofline: bool = True, history: bool = True, on_cluster: bool = False
+) -> BenchRun:
     """Run what is left of `sweep`'s plan, saving the results file after every case: the ONNX exports first, then
     the sweep, then (unless a cold start, or `roofline` is off) the roofline figures, and the run recorded in the
-    history database when `history` is on."""
+    history database when `history` is on. `on_cluster`: the sweep runs on the connected Ray cluster (`bench
+    --cluster`), each node making its own exports; no roofline there (each node would need its own ceilings)."""
     results, path = sweep.results, sweep.path
     cold_start = sweep.plan.cold_start
     _save(path, results)
-    if not cold_start:  # a cold start measures the conversion itself
+    if not cold_start and not on_cluster:  # a cold start measures the conversion itself
         prepare_onnx(sweep.todo, display)
-    trace = _run_plan(sweep, display)
-    if roofline and not cold_start:
+    trace = _run_plan(sweep, display, on_cluster)
+    if roofline and on_cluster:
+        display.note("no roofline figures for a --cluster run: each node would need its own measured ceilings")
+    elif roofline and not cold_start:
         _annotate_roofline(results, path, display)
     if history:
         from infermeter.results.store import record_run
