@@ -19,6 +19,12 @@ from infermeter.extras import require_extra
 LOCAL = "local"
 # `--machines all`: every class of node the cluster has now.
 ALL_MACHINES = "all"
+# `ray start` turns Ray's token authentication on by default (Ray 2.5x on): a driver that does not say so is refused.
+AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"
+AUTH_HINT = (
+    f"; if the cluster uses Ray's token authentication (`ray start`'s default), set {AUTH_MODE_VARIABLE}=token here "
+    "with the head's token (`ray get-auth-token` there) in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+)
 START_LINES = (
     f"ray start --head --resources '{{\"{SLOT_RESOURCE}\": 1}}' --labels {MACHINE_LABEL}=CLASS, and on each other "
     f"node: ray start --address HEAD:6379 --resources '{{\"{SLOT_RESOURCE}\": 1}}' --labels {MACHINE_LABEL}=CLASS"
@@ -77,6 +83,7 @@ def connect(address: str) -> None:
     except Exception as exc:
         raise UsageError(
             f"--cluster {address}: cannot connect to a Ray cluster there ({type(exc).__name__}: {exc})"
+            + ("" if os.environ.get(AUTH_MODE_VARIABLE) == "token" else AUTH_HINT)
         ) from None
     if not slot_nodes():
         ray.shutdown()
