@@ -21,12 +21,12 @@ def check_cluster_flags(cluster: str | None, machines: tuple[str, ...], threads:
         return
     from infermeter.cluster.session import LOCAL, require_cluster_extra
 
-    require_cluster_extra()
     if threads == 0 and cluster != LOCAL:
         raise UsageError(
             "--cluster: give --threads N, the intra-op threads each case runs with on its node (the default, this "
             "machine's physical cores, says nothing about the nodes')"
         )
+    require_cluster_extra()
 
 
 def cluster_connection(cluster: str | None) -> AbstractContextManager[object]:
