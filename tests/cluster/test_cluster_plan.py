@@ -17,8 +17,10 @@ from fault_harness import FAST
 from infermeter.case import Case, MeasureSettings
 from infermeter.cluster.units import plan_units
 from infermeter.measure.plan import Matrix, build_plan
-from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict
+from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict, store_plan
 from infermeter.models.spec import resolve_model
+from infermeter.results.io import write_results
+from infermeter.results.schema import ResultsFile
 
 NULL_BASE = ["bench", "tiny_cnn", "-b", "null", "--batch", "1", *FAST, "--no-roofline", "--no-history"]
 NULL_SWEEP = [*NULL_BASE, "-O", "null.wait=sleep", "--threads", "1"]
@@ -108,3 +110,15 @@ def test_interleaved_groups_are_one_task_and_never_span_machines() -> None:
     sequential = build_plan(_matrix(settings=MeasureSettings(interleave=False)))
     assert [len(unit.items) for unit in plan_units(sequential, isolate=True, cold_start=False)] == [1, 1, 1, 1]
     assert [len(unit.items) for unit in plan_units(plan[:4], isolate=False, cold_start=False)] == [1, 1, 1, 1]
+
+
+def test_a_plan_with_machine_classes_resumes_only_on_a_cluster(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.json"
+    results = ResultsFile(created="2026-12-01T00:00:00+00:00", environment={})
+    store_plan(results, StoredPlan((_matrix(machines=("a",)),), ("infermeter", "bench")))
+    write_results(path, results)
+    before = path.read_bytes()
+    proc = run_cli("bench", "--resume", str(path), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "give --cluster ADDRESS" in " ".join(proc.stderr.split())
+    assert path.read_bytes() == before
