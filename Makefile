@@ -10,11 +10,13 @@ endif
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.test-installed-stamp
 LLM_STAMP := $(VENV)/.llm-installed-stamp
+CLUSTER_STAMP := $(VENV)/.cluster-installed-stamp
+COMPILERS_STAMP := $(VENV)/.compilers-installed-stamp
 # llama.cpp built portable (no -march=native) and without its CLI tools, server binary or multimodal library.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test run test lint typecheck unit clean benchmarks browser install-llm test-llm dist
+.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit clean benchmarks browser install-llm test-llm dist
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,13 +26,30 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e '.[all-cpu]'
 	touch $(STAMP)
 
+# The tests include the cluster ones (a local multi-node Ray cluster) and the compilers' (TVM, IREE), so the test
+# install brings Ray and the compilers too.
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[all-cpu,test]'
+	$(BIN)/python -m pip install --quiet -e '.[all-cpu,test,cluster,compilers]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
+# The optional `cluster` extra (Ray) for `bench --cluster` (docs/cluster.md), without the test tools.
+$(CLUSTER_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[all-cpu,cluster]'
+	touch $(CLUSTER_STAMP)
+
+install-cluster: $(CLUSTER_STAMP)
+
 install-test: $(TEST_STAMP)
+
+# The optional `compilers` extra (IREE, Apache TVM: about 740 MB installed) for `-b tvm` / `-b iree`; `make test`
+# installs it too.
+$(COMPILERS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[all-cpu,compilers]'
+	touch $(COMPILERS_STAMP)
+
+install-compilers: $(COMPILERS_STAMP)
 
 # The optional `llm` extra: llama-cpp-python compiles llama.cpp from source (no Linux wheel on PyPI); pip
 # caches the built wheel, so only the first install on a machine pays for the compile.

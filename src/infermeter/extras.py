@@ -43,6 +43,10 @@ MODULE_EXTRAS: dict[str, str] = {
     "llama_cpp": "llm",
     "gguf": "llm",
     "httpx": "serve",
+    "ray": "cluster",
+    "iree": "compilers",
+    "tvm": "compilers",
+    "tvm_ffi": "compilers",
 }
 
 # What `infermeter serve` imports (and `load` / `tune-batching` when they serve a model here).

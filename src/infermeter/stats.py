@@ -54,6 +54,11 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "the engine runs a different precision than requested",
         "its speed is not a figure for the requested precision; compare it with cases of its own precision",
     ),
+    "generic_cpu_target": (
+        "a compiler built the model for a generic CPU, not this one",
+        "its code leaves this CPU's vector units unused, so its speed is not this machine's: build for the host "
+        "(iree.target_cpu=host)",
+    ),
     "max_time_reached": (
         "the run stopped at --max-time before its stop rule was met",
         "raise --max-time, or accept a wider interval with --target-ci",

@@ -12,6 +12,7 @@ import pytest
 
 from cli_helpers import run_cli
 from infermeter.case import Case
+from infermeter.report.summary import precision_cell, summary_table
 from infermeter.results.io import read_results
 from infermeter.results.records import Int8Run, read_record, why_int8
 
@@ -47,6 +48,10 @@ def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path
     crossed_record = read_record(crossed, Int8Run)
     assert crossed_record is not None and (crossed_record.quantizer, crossed_record.source) == ("ort-qdq", "cross-fed")
     assert crossed_record.mix is not None and crossed_record.mix.counts.get("int8", 0) >= 2
+    # The table says what ran, and its footnotes where the time went (no FP32 row here: no ratio).
+    assert precision_cell(own) == "int8 (nncf 3/3)" and precision_cell(ort) == "int8 (ort-qdq)"
+    footnotes = summary_table(list(cases.values())).footnotes
+    assert any("openvino int8" in n and ": INT8: " in n and "Reorder/Convert" in n for n in footnotes), footnotes
     ort_record = read_record(ort, Int8Run)
     assert ort_record is not None and (ort_record.quantizer, ort_record.mix) == ("ort-qdq", None)
 

@@ -6,9 +6,9 @@ Plain data with no framework imports: the results schema, the sweep's parent pro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Mapping
 from typing import Any
 
 
@@ -48,10 +48,13 @@ class CacheState(StrEnum):
 
 @dataclass
 class BuildOutput:
-    """What `Backend.build` returns: the seconds of each build phase (`Phase` values) and notes for the reader."""
+    """What `Backend.build` returns: the seconds of each build phase (`Phase` values), notes for the reader, and
+    warnings, (code, message) pairs of `stats.WARNING_CODES` that every case using the artifact carries (a
+    compiler that built for a generic CPU rather than this one)."""
 
     phases_s: Mapping[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,9 @@ class Backend(BackendInfo):
     shape_aware: ClassVar[bool] = False
     # True when `load` spends long in compilation: optimize tries such backends last.
     slow_to_load: ClassVar[bool] = False
+    # False for engines `bench` runs only when named (`-b tvm`): compilers whose build takes minutes would turn a
+    # newcomer's first `bench MODEL` into a long wait.
+    runs_by_default: ClassVar[bool] = True
     # True when the engine executes a quantized (QDQ) ONNX graph in int8 on its device.
     runs_quantized_onnx: ClassVar[bool] = False
     # True when the framework ships its own INT8 quantizer (`infermeter quantize --engine NAME`).

@@ -48,6 +48,8 @@ REGISTRY: tuple[Registered, ...] = (
     Registered("onnxruntime-tensorrt", "infer", "infermeter.backends.onnxruntime_gpu:OnnxRuntimeTensorRTBackend"),
     Registered("tensorrt", "infer", "infermeter.backends.tensorrt_backend:TensorRTBackend"),
     Registered("tflite", "infer", "infermeter.backends.tflite:TFLiteBackend"),
+    Registered("iree", "infer", "infermeter.backends.iree_backend:IreeBackend"),
+    Registered("tvm", "infer", "infermeter.backends.tvm_backend:TvmBackend"),
     Registered("llama-cpp", "generate", "infermeter.generate.backends.llama_cpp:LlamaCppBackend"),
     Registered("transformers", "generate", "infermeter.generate.backends.transformers_gen:TransformersBackend"),
     Registered("vllm", "generate", "infermeter.generate.backends.vllm_gen:VllmBackend"),
@@ -158,11 +160,12 @@ def inference_backends() -> list[type[Backend]]:
 
 
 def default_backends() -> list[str]:
-    """Every available, non-synthetic CPU backend: what `bench` runs when no --backend is given."""
+    """Every available, non-synthetic CPU backend that runs by default (`runs_by_default`): what `bench` runs when
+    no --backend is given."""
     return [
         cls.name
         for cls in inference_backends()
-        if not cls.synthetic and cls.device == "cpu" and cls.available() is None
+        if not cls.synthetic and cls.device == "cpu" and cls.runs_by_default and cls.available() is None
     ]
 
 

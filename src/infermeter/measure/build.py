@@ -79,7 +79,6 @@ def key_digest(key: dict[str, object]) -> str:
 
 def _build(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
     """The build itself, into `target`: the on-the-fly INT8 graph if any, then the backend's own artifact."""
-    from infermeter.models.spec import resolve_model
 
     backend = get_backend(case.backend)()
     model, phases, notes, warnings, model_path = spec, {}, [], [], None
@@ -97,6 +96,7 @@ def _build(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
     own = backend.artifact_key(model, case) is not None
     output = backend.build(model, case, target) if own else BuildOutput()
     phases.update(output.phases_s)
+    warnings += [[code, message] for code, message in output.warnings]
     return {"phases_s": phases, "notes": notes + output.notes, "warnings": warnings, "model_path": model_path,
             "quantizer": quantizer, "own": own}  # fmt: skip
 

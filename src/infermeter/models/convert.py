@@ -135,7 +135,8 @@ def cached_entry(kind: str, key: dict[str, object], suffix: str, build: Callable
     if problem:
         built["note"] = "; ".join(n for n in (problem, built.get("note", "")) if n)
     record = {**built, "sha256": content_sha256(target), "key": place.key}
-    sidecar_tmp = sidecar.with_suffix(".json.tmp")
+    # A temporary name of its own: two processes (or two nodes on a shared cache) may finish the same key at once.
+    sidecar_tmp = _temporary(folder, ".json.tmp")
     sidecar_tmp.write_text(json.dumps(record))
     os.replace(sidecar_tmp, sidecar)
     return CacheEntry(target, "rebuilt" if problem else "built", built, built_s)

@@ -124,7 +124,7 @@ def _nncf(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
     source = Path(spec.path) if spec.kind == "openvino_ir" and spec.path else onnx_for(spec).path
     source_id = spec.content_hash if spec.kind == "openvino_ir" else file_sha256(source)[:16]
     key = {"model": spec.content_hash, "source": source_id, "calib": calibration.identity,
-           "nncf": version("nncf"), "openvino": version("openvino"), "v": 1}  # fmt: skip
+           "nncf": version("nncf"), "openvino": version("openvino"), "v": 2}  # fmt: skip
 
     def build(target: Path) -> str:
         calib = calibration.samples(spec, case)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.quantize.data import SampleSet
@@ -39,9 +40,15 @@ def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: Sa
             if calib is None:
                 raise UsageError("static quantization needs calibration samples")
             dataset = nncf.Dataset(list(calib.batches(1)))
-            kwargs = {"ignored_scope": ignored} if ignored is not None else {}
+            kwargs: dict[str, object] = {"ignored_scope": ignored} if ignored is not None else {}
+            transformer = is_transformer(model)
+            if transformer:
+                # NNCF's transformer scheme keeps softmax, GELU and normalization inputs in float: without it, an
+                # encoder loses almost all its accuracy (MiniLM: a 90-point cosine drop, 1.2 with it).
+                kwargs["model_type"] = nncf.ModelType.TRANSFORMER
             quantized = nncf.quantize(model, dataset, subset_size=calib.count, **kwargs)
-            note = f"nncf.quantize on {calib.count} calibration samples"
+            scheme = ", transformer scheme" if transformer else ""
+            note = f"nncf.quantize on {calib.count} calibration samples{scheme}"
         # compress_to_fp16 would halve the file but change what a reader of the file sees as its precision.
         ov.save_model(quantized, str(target), compress_to_fp16=False)
     except UsageError:
@@ -49,6 +56,12 @@ def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: Sa
     except Exception as exc:
         raise ModelError(f"NNCF could not quantize {source.name}: {describe_exception(exc)}") from exc
     return note
+
+
+def is_transformer(model: Any) -> bool:
+    """True when an OpenVINO model has attention (a Softmax beside MatMuls): NNCF's `ModelType.TRANSFORMER`."""
+    types = {op.get_type_name() for op in model.get_ops()}
+    return "Softmax" in types and "MatMul" in types
 
 
 def ir_precision(path: Path) -> str:

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
-from infermeter.results.records import ParityRecord, Roofline, read_record
+from infermeter.report.int8 import int8_footnotes
+from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
 
@@ -93,7 +94,8 @@ def case_label(case: CaseResult, backend: str | None = None) -> str:
 
 def backend_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
     """Each case's backend as the tables show it, by case id: with the options that tell apart several
-    configurations of one backend in the same results (variants, `-b tvm:tune_trials=64`), else its name."""
+    configurations of one backend in the same results (variants, `-b tvm:tune_trials=64`), else its name; with
+    `@CLASS` after it when the case ran on a cluster node of that machine class (`bench --cluster`)."""
     by_backend: dict[str, list[CaseResult]] = {}
     for case in cases:
         by_backend.setdefault(case.backend, []).append(case)
@@ -101,14 +103,23 @@ def backend_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
     for backend, group in by_backend.items():
         keys = {key for case in group for key in case.options}
         shown = {key for key in keys if len({case.options.get(key) for case in group}) > 1}
-        labels.update({case.id: variant_label(backend, case.options, shown) for case in group})
+        for case in group:
+            machine = machine_of(case)
+            labels[case.id] = variant_label(backend, case.options, shown) + (f" @{machine}" if machine else "")
     return labels
 
 
+def machine_of(case: CaseResult) -> str | None:
+    """The class of cluster node the case ran on (`bench --cluster`), None for a case run here."""
+    node = read_record(case, NodeRecord)
+    return node.machine if node is not None else None
+
+
 def comparison_group(case: CaseResult) -> tuple[object, ...]:
-    """The comparison group of a result (as `Case.group_key` for a case to run): speedups are within one."""
+    """The comparison group of a result (as `Case.group_key` for a case to run): speedups are within one, and so
+    within one machine class."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
-    return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams)
+    return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, machine_of(case))
 
 
 def _fmt(value: float | None, digits: int) -> str:
@@ -127,11 +138,16 @@ def format_ms(value: float | None) -> str:
 
 
 def precision_cell(case: CaseResult) -> str:
-    """`fp32`, or `fp32→bf16` when the engine runs another precision than requested."""
+    """`fp32`, or `fp32→bf16` when the engine runs another precision than requested; an INT8 row names the
+    quantizer that made its graph and, when the engine says, how many of its compute layers ran int8
+    (`int8 (nncf 27/30)`; `Int8Run`)."""
     effective = case.precision_effective
-    if effective is None or effective == case.precision:
-        return case.precision
-    return f"{case.precision}→{effective}"
+    cell = case.precision if effective is None or effective == case.precision else f"{case.precision}→{effective}"
+    int8 = read_record(case, Int8Run)
+    if int8 is None:
+        return cell
+    layers = f" {int8.mix.counts.get('int8', 0)}/{int8.mix.total}" if int8.mix is not None else ""
+    return f"{cell} ({int8.quantizer}{layers})"
 
 
 def parity_failed(case: CaseResult) -> bool:
@@ -273,6 +289,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
             ]
         )
         warnings.extend((label, w) for w in case.warnings)
+    footnotes += int8_footnotes(cases, {case.id: case_label(case, backends[case.id]) for case in cases})
     if "precision" in marks:
         footnotes.append(
             "† speedup refused: this case runs a different effective precision than the first backend of its group; "

@@ -1,0 +1,341 @@
+"""Apache TVM (Relax, LLVM CPU codegen), compiled ahead from the model's ONNX form, optionally auto-tuned.
+
+The build imports the ONNX graph into Relax at the case's static shapes, compiles it for this host's CPU and exports
+the library (`export_library`) into the artifact folder; `load` only loads it (`tvm.runtime.load_module`) into a
+Relax VM. The target names the host CPU as LLVM knows it (`llvm_get_system_cpu`): `mcpu=native` silently falls
+back to a generic CPU (12 LLVM features instead of 99 on a Sapphire/Emerald Rapids host), so the CPU and its
+feature count are recorded, and a build that still resolves to a generic CPU carries the `generic_cpu_target`
+warning. `num-cores` is the case's threads (MetaSchedule refuses a target without it).
+
+Auto-tuning (`-O tvm.tune_trials=N`, `-O tvm.tune_minutes=M`) runs MetaSchedule in the build
+(`_tvm_metaschedule`): its seconds are the build's `tune_s` phase, apart from `compile_s`, and a cache hit keeps
+them. A tuned artifact also holds the tuning database (`database/`) and the summary (`tuning.json`, read by
+`tuning_summary`). Tuned and untuned cases differ by an option, hence by case id: separate rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from infermeter.backends._common import case_shapes, onnx_form_reason
+from infermeter.backends._tvm_tuning import DATABASE_DIR, SUMMARY_FILE, TuningPlan, TuningSummary, read_tuning_summary
+from infermeter.backends.artifact import Artifact, BuildOutput, Phase
+from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends.options import CACHE, Integer, Number
+from infermeter.case import Case
+from infermeter.errors import BackendError, engine_message
+from infermeter.models.convert import onnx_for
+from infermeter.models.inputs import Feeds
+from infermeter.models.spec import ModelSpec
+
+TUNE_TRIALS = Integer(key="tvm.tune_trials", default=0,
+                      help="MetaSchedule auto-tuning: candidate kernels measured, spread over the model's fused "
+                           "kernels heaviest first (0: untuned, TVM's default schedules)")  # fmt: skip
+TUNE_MINUTES = Number(key="tvm.tune_minutes", default=0.0,
+                      help="upper bound on tuning minutes: no new batch of candidates starts past it (0: none; "
+                           "alone, tunes until the bound)")  # fmt: skip
+LIBRARY_FILE = "model.so"
+BUILD_FILE = "build.json"
+# The cache folder kind under which an interrupted tuning keeps its database until the build completes.
+TUNING_KIND = "build-tvm-tuning"
+
+
+def tuning_summary(artifact: Artifact | str | Path) -> TuningSummary | None:
+    """The tuning summary of a tvm artifact (per task: trials, untuned and best latency), None when untuned."""
+    return read_tuning_summary(artifact.path if isinstance(artifact, Artifact) else artifact)
+
+
+def host_target(threads: int) -> tuple[Any, dict[str, object]]:
+    """The LLVM target for this host's CPU with `threads` cores, and what it resolved to (cpu, feature count)."""
+    import tvm
+    from tvm.target import codegen
+
+    cpu = str(codegen.llvm_get_system_cpu())
+    target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": threads})
+    features = len(codegen.llvm_get_cpu_features(target))
+    return target, {"mcpu": cpu, "features": features, "num_cores": threads}
+
+
+def _generic_warning(resolved: dict[str, object]) -> tuple[str, str] | None:
+    if resolved["mcpu"] not in ("", "generic"):
+        return None
+    return (
+        "generic_cpu_target",
+        f"tvm compiled for LLVM's generic CPU ({resolved['features']} features): LLVM did not recognize this "
+        "host's CPU, so the code leaves its vector extensions unused and its speed is not this machine's",
+    )
+
+
+def _plan(case: Case) -> TuningPlan | None:
+    trials, minutes = TUNE_TRIALS.value(case), TUNE_MINUTES.value(case)
+    if not trials and not minutes:
+        return None
+    return TuningPlan(trials=trials, minutes=minutes, workers=max(1, case.threads))
+
+
+class TvmSession(Session):
+    """A Relax VM running the exported library's `main`; inputs become TVM tensors in `prepare` (untimed)."""
+
+    def __init__(self, vm: Any, input_names: list[str], precision: str) -> None:
+        super().__init__()
+        import tvm
+
+        self.vm = vm
+        self._main = vm["main"]
+        self._tensor = tvm.runtime.tensor
+        self._device = tvm.cpu()
+        self._input_names = input_names
+        self._precision = precision
+
+    def prepare(self, feeds: Feeds) -> Any:
+        return [self._tensor(np.ascontiguousarray(feeds[name]), self._device) for name in self._input_names]
+
+    def run(self, prepared: Any) -> Any:
+        return self._main(*prepared)
+
+    def outputs_to_numpy(self, outputs: Any) -> list[np.ndarray]:
+        if hasattr(outputs, "numpy"):
+            return [outputs.numpy()]
+        return [output.numpy() for output in outputs]
+
+    def effective_precision(self) -> str:
+        return self._precision
+
+    def close(self) -> None:
+        self._main = None
+        self.vm = None
+
+
+class TvmBackend(Backend):
+    """Apache TVM (`apache-tvm`): ONNX -> Relax at static shapes -> LLVM for the host CPU, run by the Relax VM.
+
+    Options: `tvm.tune_trials` N (MetaSchedule auto-tuning, 0: untuned, the default); `tvm.tune_minutes` M (time
+    bound on the tuning); `cache=off` builds (and tunes) afresh for the case. Threads: the target's `num-cores` and
+    the runtime's thread pool (TVM_NUM_THREADS), read back."""
+
+    name = "tvm"
+    description = "Apache TVM Relax, LLVM for the host CPU, optional MetaSchedule auto-tuning"
+    options = (TUNE_TRIALS, TUNE_MINUTES, CACHE)
+    consumes_onnx = True
+    slow_to_load = True
+    runs_by_default = False  # a build of minutes: run when named (-b)
+    model_files = (".onnx",)
+    distribution = "apache-tvm"
+    install_extra: ClassVar[str | None] = "compilers"
+    artifact_suffix = "/"
+
+    @classmethod
+    def available(cls) -> str | None:
+        missing = [d for d in ("apache-tvm", "onnx") if package_version(d) is None]
+        return cls.not_installed(f"Apache TVM ({', '.join(missing)})") if missing else None
+
+    @classmethod
+    def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
+        reason = onnx_form_reason(model, cls.name)
+        if reason:
+            return reason
+        if case.shape_mode != "static":
+            return (
+                "the tvm backend compiles and tunes for the case's static shapes; Relax kernels with symbolic "
+                "shapes cannot be tuned by MetaSchedule here: use --shape-mode static"
+            )
+        if case.streams > 1:
+            return "the tvm backend runs one inference at a time on its VM: --streams > 1 is not supported"
+        if case.precision != "fp32":
+            return f"the tvm backend compiles fp32 graphs as they are; {case.precision} is not supported"
+        return None
+
+    def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
+        # The host's CPU and ISA are in the build stage's part of the key; the TVM version too (`version`).
+        return {
+            "shapes": case_shapes(model, case),
+            "num_cores": case.threads,
+            "tune": {"trials": TUNE_TRIALS.value(case), "minutes": TUNE_MINUTES.value(case)},
+            "tvm_ffi": package_version("apache-tvm-ffi"),
+        }
+
+    def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
+        _set_threads_env(case.threads)
+        mod, facts = self._relax_module(model, case)
+        device_target, resolved = host_target(case.threads)
+        phases: dict[str, float] = {}
+        plan = _plan(case)
+        summary, database = None, None
+        with tempfile.TemporaryDirectory(prefix="infermeter-tvm-tune-") as scratch:
+            if plan is not None:
+                work_dir = self._tuning_dir(model, case, Path(scratch))
+                summary, database = self._tune(mod, device_target, plan, work_dir)
+                phases[Phase.TUNE] = summary.tune_s
+            compile_start = time.perf_counter()
+            executable = _compile(model, mod, device_target, database)
+            phases[Phase.COMPILE] = time.perf_counter() - compile_start + facts.pop("import_s")
+            serialize_start = time.perf_counter()
+            executable.export_library(str(target / LIBRARY_FILE))
+            (target / BUILD_FILE).write_text(json.dumps({**facts, **resolved}))
+            if summary is not None:
+                self._store_tuning(work_dir, target, summary)
+            phases[Phase.SERIALIZE] = time.perf_counter() - serialize_start
+        output = BuildOutput(phases, [_target_note(resolved)] + ([_tuning_note(summary)] if summary else []))
+        warning = _generic_warning(resolved)
+        if warning:
+            output.warnings.append(warning)
+        return output
+
+    @staticmethod
+    def _relax_module(model: ModelSpec, case: Case) -> tuple[Any, dict[str, Any]]:
+        """The model's ONNX form imported into Relax at the case's shapes, decomposed for inference; and the facts
+        `load` needs (input order, graph precision), with the import's seconds under `import_s`."""
+        import onnx
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        from infermeter.backends.onnxruntime import onnx_graph_precision
+
+        start = time.perf_counter()
+        path = str(onnx_for(model).path)
+        graph = onnx.load(path)
+        initializers = {init.name for init in graph.graph.initializer}
+        names = [i.name for i in graph.graph.input if i.name not in initializers]
+        shapes = case_shapes(model, case)
+        dtypes = {i.name: i.dtype for i in model.inputs}
+        try:
+            mod = from_onnx(graph, shape_dict={n: list(shapes[n]) for n in names},
+                            dtype_dict={n: dtypes.get(n, "float32") for n in names})  # fmt: skip
+            mod = relax.transform.DecomposeOpsForInference()(mod)
+            mod = relax.transform.CanonicalizeBindings()(mod)
+        except Exception as exc:
+            raise BackendError(f"TVM could not import the ONNX form of {model.ref}: {engine_message(exc)}") from exc
+        facts = {
+            "inputs": names,
+            "precision": onnx_graph_precision(path),
+            "shapes": {name: list(shapes[name]) for name in names},
+            "tvm": package_version("apache-tvm"),
+            "import_s": time.perf_counter() - start,
+        }
+        return mod, facts
+
+    @staticmethod
+    def _tuning_dir(model: ModelSpec, case: Case, scratch: Path) -> Path:
+        """Where the tuning database is written while tuning runs: beside the cache under the artifact's key, so
+        an interrupted tuning is resumed by the next build of the same key; in `scratch` with `cache=off`."""
+        if not CACHE.value(case):
+            return scratch
+        from infermeter.measure.build import build_key, key_digest
+        from infermeter.models.convert import cache_root
+
+        key = build_key(model, case)
+        assert key is not None
+        folder = cache_root() / TUNING_KIND / key_digest(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    @staticmethod
+    def _tune(mod: Any, device_target: Any, plan: TuningPlan, work_dir: Path) -> tuple[TuningSummary, Any]:
+        from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+        from infermeter.backends._tvm_metaschedule import tune_model
+
+        try:
+            summary = tune_model(mod, device_target, plan, work_dir)
+        except (KeyboardInterrupt, BackendError):
+            raise
+        except Exception as exc:
+            raise BackendError(f"TVM's MetaSchedule tuning failed: {engine_message(exc)}") from exc
+        return summary, JSONDatabase(work_dir=str(work_dir))
+
+    @staticmethod
+    def _store_tuning(work_dir: Path, target: Path, summary: TuningSummary) -> None:
+        """The database and summary into the artifact; the resumption folder is then no longer needed."""
+        import shutil
+
+        from infermeter.backends._tvm_tuning import copy_database
+
+        copy_database(work_dir, target / DATABASE_DIR)
+        (target / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=1))
+        if work_dir.parent.name == TUNING_KIND:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
+        if artifact is None:
+            raise BackendError("the tvm backend runs a library compiled by the build stage, and none was given")
+        folder = Path(artifact.path)
+        facts = json.loads((folder / BUILD_FILE).read_text())
+        start = time.perf_counter()
+        _set_threads_env(case.threads)
+        import tvm
+        from tvm import relax
+
+        imported = time.perf_counter()
+        threads = _configure_threads(case.threads)
+        try:
+            library = tvm.runtime.load_module(str(folder / LIBRARY_FILE))
+        except Exception as exc:
+            raise BackendError(f"TVM could not load the compiled {model.ref}: {engine_message(exc)}") from exc
+        loaded = time.perf_counter()
+        session = TvmSession(relax.VirtualMachine(library, tvm.cpu()), list(facts["inputs"]), facts["precision"])
+        session.load_phases_s = {
+            Phase.IMPORT: imported - start,
+            Phase.DESERIALIZE: loaded - imported,
+            Phase.SESSION_CREATE: time.perf_counter() - loaded,
+        }
+        session.notes.append(f"tvm: runtime threads set {case.threads}, read back {threads}")
+        summary = read_tuning_summary(folder)
+        session.notes.append(_tuning_note(summary) if summary else "tvm: untuned (TVM's default schedules)")
+        return session
+
+
+def _compile(model: ModelSpec, mod: Any, device_target: Any, database: Any | None) -> Any:
+    """The Relax VM executable of `mod`: with the tuning database's schedules applied when there is one (kernels it
+    does not cover keep TVM's default), else TVM's default compilation."""
+    import tvm
+
+    try:
+        if database is None:
+            with tvm.transform.PassContext(opt_level=3):
+                return tvm.compile(mod, target=device_target)
+        from tvm.s_tir.meta_schedule.relax_integration import compile_relax
+
+        return compile_relax(database, mod, device_target, params=None)
+    except Exception as exc:
+        raise BackendError(f"TVM could not compile {model.ref}: {engine_message(exc)}") from exc
+
+
+def _set_threads_env(threads: int) -> None:
+    """TVM's runtime sizes its thread pool from TVM_NUM_THREADS when the pool starts (the first parallel call in a
+    thread), so it is set before that; threads are left unpinned, like the other engines' (TVM_BIND_THREADS=0,
+    unless the user set it), which also keeps an in-process session from pinning the whole process."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
+
+
+def _configure_threads(threads: int) -> int:
+    """The runtime's thread pool set to `threads` (within the size it started with), and the count read back."""
+    import tvm
+
+    tvm.get_global_func("runtime.config_threadpool")(1, threads)
+    return int(tvm.runtime.num_threads())
+
+
+def _target_note(resolved: dict[str, Any]) -> str:
+    return (
+        f"tvm: target llvm -mcpu={resolved['mcpu']} ({resolved['features']} LLVM CPU features), "
+        f"num-cores {resolved['num_cores']}"
+    )
+
+
+def _tuning_note(summary: TuningSummary) -> str:
+    tuned = [task for task in summary.tasks if task.valid]
+    stop = ", stopped at the time bound" if summary.stopped_by_time else ""
+    resumed = f", {summary.resumed} resumed from an interrupted tuning" if summary.resumed else ""
+    return (
+        f"tvm: MetaSchedule tuned {len(tuned)} of {len(summary.tasks)} kernels with {summary.trials} trials "
+        f"in {summary.tune_s:.1f} s{stop}{resumed} (asked: {summary.trials_asked} trials, "
+        f"{summary.minutes_asked:g} min; cost model {summary.cost_model})"
+    )
