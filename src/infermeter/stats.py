@@ -57,7 +57,7 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
     "generic_cpu_target": (
         "a compiler built the model for a generic CPU, not this one",
         "its code leaves this CPU's vector units unused, so its speed is not this machine's: build for the host "
-        "(iree.target_cpu=host)",
+        "(the backend's target option, e.g. -O iree.target_cpu=host)",
     ),
     "max_time_reached": (
         "the run stopped at --max-time before its stop rule was met",
