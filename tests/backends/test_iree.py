@@ -111,3 +111,10 @@ def test_bench_cli_runs_iree_beside_onnxruntime(tmp_path):
     assert iree["build"]["build_phases_s"]["compile_s"] > 0
     assert any(note.startswith("iree: target cpu") for note in iree["notes"])
     assert "iree" in proc.stdout
+
+
+def test_iree_runs_only_when_named() -> None:
+    from infermeter.backends.registry import default_backends
+
+    assert IreeBackend.runs_by_default is False  # a build of seconds to minutes per shape
+    assert "iree" not in default_backends() and "onnxruntime" in default_backends()
