@@ -21,15 +21,19 @@ starts from the best measured schedules in the database). `progress.json` there 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +69,8 @@ class TuningPlan:
 @dataclass
 class TaskSummary:
     """One tuned kernel: its name, FLOPs, how often the model calls it, the candidates measured (`trials`, of which
-    `valid` ran), TVM's untuned code for it and the best candidate, in milliseconds (None: not measured)."""
+    `valid` ran), TVM's untuned code for it and the best candidate, in milliseconds (None: not measured), and
+    whether the build uses that candidate (`applied`: only when it beats the untuned code)."""
 
     name: str
     flop: float
@@ -74,13 +79,15 @@ class TaskSummary:
     valid: int
     untuned_ms: float | None
     best_ms: float | None
+    applied: bool = False
 
     @property
     def speedup(self) -> float | None:
-        """Untuned over best: what tuning gained on this kernel (None when either is unknown)."""
+        """Untuned over the kernel the build uses: what tuning gained on it (1 when its candidate was not applied,
+        None when a time is unknown)."""
         if self.untuned_ms is None or not self.best_ms:
             return None
-        return self.untuned_ms / self.best_ms
+        return self.untuned_ms / self.best_ms if self.applied else 1.0
 
 
 @dataclass
@@ -216,3 +223,27 @@ def write_progress(work_dir: Path, tune_s: float) -> None:
     tmp = work_dir / (PROGRESS_FILE + ".tmp")
     tmp.write_text(json.dumps({"tune_s": tune_s, "at": time.time()}))
     os.replace(tmp, work_dir / PROGRESS_FILE)
+
+
+@contextlib.contextmanager
+def interrupt_as_flag() -> Iterator[threading.Event]:
+    """While tuning runs, a Ctrl-C (SIGINT) sets the returned flag instead of raising: a KeyboardInterrupt raised
+    inside one of MetaSchedule's Python callbacks crosses TVM's C++ and aborts the process (std::terminate). The
+    tuning stops after the batch in flight and the caller raises KeyboardInterrupt; a second Ctrl-C acts as usual.
+    Left alone where SIGINT is ignored (the build stage's workers: their parent owns Ctrl-C) or off the main thread."""
+    flag = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield flag
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if flag.is_set():
+            previous(signum, frame)
+        flag.set()
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
