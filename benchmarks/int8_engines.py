@@ -77,7 +77,8 @@ def bench(case: ModelCase, args: argparse.Namespace, folder: Path) -> list[CaseR
     for backend in BACKENDS:
         command += ["-b", backend]
     command += ["--precision", "fp32,int8", "--allow-mixed-precision", "-O", f"quantize.calib={case.calib}"]
-    command += ["--rounds", str(args.rounds), "--max-time", str(args.max_time), "--no-history", "--no-roofline"]
+    command += ["--rounds", str(args.rounds), "--max-time", str(args.max_time), "--target-ci", args.target_ci]
+    command += ["--case-timeout", str(args.case_timeout), "--no-history", "--no-roofline"]
     command += ["-o", str(out)]
     print("$", " ".join(command[2:]), flush=True)
     subprocess.run(command, check=False)
@@ -200,6 +201,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--max-time", type=float, default=10.0)
     parser.add_argument("--samples", type=int, default=64, help="calibration and evaluation samples (generated)")
+    parser.add_argument("--target-ci", default="1%", help="bench --target-ci (a smoke run: 5%%)")
+    parser.add_argument("--case-timeout", type=float, default=1800.0, help="bench --case-timeout, seconds")
     parser.add_argument("--write-docs", action="store_true", help=f"write {DOCS.name}")
     args = parser.parse_args()
     tables: list[str] = []

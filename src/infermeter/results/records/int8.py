@@ -162,7 +162,10 @@ def why_int8(record: Int8Run, speedup: float | None = None) -> str:
         return ""
     head = "INT8"
     if speedup is not None:
-        head = f"INT8 was {1 / speedup:.1f}x slower" if speedup < 1 else f"INT8 was {speedup:.1f}x faster"
+        if round(speedup, 1) == 1.0:
+            head = f"INT8 ran at FP32's speed ({speedup:.2f}x)"
+        else:
+            head = f"INT8 was {1 / speedup:.1f}x slower" if speedup < 1 else f"INT8 was {speedup:.1f}x faster"
     overhead = profile.overhead()
     share = overhead.ms / profile.total_ms
     text = f"{head}: {share:.0%} of its time is in {overhead.count} Reorder/Convert/quantize nodes"
