@@ -5,7 +5,10 @@ tuning time, an interrupted tuning resumed from its database, the time bound, an
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +17,13 @@ import pytest
 from backend_helpers import feeds_for, torch_reference
 from cli_helpers import load_json, run_cli
 from infermeter.backends import _tvm_tuning as tuning
+from infermeter.backends._tvm_tuning import TuningSummary
+from infermeter.backends.artifact import Artifact
 from infermeter.backends.tvm_backend import TUNING_KIND, TvmBackend, tuning_summary
 from infermeter.measure.build import build_artifact, build_key, key_digest
 from infermeter.models.convert import cache_root
+from infermeter.results.io import write_results
+from infermeter.results.schema import CaseResult, ResultsFile
 
 pytest.importorskip("tvm", reason="Apache TVM is not installed: pip install 'infermeter[compilers]'")
 
@@ -45,14 +52,14 @@ def test_untuned_build_matches_torch_for_the_host_cpu(tiny_cnn, make_case):
     assert f"-mcpu={facts['mcpu']} ({facts['features']} LLVM CPU features), num-cores 2" in target
     if facts["mcpu"] != "generic":
         assert facts["features"] > 12 and not artifact.warnings  # `mcpu=native` would have given LLVM's 12
-    assert tuning_summary(artifact) is None
+    assert tuning_summary(artifact) is None and "tvm: untuned (TVM's default schedules)" in artifact.notes
     outputs, reference, notes = _outputs(tiny_cnn, case, artifact)
     assert outputs[0].shape == (2, 10)
     np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-4, atol=1e-5)
-    assert "tvm: untuned (TVM's default schedules)" in notes
+    assert notes == ["tvm: runtime threads set 2, read back 2"]
 
 
-def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_it(tiny_cnn, make_case):
+def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_it(tiny_cnn, make_case, tmp_path):
     case = make_case("tvm", threads=1, options={"tvm.tune_trials": "2"})
     first = build_artifact(tiny_cnn, case)
     assert first is not None and first.cache == "built"
@@ -67,6 +74,8 @@ def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_
     assert [task.trials for task in summary.tasks][:3] == [1, 1, 0]
     assert summary.tasks[0].name.startswith("fused_conv2d") and summary.tasks[0].best_ms is not None
     assert all(task.untuned_ms is not None for task in summary.tasks[:2])
+    for task in summary.tasks[:2]:  # a candidate is used only where it beats TVM's untuned code for the kernel
+        assert task.applied == (task.best_ms < task.untuned_ms), task  # type: ignore[operator]
     assert any("MetaSchedule tuned 2 of" in note for note in first.notes)
     assert not (cache_root() / TUNING_KIND / first.key).exists()  # the resumption folder went with success
     second = build_artifact(tiny_cnn, case)
@@ -74,6 +83,20 @@ def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_
     assert second.build_phases_s == first.build_phases_s  # the tuning paid in the first build is still known
     outputs, reference, _notes = _outputs(tiny_cnn, case, second)
     np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-4, atol=1e-5)
+    _inspect_shows_the_tuned_kernels(second, summary, tmp_path)
+
+
+def _inspect_shows_the_tuned_kernels(artifact: Artifact, summary: TuningSummary, folder: Path) -> None:
+    """`inspect RESULTS.json` lists the kernels tuning worked on, from the backend's artifact report."""
+    report = TvmBackend.artifact_report(artifact)
+    assert report is not None and "2 trials" in report.title and len(report.rows) == len(summary.tasks)
+    assert report.rows[0][0] == summary.tasks[0].name and report.rows[0][3] == "1/1"
+    result = CaseResult("tvm-case", "tiny_cnn", "tvm", None, "cpu", 1, "static", "fp32", "fp32", 1, "ok")
+    result.build = artifact
+    path = folder / "r.json"
+    write_results(path, ResultsFile("now", {}, [result]))
+    proc = run_cli("inspect", str(path))
+    assert proc.returncode == 0 and summary.tasks[0].name in proc.stdout and "auto-tuning" in proc.stdout, proc.stdout
 
 
 def test_an_interrupted_tuning_resumes_from_its_database(tiny_cnn, make_case):
@@ -113,6 +136,26 @@ def test_a_database_cut_mid_line_keeps_its_whole_records(tmp_path):
     assert (tmp_path / tuning.RECORD_FILE).read_text() == "[0, [1]]\n[1, [2]]\n"
     assert tuning.spent_s(tmp_path) == 0.0
     assert tuning.trial_split(2, 0, 6) == (2, 1) and tuning.trial_split(0, 5, 3) == (3000, 1000)
+
+
+def test_a_ctrl_c_while_tuning_stops_it_at_the_next_batch_and_a_second_one_interrupts():
+    """MetaSchedule's C++ aborts the process when a KeyboardInterrupt is raised inside its Python callbacks: the
+    first Ctrl-C only sets the flag the scheduler reads; a second one is the usual KeyboardInterrupt."""
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test runner may ignore it)
+    try:
+        with tuning.interrupt_as_flag() as interrupted:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # Python runs the handler between bytecodes
+            assert interrupted.is_set()
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a build worker's: its parent owns Ctrl-C, left alone
+        with tuning.interrupt_as_flag():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_unsupported_cases_say_why(tiny_cnn, make_case):

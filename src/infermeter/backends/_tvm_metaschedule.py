@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from infermeter.backends._tvm_tuning import (
     TuningSummary,
     build_candidate,
     cost_model_name,
+    interrupt_as_flag,
     median_ms,
     register_cpu_intrinsics,
     sanitize_database,
@@ -75,11 +77,12 @@ def _classes() -> tuple[type, type, type]:
 
     @derived_object
     class _DeadlineScheduler(PyTaskScheduler):  # type: ignore[misc]
-        """Round robin over the tasks in the order given, ending the tuning once `deadline` (perf_counter) passed."""
+        """Round robin over the tasks in the order given, ending the tuning once `deadline` (perf_counter) passed
+        or `interrupted` is set (a Ctrl-C)."""
 
-        def __init__(self, deadline: float) -> None:
+        def __init__(self, deadline: float, interrupted: threading.Event) -> None:
             super().__init__()
-            self.deadline = deadline
+            self.deadline, self.interrupted = deadline, interrupted
             self.stopped_by_time = False
             self.last = -1
 
@@ -88,6 +91,8 @@ def _classes() -> tuple[type, type, type]:
             count = len(outer.tasks_)
             for index in range(count):
                 outer.touch_task(index)
+            if self.interrupted.is_set():
+                return -1
             if time.perf_counter() >= self.deadline:
                 self.stopped_by_time = True
                 return -1
@@ -157,16 +162,34 @@ def _contexts(tasks: list[Any], threads: int, batch: int) -> tuple[list[Any], li
     return contexts, [float(task.weight) for task in tasks]
 
 
-def _records_by_task(database: Any, contexts: list[Any]) -> list[list[float | None]]:
-    """Per task, the median run time in ms of each candidate the database holds for it (None: it failed)."""
+def _records_by_task(database: Any, contexts: list[Any]) -> list[list[tuple[float | None, Any]]]:
+    """Per task, each candidate the database holds for it: (median run time in ms or None if it failed, record)."""
     workloads = [database.commit_workload(context.mod) for context in contexts]
-    found: list[list[float | None]] = [[] for _ in contexts]
+    found: list[list[tuple[float | None, Any]]] = [[] for _ in contexts]
     for record in database.get_all_tuning_records():
         for index, workload in enumerate(workloads):
             if record.workload.same_as(workload):
-                found[index].append(median_ms(record.run_secs))
+                found[index].append((median_ms(record.run_secs), record))
                 break
     return found
+
+
+def _applied(contexts: list[Any], records: list[list[tuple[float | None, Any]]], untuned: list[float | None]) -> Any:
+    """The database the build compiles with: each task's best candidate where it beats TVM's untuned code for the
+    task (or where that could not be measured). A few trials can find only candidates slower than the default, and
+    MetaSchedule would apply the best of them anyway."""
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase, TuningRecord
+
+    applied = MemoryDatabase()
+    for context, candidates, base in zip(contexts, records, untuned, strict=True):
+        valid = [(ms, record) for ms, record in candidates if ms is not None]
+        if not valid:
+            continue
+        best_ms, best = min(valid, key=lambda pair: pair[0])
+        if base is None or best_ms < base:
+            workload = applied.commit_workload(context.mod)
+            applied.commit_tuning_record(TuningRecord(best.trace, workload, best.run_secs, best.target, best.args_info))
+    return applied
 
 
 def _untuned_ms(contexts: list[Any], builder: Any, runner: Any) -> list[float | None]:
@@ -189,25 +212,59 @@ def _untuned_ms(contexts: list[Any], builder: Any, runner: Any) -> list[float | 
     return untuned
 
 
-def _summary(plan: TuningPlan, contexts: list[Any], weights: list[float], records: list[list[float | None]],
-             untuned: list[float | None], resumed: int, stopped: bool, tune_s: float) -> TuningSummary:  # fmt: skip
+def _summary(plan: TuningPlan, contexts: list[Any], weights: list[float],
+             records: list[list[tuple[float | None, Any]]], untuned: list[float | None], applied: Any, resumed: int,
+             stopped: bool, tune_s: float) -> TuningSummary:  # fmt: skip
     from tvm.s_tir.analysis import estimate_tir_flops
 
     tasks = []
-    for context, weight, times, base in zip(contexts, weights, records, untuned, strict=True):
-        valid = [t for t in times if t is not None]
+    for context, weight, candidates, base in zip(contexts, weights, records, untuned, strict=True):
+        valid = [ms for ms, _record in candidates if ms is not None]
         tasks.append(TaskSummary(name=str(context.task_name), flop=float(estimate_tir_flops(context.mod)),
-                                 weight=int(weight), trials=len(times), valid=len(valid), untuned_ms=base,
-                                 best_ms=min(valid) if valid else None))  # fmt: skip
+                                 weight=int(weight), trials=len(candidates), valid=len(valid), untuned_ms=base,
+                                 best_ms=min(valid) if valid else None,
+                                 applied=bool(applied.has_workload(context.mod))))  # fmt: skip
     tasks.sort(key=lambda task: -task.flop * task.weight)
     return TuningSummary(trials_asked=plan.trials, minutes_asked=plan.minutes, trials=sum(len(r) for r in records),
                          resumed=resumed, stopped_by_time=stopped, tune_s=tune_s, cost_model=cost_model_name(),
                          tasks=tasks)  # fmt: skip
 
 
-def tune_model(mod: Any, target: Any, plan: TuningPlan, work_dir: Path) -> TuningSummary:
+def _resume_order(database: Any, contexts: list[Any], weights: list[float]) -> tuple[list[Any], list[float]]:
+    """Tasks with the fewest records first (a stable sort: heaviest first among equals), so that a resumed tuning
+    picks up where the interrupted one stopped."""
+    done = [len(found) for found in _records_by_task(database, contexts)]
+    order = sorted(range(len(contexts)), key=lambda i: done[i])
+    return [contexts[i] for i in order], [weights[i] for i in order]
+
+
+def _measure_and_tune(ms: Any, database: Any, contexts: list[Any], weights: list[float], scheduler: Any,
+                      progress: Any, trials: int, per_task: int, workers: int) -> list[float | None]:  # fmt: skip
+    """Measure each task's untuned code, then run `trials` candidates through MetaSchedule (records into
+    `database`); the untuned times. The worker pools are shut down whatever happens."""
+    if not contexts:
+        return []
+    builder = _classes()[0](workers)
+    runner = ms.runner.LocalRunner(timeout_sec=RUN_TIMEOUT_S)
+    try:
+        untuned = _untuned_ms(contexts, builder, runner)
+        if trials > 0:
+            # work_dir is unused: the database is given.
+            ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=".", max_trials_global=trials,
+                               max_trials_per_task=per_task, num_trials_per_iter=min(MAX_BATCH, per_task),
+                               builder=builder, runner=runner, database=database, cost_model=cost_model_name(),
+                               measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), progress],
+                               task_scheduler=scheduler)  # fmt: skip
+        return untuned
+    finally:
+        builder.shutdown()
+        runner.pool.shutdown()
+
+
+def tune_model(mod: Any, target: Any, plan: TuningPlan, work_dir: Path) -> tuple[TuningSummary, Any]:
     """Tune `mod` (a Relax module at static shapes) for `target` into the JSON database in `work_dir`, resuming
-    from the records an interrupted tuning left there. The returned summary's `tune_s` includes their time."""
+    from the records an interrupted tuning left there: the summary (its `tune_s` includes their time) and the
+    database to compile with (`_applied`). KeyboardInterrupt after the batch in flight when Ctrl-C was pressed."""
     register_cpu_intrinsics()
     from tvm.s_tir import meta_schedule as ms
 
@@ -215,36 +272,21 @@ def tune_model(mod: Any, target: Any, plan: TuningPlan, work_dir: Path) -> Tunin
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     resumed, earlier_s = sanitize_database(work_dir), spent_s(work_dir)
     started = time.perf_counter()
-    tasks = _heaviest_first(mod, target)
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
-    if not tasks:
-        return _summary(plan, [], [], [], [], resumed, False, earlier_s + time.perf_counter() - started)
-    total, per_task = trial_split(plan.trials, plan.minutes, len(tasks))
-    contexts, weights = _contexts(tasks, plan.workers, min(MAX_BATCH, per_task))
-    # Tasks with the fewest records go first: a resumed tuning picks up where the interrupted one stopped.
-    done = [len(r) for r in _records_by_task(database, contexts)]
-    order = sorted(range(len(contexts)), key=lambda i: done[i])
-    contexts, weights = [contexts[i] for i in order], [weights[i] for i in order]
+    tasks = _heaviest_first(mod, target)
+    total, per_task = trial_split(plan.trials, plan.minutes, max(1, len(tasks)))
+    contexts, weights = _resume_order(database, *_contexts(tasks, plan.workers, min(MAX_BATCH, per_task)))
     deadline = started + plan.minutes * 60 - earlier_s if plan.minutes else float("inf")
-    builder_cls, scheduler_cls, progress_cls = _classes()
-    builder = builder_cls(plan.workers)
-    runner = ms.runner.LocalRunner(timeout_sec=RUN_TIMEOUT_S)
-    scheduler = scheduler_cls(deadline)
-    try:
-        untuned = _untuned_ms(contexts, builder, runner)
-        if total > resumed:
-            callbacks = [
-                *ms.measure_callback.MeasureCallback.create("default"),
-                progress_cls(work_dir, started, earlier_s),
-            ]
-            ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
-                               max_trials_global=total - resumed, max_trials_per_task=per_task,
-                               num_trials_per_iter=min(MAX_BATCH, per_task), builder=builder, runner=runner,
-                               database=database, cost_model=cost_model_name(), measure_callbacks=callbacks,
-                               task_scheduler=scheduler)  # fmt: skip
-    finally:
-        builder.shutdown()
-        runner.pool.shutdown()
+    _builder, scheduler_cls, progress_cls = _classes()
+    with interrupt_as_flag() as interrupted:
+        scheduler = scheduler_cls(deadline, interrupted)
+        progress = progress_cls(work_dir, started, earlier_s)
+        untuned = _measure_and_tune(ms, database, contexts, weights, scheduler, progress, total - resumed, per_task,
+                                    plan.workers)  # fmt: skip
+    if interrupted.is_set():
+        raise KeyboardInterrupt  # the records measured so far stay in work_dir, for the next build to resume
     tune_s = earlier_s + time.perf_counter() - started
     records = _records_by_task(database, contexts)
-    return _summary(plan, contexts, weights, records, untuned, resumed, bool(scheduler.stopped_by_time), tune_s)
+    applied = _applied(contexts, records, untuned)
+    stopped = bool(scheduler.stopped_by_time)
+    return _summary(plan, contexts, weights, records, untuned, applied, resumed, stopped, tune_s), applied

@@ -116,3 +116,14 @@ class Artifact:
             quantizer=data.get("quantizer"),
             own=bool(data.get("own", True)),
         )
+
+
+@dataclass(frozen=True)
+class ArtifactReport:
+    """What a backend can tell about one of its built artifacts (`Backend.artifact_report`), shown by
+    `infermeter inspect RESULTS.json`: e.g. which kernels auto-tuning spent its trials on and what each gained."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()

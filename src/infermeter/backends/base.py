@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from infermeter.backends.artifact import Artifact, BuildOutput
+from infermeter.backends.artifact import Artifact, ArtifactReport, BuildOutput
 from infermeter.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
@@ -196,6 +196,11 @@ class Backend(BackendInfo):
         build `Phase`. Called by the build stage once per artifact key, in a worker process of its own, never
         timed as part of any case's load."""
         raise NotImplementedError(f"{self.name} declares an artifact key but no build")
+
+    @classmethod
+    def artifact_report(cls, artifact: Artifact) -> ArtifactReport | None:
+        """What this backend can tell about one of its built artifacts (None: nothing beyond the build record)."""
+        return None
 
     @abstractmethod
     def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:

@@ -26,7 +26,7 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._tvm_tuning import DATABASE_DIR, SUMMARY_FILE, TuningPlan, TuningSummary, read_tuning_summary
-from infermeter.backends.artifact import Artifact, BuildOutput, Phase
+from infermeter.backends.artifact import Artifact, ArtifactReport, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, Integer, Number
 from infermeter.case import Case
@@ -43,6 +43,7 @@ TUNE_MINUTES = Number(key="tvm.tune_minutes", default=0.0,
                            "alone, tunes until the bound)")  # fmt: skip
 LIBRARY_FILE = "model.so"
 BUILD_FILE = "build.json"
+UNTUNED_NOTE = "tvm: untuned (TVM's default schedules)"
 # The cache folder kind under which an interrupted tuning keeps its database until the build completes.
 TUNING_KIND = "build-tvm-tuning"
 
@@ -132,6 +133,28 @@ class TvmBackend(Backend):
     artifact_suffix = "/"
 
     @classmethod
+    def artifact_report(cls, artifact: Artifact) -> ArtifactReport | None:
+        """The kernels auto-tuning worked on, heaviest first: trials, TVM's untuned time, the best found, the gain."""
+        summary = tuning_summary(artifact)
+        if summary is None:
+            return None
+
+        def ms(value: float | None) -> str:
+            return "—" if value is None else f"{value:.4f}"
+
+        rows = tuple(
+            (task.name, f"{task.flop / 1e6:,.1f}", str(task.weight), f"{task.valid}/{task.trials}",
+             ms(task.untuned_ms), ms(task.best_ms), "—" if task.speedup is None else f"{task.speedup:.2f}x",
+             "yes" if task.applied else "no")
+            for task in summary.tasks
+        )  # fmt: skip
+        bound = " (stopped by tvm.tune_minutes)" if summary.stopped_by_time else ""
+        title = f"auto-tuning: {summary.trials} trials in {summary.tune_s:.0f} s{bound}; {summary.cost_model}"
+        columns = ("task (fused kernel)", "MFLOP", "calls", "valid/trials", "untuned ms", "best ms", "gain", "used")
+        notes = (f"{summary.resumed} trials resumed from an interrupted tuning",) if summary.resumed else ()
+        return ArtifactReport(title, columns, rows, notes)
+
+    @classmethod
     def available(cls) -> str | None:
         missing = [d for d in ("apache-tvm", "onnx") if package_version(d) is None]
         return cls.not_installed(f"Apache TVM ({', '.join(missing)})") if missing else None
@@ -182,7 +205,7 @@ class TvmBackend(Backend):
             if summary is not None:
                 self._store_tuning(work_dir, target, summary)
             phases[Phase.SERIALIZE] = time.perf_counter() - serialize_start
-        output = BuildOutput(phases, [_target_note(resolved)] + ([_tuning_note(summary)] if summary else []))
+        output = BuildOutput(phases, [_target_note(resolved), _tuning_note(summary) if summary else UNTUNED_NOTE])
         warning = _generic_warning(resolved)
         if warning:
             output.warnings.append(warning)
@@ -238,17 +261,14 @@ class TvmBackend(Backend):
 
     @staticmethod
     def _tune(mod: Any, device_target: Any, plan: TuningPlan, work_dir: Path) -> tuple[TuningSummary, Any]:
-        from tvm.s_tir.meta_schedule.database import JSONDatabase
-
         from infermeter.backends._tvm_metaschedule import tune_model
 
         try:
-            summary = tune_model(mod, device_target, plan, work_dir)
-        except (KeyboardInterrupt, BackendError):
+            return tune_model(mod, device_target, plan, work_dir)
+        except BackendError:
             raise
         except Exception as exc:
             raise BackendError(f"TVM's MetaSchedule tuning failed: {engine_message(exc)}") from exc
-        return summary, JSONDatabase(work_dir=str(work_dir))
 
     @staticmethod
     def _store_tuning(work_dir: Path, target: Path, summary: TuningSummary) -> None:
@@ -286,8 +306,6 @@ class TvmBackend(Backend):
             Phase.SESSION_CREATE: time.perf_counter() - loaded,
         }
         session.notes.append(f"tvm: runtime threads set {case.threads}, read back {threads}")
-        summary = read_tuning_summary(folder)
-        session.notes.append(_tuning_note(summary) if summary else "tvm: untuned (TVM's default schedules)")
         return session
 
 
@@ -332,10 +350,11 @@ def _target_note(resolved: dict[str, Any]) -> str:
 
 def _tuning_note(summary: TuningSummary) -> str:
     tuned = [task for task in summary.tasks if task.valid]
+    applied = [task for task in summary.tasks if task.applied]
     stop = ", stopped at the time bound" if summary.stopped_by_time else ""
     resumed = f", {summary.resumed} resumed from an interrupted tuning" if summary.resumed else ""
     return (
         f"tvm: MetaSchedule tuned {len(tuned)} of {len(summary.tasks)} kernels with {summary.trials} trials "
-        f"in {summary.tune_s:.1f} s{stop}{resumed} (asked: {summary.trials_asked} trials, "
-        f"{summary.minutes_asked:g} min; cost model {summary.cost_model})"
+        f"in {summary.tune_s:.1f} s{stop}{resumed}; {len(applied)} beat TVM's default and are used (asked: "
+        f"{summary.trials_asked} trials, {summary.minutes_asked:g} min; cost model {summary.cost_model})"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -119,6 +120,34 @@ def _print_ir_report(report: IrReport, top: int) -> None:
         stdout.print(f"[dim]note: {escape(note)}[/]")
 
 
+def _print_builds(path: Path) -> None:
+    """`inspect RESULTS.json`: each case's built artifact (cache state, build phases) and what its backend can
+    tell about it (the kernels auto-tuning worked on, and what each gained)."""
+    from infermeter.backends.registry import backend_names, get_backend
+    from infermeter.results.io import read_results
+
+    cases = [case for case in read_results(path).cases if case.build is not None]
+    if not cases:
+        stdout.print(f"{escape(str(path))}: no case loaded a built artifact (nothing was compiled, tuned or built)")
+        return
+    for case in cases:
+        build = case.build
+        assert build is not None
+        phases = ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in build.build_phases_s.items()) or "—"
+        stdout.print(f"[bold]{escape(case.id)}[/]: artifact {build.cache} ({escape(phases)})  {escape(build.path)}")
+        report = get_backend(case.backend).artifact_report(build) if case.backend in backend_names() else None
+        if report is None:
+            continue
+        table = Table(title=report.title, header_style="bold", title_justify="left")
+        for index, column in enumerate(report.columns):
+            table.add_column(column, justify="left" if index == 0 else "right")
+        for row in report.rows:
+            table.add_row(*(escape(cell) for cell in row))
+        stdout.print(table)
+        for note in report.notes:
+            stdout.print(f"[dim]note: {escape(note)}[/]")
+
+
 @click.command("inspect")
 @click.argument("model")
 @click.option(
@@ -131,11 +160,15 @@ def _print_ir_report(report: IrReport, top: int) -> None:
 def inspect_cmd(model: str, batch: int | None, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
     """Operators, FLOPs and bytes moved, activation memory (naive vs planned) and fusion opportunities of
     MODEL (a built-in model name or an .onnx file) at one batch size / input shape. For an OpenVINO IR (.xml):
-    its operations and weights by type, and the layers OpenVINO's CPU plugin runs, with their precisions."""
+    its operations and weights by type, and the layers OpenVINO's CPU plugin runs, with their precisions. For a
+    results file (.json): each case's built artifact, and what auto-tuning did (the kernels tuned, and their gain)."""
     from infermeter.graph.analysis import inspect_model
     from infermeter.models.inputs import fixed_batch
     from infermeter.models.spec import resolve_model
 
+    if model.endswith(".json") and Path(model).is_file():
+        _print_builds(Path(model))
+        return
     spec = resolve_model(model)
     if batch is None:
         found = fixed_batch(spec.inputs)
