@@ -86,4 +86,3 @@ def test_the_build_record_round_trips_through_the_results_file(cache_dir: Path) 
     again = case_from_dict(json.loads(json.dumps(case_to_dict(result))))
     assert isinstance(again.build, Artifact) and again.build == result.build
     assert case_from_dict({k: v for k, v in case_to_dict(result).items() if k != "build"}).build is None
-
