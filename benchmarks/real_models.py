@@ -161,7 +161,9 @@ def _si(value: float) -> str:
 
 
 def inspect_cell(run: Run, outcome: Outcome) -> str | None:
-    report = json.loads(outcome.output[outcome.output.index("{") :])
+    # The output holds stderr too (an engine's log lines may carry braces): the report starts on a line of its own.
+    start = next(i for i, line in enumerate(outcome.output.splitlines(keepends=True)) if line.rstrip() == "{")
+    report, _end = json.JSONDecoder().raw_decode("".join(outcome.output.splitlines(keepends=True)[start:]))
     uncounted: dict[str, int] = {}
     for node in report.get("nodes", []):
         if node["op"] in HEAVY_OPS and not node["macs"]:

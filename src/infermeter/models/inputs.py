@@ -160,13 +160,13 @@ def shared_dim_conflicts(inputs: Sequence[InputSpec], overrides: Sequence[tuple[
 
 def fixed_batch(inputs: Sequence[InputSpec]) -> tuple[str, int] | None:
     """The first input whose batch axis holds a fixed size (a model exported with batch 1) and that size, or None
-    when every batch axis is symbolic (or there is none)."""
-    for spec in inputs:
-        if spec.batch_axis is not None and spec.batch_axis < len(spec.shape):
-            size = spec.shape[spec.batch_axis]
-            if isinstance(size, int):
-                return spec.name, size
-    return None
+    when there is none, or when another input's batch axis is symbolic: then the model takes any batch and the
+    fixed first dim is not a batch (a recurrent state `[2, batch, 128]` beside audio `[batch, samples]`)."""
+    axes = [(spec, spec.shape[spec.batch_axis]) for spec in inputs
+            if spec.batch_axis is not None and spec.batch_axis < len(spec.shape)]  # fmt: skip
+    if any(isinstance(size, str) for _, size in axes):
+        return None
+    return next(((spec.name, size) for spec, size in axes if isinstance(size, int)), None)
 
 
 def dims_by_name(inputs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
