@@ -11,8 +11,6 @@ compiled blob, an engine, a tuned library). `build_artifact` does it in the call
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 import tempfile
 import time
@@ -25,6 +23,7 @@ from infermeter.backends.base import Session
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
+from infermeter.models.convert import key_digest
 from infermeter.models.spec import ModelSpec
 
 # Folders of `cache=off` builds are made under this prefix, and removed when the case ends.
@@ -72,9 +71,9 @@ def build_key(spec: ModelSpec, case: Case) -> dict[str, object] | None:
     return key
 
 
-def key_digest(key: dict[str, object]) -> str:
-    """A short stable digest of an artifact key (what `BuildStage` builds once)."""
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+def _entry_kind_and_suffix(case: Case) -> tuple[str, str]:
+    """Where the cache keeps `case`'s artifacts (one folder per backend) and their suffix ("/": a folder)."""
+    return f"build-{case.backend}", get_backend(case.backend).artifact_suffix or "/"
 
 
 def _build(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
@@ -136,7 +135,7 @@ def build_artifact(spec: ModelSpec, case: Case) -> Artifact | None:
         return None
     from infermeter.models.convert import cached_entry
 
-    suffix = get_backend(case.backend).artifact_suffix or "/"
+    kind, suffix = _entry_kind_and_suffix(case)
     digest = key_digest(key)
     if not CACHE.value(case):
         folder = Path(tempfile.mkdtemp(prefix=PRIVATE_BUILD_PREFIX))
@@ -146,23 +145,21 @@ def build_artifact(spec: ModelSpec, case: Case) -> Artifact | None:
         start = time.perf_counter()
         meta = _build(spec, case, target)
         return _artifact(target, digest, CacheState.OFF, meta, time.perf_counter() - start)
-    entry = cached_entry(f"build-{case.backend}", key, suffix, lambda target: _build(spec, case, target))
+    entry = cached_entry(kind, key, suffix, lambda target: _build(spec, case, target))
     return _artifact(entry.path, digest, entry.state, entry.meta, entry.built_here_s)
 
 
-def cached_artifact(spec: ModelSpec, case: Case) -> Artifact | None:
-    """`case`'s artifact when the cache already holds a valid one, without building or importing any framework
-    (None: nothing to build, `cache=off`, or a miss). The build stage skips a worker for these."""
-    key = build_key(spec, case)
-    if key is None or not CACHE.value(case):
+def cached_artifact(case: Case, key: dict[str, object]) -> Artifact | None:
+    """`case`'s artifact for its full `key` (`build_key`) when the cache already holds a valid one, without building
+    or importing any framework (None: `cache=off`, or a miss). The build stage skips a worker for these."""
+    if not CACHE.value(case):
         return None
     from infermeter.models.convert import EntryPlace
 
-    suffix = get_backend(case.backend).artifact_suffix or "/"
-    place = EntryPlace.of(f"build-{case.backend}", key, suffix)
+    kind, suffix = _entry_kind_and_suffix(case)
+    place = EntryPlace.of(kind, key, suffix)
     meta, _problem = place.valid()
-    target = place.target
-    return None if meta is None else _artifact(target, key_digest(key), CacheState.HIT, meta, 0.0)
+    return None if meta is None else _artifact(place.target, key_digest(key), CacheState.HIT, meta, 0.0)
 
 
 def discard_private(artifact: Artifact | None) -> None:

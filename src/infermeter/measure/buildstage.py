@@ -78,6 +78,6 @@ def run_builds(items: Sequence[PlanItem], isolate: bool, on_phase: BuildPhase) -
         def phase(name: str, it: PlanItem = item, c: Case = case) -> None:
             on_phase(it, c, name)
 
-        by_key[digest] = cached_artifact(item.spec, case) or _build_one(item.spec, case, isolate, phase)
+        by_key[digest] = cached_artifact(case, key) or _build_one(item.spec, case, isolate, phase)
         outcomes[case.id] = by_key[digest]
     return outcomes

@@ -64,6 +64,11 @@ def content_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def key_digest(key: dict[str, object]) -> str:
+    """The short stable digest a cache entry of `key` is named by."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
 @dataclass(frozen=True)
 class EntryPlace:
     """Where the cache keeps the entry of one key: the entry (`target`), its sidecar, and the key as stored."""
@@ -76,7 +81,7 @@ class EntryPlace:
     def of(cls, kind: str, key: dict[str, object], suffix: str) -> EntryPlace:
         """The place of `key` under `kind` (`suffix` "/": the entry is a folder)."""
         key_json = json.dumps(key, sort_keys=True, default=str)
-        digest = hashlib.sha256(key_json.encode()).hexdigest()[:24]
+        digest = key_digest(key)
         folder = cache_root() / kind
         target = folder / (digest if suffix == "/" else f"{digest}{suffix}")
         return cls(target, folder / f"{digest}.json", json.loads(key_json))
