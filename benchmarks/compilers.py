@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermeter.backends.variant import variant_label
 from infermeter.results.io import read_results
 from infermeter.results.records import ParityRecord, read_record
 from infermeter.results.schema import CaseResult
@@ -58,8 +59,9 @@ class Row:
 
 
 def _label(case: CaseResult) -> str:
-    options = {k.rsplit(".", 1)[-1]: v for k, v in case.options.items() if k.split(".")[0] == case.backend}
-    return " ".join([case.backend, *(f"{k}={v}" for k, v in sorted(options.items()))])
+    """`tvm tune_trials=256`: the backend and its own options, as bench's tables label a variant."""
+    own = {key for key in case.options if key.split(".")[0] == case.backend}
+    return variant_label(case.backend, case.options, own)
 
 
 def _row(case: CaseResult) -> Row:
