@@ -15,7 +15,6 @@ or OpenVINO is a finding, and the table says so. Nothing else should run on the 
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.backends.variant import variant_label
+from infermeter.report.tuning import break_even_inferences
 from infermeter.results.io import read_results
 from infermeter.results.records import ParityRecord, read_record
 from infermeter.results.schema import CaseResult
@@ -90,9 +90,8 @@ def break_even(tune_s: float, slower_ms: float | None, faster_ms: float | None) 
     """Inferences after which `tune_s` of tuning is paid back by going from `slower_ms` to `faster_ms`."""
     if slower_ms is None or faster_ms is None:
         return "—"
-    if faster_ms >= slower_ms:
-        return "never"
-    return f"{math.ceil(tune_s / ((slower_ms - faster_ms) / 1e3)):,}"
+    count = break_even_inferences(tune_s, slower_ms, faster_ms)
+    return "never" if count is None else f"{count:,}"
 
 
 def table(rows: list[Row]) -> list[str]:

@@ -145,7 +145,7 @@ def rows(name: str, results: list[CaseResult], drops: dict[str, str]) -> tuple[l
         cells = [name, _label(case), quantizer, fp32, p50, _spread(speed), drops.get(case.id, "—"), mix]
         lines.append("| " + " | ".join(cells) + " |")
         if speed is not None and speed[0] < 1:
-            why = int8_explanation(case, results) or "no per-node profile (ONNX Runtime's profiler is not read yet)"
+            why = int8_explanation(case, results) or "no per-node profile (the engine has no per-node counters)"
             reasons.append(f"- {name}, {_label(case)}: {why}")
     return lines, reasons
 

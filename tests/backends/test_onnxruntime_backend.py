@@ -80,3 +80,21 @@ def test_gpu_provider_refuses_silent_cpu_fallback():
 
     with pytest.raises(Exception, match="silent"):
         get_backend("onnxruntime-cuda")().check_providers(FellBack())
+
+
+def test_the_profiler_trace_is_read_per_node_and_grouped() -> None:
+    from infermeter.backends.onnxruntime_profile import is_compute, op_precision, profile_from_trace
+
+    def kernel(name: str, op: str, dur_us: float) -> dict[str, object]:
+        return {"cat": "Node", "name": f"{name}_kernel_time", "dur": dur_us, "args": {"op_name": op}}
+
+    run = [kernel("q", "QuantizeLinear", 10), kernel("conv", "QLinearConv", 100), kernel("fc", "Gemm", 50),
+           kernel("r", "ReorderInput", 20), {"cat": "Session", "name": "model_run", "dur": 999}]  # fmt: skip
+    warmup = [kernel("conv", "QLinearConv", 5000)]
+    profile = profile_from_trace(warmup + run * 3, iterations=3)
+    # The warm-up's slow first run is left out.
+    assert profile.total_ms == pytest.approx(0.18) and profile.iterations == 3
+    assert (profile.quantize_nodes.count, profile.reorders.count, profile.float_compute.count) == (1, 1, 1)
+    assert profile.top[0].name == "conv" and profile.top[0].precision == "int8"
+    assert [is_compute(op) for op in ("NhwcFusedConv", "MatMulIntegerToFloat", "QGemm", "Relu")] == [1, 1, 1, 0]
+    assert (op_precision("DynamicQuantizeMatMul"), op_precision("FusedConv")) == ("int8", "fp32")

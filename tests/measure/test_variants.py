@@ -28,3 +28,22 @@ def test_a_misspelt_variant_is_a_usage_error_with_a_suggestion() -> None:
     assert proc.returncode == 2 and "did you mean latency_ms?" in proc.stderr, proc.stderr
     proc = run_cli("bench", "tiny_cnn", "-b", "null:latency_ms")
     assert proc.returncode == 2 and "is not KEY=VALUE" in proc.stderr, proc.stderr
+
+
+def test_variants_that_differ_only_in_int8_options_are_one_case_at_fp32() -> None:
+    from infermeter.measure.plan import Matrix, build_plan
+    from infermeter.models.spec import resolve_model
+
+    matrix = Matrix(
+        models=(resolve_model("tiny_cnn"),),
+        backends=(("openvino",), ("openvino:int8_source=qdq",)),
+        precisions=("fp32", "int8"),
+        options=(("quantize.per_channel", "on"),),
+    )
+    cases = [item.chain[0] for item in build_plan(matrix)]
+    # One fp32 case (the INT8 options dropped), two int8 cases (own NNCF graph and the cross-fed QDQ graph).
+    assert [(c.precision, dict(c.options)) for c in cases] == [
+        ("fp32", {}),
+        ("int8", {"quantize.per_channel": "on"}),
+        ("int8", {"openvino.int8_source": "qdq", "quantize.per_channel": "on"}),
+    ]

@@ -18,7 +18,7 @@ import pytest
 
 from cli_helpers import load_json, run_cli
 
-STEPS = ["baseline", "export", "fp32", "int8", "half", "shapes", "batching", "advise"]
+STEPS = ["baseline", "export", "fp32", "tuning", "int8", "half", "shapes", "batching", "advise"]
 # Short measurements: these tests check the procedure, never the figures.
 QUICK = [
     "--iterations",

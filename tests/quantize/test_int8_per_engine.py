@@ -49,11 +49,17 @@ def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path
     assert crossed_record is not None and (crossed_record.quantizer, crossed_record.source) == ("ort-qdq", "cross-fed")
     assert crossed_record.mix is not None and crossed_record.mix.counts.get("int8", 0) >= 2
     # The table says what ran, and its footnotes where the time went (no FP32 row here: no ratio).
-    assert precision_cell(own) == "int8 (nncf 3/3)" and precision_cell(ort) == "int8 (ort-qdq)"
+    assert precision_cell(own) == "int8 (nncf 3/3)" and precision_cell(ort) == "int8 (ort-qdq 3/3)"
     footnotes = summary_table(list(cases.values())).footnotes
     assert any("openvino int8" in n and ": INT8: " in n and "Reorder/Convert" in n for n in footnotes), footnotes
+    # ONNX Runtime: the mix read from its optimized graph (QDQ pairs fused into QLinear operators), the profile
+    # from its own profiler (the input's QuantizeLinear and the output's DequantizeLinear stay unfused).
     ort_record = read_record(ort, Int8Run)
-    assert ort_record is not None and (ort_record.quantizer, ort_record.mix) == ("ort-qdq", None)
+    assert ort_record is not None and ort_record.quantizer == "ort-qdq"
+    assert ort_record.mix is not None and ort_record.mix.counts.get("int8", 0) >= 2, ort_record.mix
+    assert ort_record.profile is not None and ort_record.fp32_profile is not None, ort_record.profile_error
+    assert ort_record.profile.quantize_nodes.count >= 1 and ort_record.fp32_profile.quantize_nodes.count == 0
+    assert ort_record.fp32_profile.float_compute.count >= 2 and ort_record.profile.total_ms > 0
 
 
 def test_nncf_on_the_fly_uses_the_calibration_data_and_is_cached(tmp_path: Path) -> None:

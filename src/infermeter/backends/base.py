@@ -86,6 +86,17 @@ class Session(ABC):
 
 
 @dataclass(frozen=True)
+class AutoTuning:
+    """How a compiler backend auto-tunes in its build stage, for `optimize` to plan it from the time budget:
+    the option that sets the trial count, the one that bounds the tuning's minutes, and the seconds one trial
+    costs before any has been measured (on a few-core CPU)."""
+
+    trials_key: str
+    minutes_key: str
+    prior_s_per_trial: float
+
+
+@dataclass(frozen=True)
 class TritonTarget:
     """How Triton runs what a backend ran: `key` is `platform` or `backend` in config.pbtxt, `name` its value,
     `filename` the model file in the version folder. `writable`: the file is the ONNX the case ran (TensorRT plans
@@ -145,6 +156,8 @@ class Backend(BackendInfo):
     shape_aware: ClassVar[bool] = False
     # True when `load` spends long in compilation: optimize tries such backends last.
     slow_to_load: ClassVar[bool] = False
+    # How the engine auto-tunes in its build (None: it does not): optimize plans the trials from its budget.
+    auto_tuning: ClassVar[AutoTuning | None] = None
     # False for engines `bench` runs only when named (`-b tvm`): compilers whose build takes minutes would turn a
     # newcomer's first `bench MODEL` into a long wait.
     runs_by_default: ClassVar[bool] = True

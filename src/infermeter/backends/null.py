@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
-from infermeter.backends.base import Backend, Session
+from infermeter.backends.base import AutoTuning, Backend, Session
 from infermeter.backends.options import Choice, Integer, Number, Text
 from infermeter.case import PRECISIONS, Case
 from infermeter.errors import BackendError, UsageError
@@ -67,6 +67,12 @@ SLOW_FILE = Text(key="null.slow_file", help="while a file exists at this path, e
                  describe="path")  # fmt: skip
 SLOW_FACTOR = Number(key="null.slow_factor", default=1.3, help="the slowdown factor while slow_file exists")
 SEED = Integer(key="null.seed", default=0, help="seed of the latency draws")
+TUNE_TRIALS = Integer(key="null.tune_trials", default=0,
+                      help="simulated auto-tuning in the build: trials of trial_s seconds each; a tuned case runs "
+                           "tuned_speedup times faster")  # fmt: skip
+TUNE_MINUTES = Number(key="null.tune_minutes", default=0.0, help="bound on the simulated tuning's minutes (0: none)")
+TRIAL_S = Number(key="null.trial_s", default=0.01, help="seconds one simulated tuning trial takes")
+TUNED_SPEEDUP = Number(key="null.tuned_speedup", default=2.0, help="how much faster a tuned case runs")
 MISBEHAVIOURS = {"fail": FAIL, "crash": CRASH, "hang": HANG}
 
 
@@ -86,7 +92,7 @@ class NullSession(Session):
     def __init__(self, case: Case) -> None:
         super().__init__()
         self._precision = PRECISION.value(case) or case.precision
-        latency_s = LATENCY_MS.value(case) / 1e3
+        latency_s = LATENCY_MS.value(case) / 1e3 / (TUNED_SPEEDUP.value(case) if TUNE_TRIALS.value(case) else 1.0)
         dist = DIST.value(case)
         rng = np.random.default_rng(SEED.value(case))
         # Pre-drawn so that drawing costs nothing inside the timed region.
@@ -136,7 +142,9 @@ class NullBackend(Backend):
     options = (
         *(LATENCY_MS, DIST, SIGMA, WAIT, LOAD_S, BUILD_S, SEED),
         *(FAIL, CRASH, CRASH_SIGNAL, HANG, AFTER, PRECISION, SLOW_FILE, SLOW_FACTOR),
+        *(TUNE_TRIALS, TUNE_MINUTES, TRIAL_S, TUNED_SPEEDUP),
     )
+    auto_tuning = AutoTuning(TUNE_TRIALS.key, TUNE_MINUTES.key, prior_s_per_trial=0.01)
 
     @classmethod
     def version(cls) -> str | None:
@@ -152,16 +160,23 @@ class NullBackend(Backend):
 
     def artifact_key(self, model: ModelSpec, case: Case) -> dict[str, object] | None:
         build_s = _build_s(case)
-        if build_s is None:
+        if build_s is None and not TUNE_TRIALS.value(case):
             return None
-        return {"build_s": build_s, "batch": case.batch, "misbehave": _where(case, "build")}
+        tuning = [TUNE_TRIALS.value(case), TUNE_MINUTES.value(case), TRIAL_S.value(case)]
+        return {"build_s": build_s, "batch": case.batch, "misbehave": _where(case, "build"), "tuning": tuning}
 
     def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
         _misbehave_at("build", case)
         build_s = _build_s(case) or 0.0
         time.sleep(build_s)
+        phases: dict[str, float] = {Phase.COMPILE: build_s}
+        if TUNE_TRIALS.value(case):
+            tune_s = TUNE_TRIALS.value(case) * TRIAL_S.value(case)
+            bound_s = TUNE_MINUTES.value(case) * 60
+            phases[Phase.TUNE] = min(tune_s, bound_s) if bound_s else tune_s
+            time.sleep(phases[Phase.TUNE])
         target.write_text(f"null artifact for {case.id}")
-        return BuildOutput({Phase.COMPILE: build_s}, ["null: simulated build"])
+        return BuildOutput(phases, ["null: simulated build"])
 
     def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         _misbehave_at("load", case)

@@ -9,6 +9,7 @@ operators chosen for this CPU. Without the cache, `load` creates the session fro
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,16 +19,20 @@ import numpy as np
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
-from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice
+from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec
+from infermeter.results.records.int8 import LayerMix, LayerProfile
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",
                    help="graph optimization level (SessionOptions.graph_optimization_level)")  # fmt: skip
+PROFILE = Switch(key="onnxruntime.profile", default=False,
+                 help="SessionOptions.enable_profiling: per-node kernel times (the untimed INT8 profile pass "
+                      "turns it on)")  # fmt: skip
 
 
 def onnx_graph_precision(path: str) -> str:
@@ -54,17 +59,34 @@ def onnx_graph_precision(path: str) -> str:
     return "fp32"
 
 
+def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:
+    """`model`'s ONNX form with ONNX Runtime's basic graph optimizations, saved at `target`: constants folded, the
+    shape arithmetic folded at the case's shapes in static mode, redundant nodes removed, standard ONNX operators
+    only. For a compiler whose importer cannot fold shape arithmetic itself (TVM's Relax importer leaves such tensors
+    without a shape, and its lowering then fails on bert_tiny)."""
+    import onnxruntime as ort
+
+    backend = OnnxRuntimeBackend()
+    options = backend.session_options(ort, model, case, "basic")
+    options.optimized_model_filepath = str(target)
+    options.log_severity_level = 3
+    backend.create(ort, str(onnx_for(model).path), options, case, model)
+    return target
+
+
 class OnnxRuntimeSession(Session):
     """An `onnxruntime.InferenceSession`; inputs are made contiguous numpy arrays in `prepare`.
 
     For concurrent use (streams): `ort_session.run` is thread-safe in ONNX Runtime, so N threads may call
     `run(prepared)` on the same session at once (give each thread its own prepared feeds)."""
 
-    def __init__(self, session: Any, precision: str) -> None:
+    def __init__(self, session: Any, precision: str, optimized_graph: str | None = None) -> None:
         super().__init__()
         self.ort_session = session
         self._session = session
         self._precision = precision
+        # The graph ONNX Runtime optimized and saved in the build stage, when the session was created from it.
+        self._optimized_graph = optimized_graph
 
     def prepare(self, feeds: Feeds) -> Any:
         return {name: np.ascontiguousarray(value) for name, value in feeds.items()}
@@ -75,6 +97,20 @@ class OnnxRuntimeSession(Session):
     def effective_precision(self) -> str:
         return self._precision
 
+    def layer_mix(self) -> LayerMix | None:
+        if self._optimized_graph is None or self._precision != "int8":
+            return None  # only the saved optimized graph shows the fused INT8 operators the session runs
+        from infermeter.backends.onnxruntime_profile import graph_mix
+
+        return graph_mix(self._optimized_graph)
+
+    def layer_profile(self, prepared: Any, iterations: int) -> LayerProfile | None:
+        if not self._session.get_session_options().enable_profiling:
+            return None
+        from infermeter.backends.onnxruntime_profile import profile_session
+
+        return profile_session(self._session.end_profiling, lambda: self.run(prepared), iterations)
+
 
 class OnnxRuntimeBackend(Backend):
     """ONNX Runtime, CPU execution provider (`onnxruntime`).
@@ -83,7 +119,7 @@ class OnnxRuntimeBackend(Backend):
     optimized-model cache; `quantize.*` tune int8 made on the fly."""
 
     name = "onnxruntime"
-    options = (OPT_LEVEL, CACHE, *QUANTIZE_OPTIONS)
+    options = (OPT_LEVEL, CACHE, PROFILE, *QUANTIZE_OPTIONS)
     consumes_onnx = True
     shape_aware = True
     runs_quantized_onnx = True
@@ -100,6 +136,7 @@ class OnnxRuntimeBackend(Backend):
     # Whether `load` keeps ORT's optimized graph in the cache (CPU only: GPU graphs are partitioned per session).
     optimized_model_cache: ClassVar[bool] = True
     int8_quantizer: ClassVar[str | None] = "ort-qdq"
+    profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((PROFILE.key, "on"),)
     # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantize.onthefly`); no x86 fp16/bf16.
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
 
@@ -138,6 +175,9 @@ class OnnxRuntimeBackend(Backend):
         options.intra_op_num_threads = case.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if PROFILE.value(case):
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(tempfile.gettempdir()) / "infermeter-ort-profile")
         options.graph_optimization_level = {
             "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
             "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -198,7 +238,8 @@ class OnnxRuntimeBackend(Backend):
             session = self.create(ort, str(source.path), options, case, model)
         created = time.perf_counter()
         self.check_providers(session)
-        result = OnnxRuntimeSession(session, self.effective_precision(str(source.path), case))
+        precision = self.effective_precision(str(source.path), case)
+        result = OnnxRuntimeSession(session, precision, artifact.path if artifact is not None else None)
         result.load_phases_s = {
             Phase.IMPORT: imported - start,
             Phase.CONVERT: converted - imported,

@@ -39,7 +39,7 @@ CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
 HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
 STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
-INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own",
+INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own", int8_only=True,
                      help="int8 of a float model: own (NNCF) or qdq (ONNX Runtime's QDQ graph, cross-fed)")  # fmt: skip
 PERF_COUNT = Switch(key="openvino.perf_count", default=False,
                     help="PERF_COUNT: per-node counters (the untimed INT8 profile pass turns it on)")  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime, NodeGroup
+from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime
 
 # Layer types (runtime model and profiling names, as prefixes) that do the arithmetic: what INT8 is for.
 COMPUTE_TYPES = ("Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "Gemm")
@@ -69,15 +69,16 @@ def profile_request(request: Any, run: Callable[[], object], iterations: int) ->
                 entry[2].append(info.real_time.total_seconds() * 1e3)
     nodes = [LayerTime(name, kind, precision_word(exec_type), float(np.median(times)))
              for name, (kind, exec_type, times) in per_node.items()]  # fmt: skip
-    return LayerProfile(
-        total_ms=sum(n.ms for n in nodes),
-        iterations=iterations,
-        reorders=_group(n for n in nodes if n.layer_type == "Reorder"),
-        converts=_group(n for n in nodes if n.layer_type == "Convert"),
-        quantize_nodes=_group(n for n in nodes if is_quantize(n)),
-        float_compute=_group(n for n in nodes if is_compute(n.layer_type) and n.precision != "int8"),
-        top=sorted(nodes, key=lambda n: -n.ms)[:TOP_NODES],
-    )
+    return LayerProfile.of(nodes, iterations, node_kind, TOP_NODES)
+
+
+def node_kind(node: LayerTime) -> str | None:
+    """A profiled node as the profile groups it: reorder, convert, quantize, compute, or None."""
+    if node.layer_type in ("Reorder", "Convert"):
+        return node.layer_type.lower()
+    if is_quantize(node):
+        return "quantize"
+    return "compute" if is_compute(node.layer_type) else None
 
 
 def is_quantize(node: LayerTime) -> bool:
@@ -87,8 +88,3 @@ def is_quantize(node: LayerTime) -> bool:
     if node.layer_type == "FakeQuantize":
         return True
     return node.layer_type == "Subgraph" and any(m in node.name for m in QUANTIZE_NAME_MARKS)
-
-
-def _group(nodes: Any) -> NodeGroup:
-    chosen = list(nodes)
-    return NodeGroup(len(chosen), sum(n.ms for n in chosen))

@@ -41,6 +41,9 @@ class Option:
 
     key: str
     help: str
+    # True for an option that changes only how an INT8 graph is made: a case at another precision drops it
+    # (`for_precision`), so the fp32 case of `-b openvino:int8_source=qdq` is the plain fp32 case.
+    int8_only: bool = False
     kind: ClassVar[str] = "text"
 
     def parse(self, raw: str) -> str:
@@ -217,10 +220,11 @@ def _quantize_methods() -> tuple[str, ...]:
 
 # Read by the measure core (`quantize.onthefly`) for backends that quantize a float model on the fly.
 QUANTIZE_CALIB = Text(key="quantize.calib", help="calibration data for int8 on the fly (default: random inputs, "
-                      "with a warning)", describe="data path (.npz, folder, file.py:fn)")  # fmt: skip
+                      "with a warning)", describe="data path (.npz, folder, file.py:fn)", int8_only=True)  # fmt: skip
 QUANTIZE_METHOD = Choice(key="quantize.method", choices=_quantize_methods(), default="minmax",
-                         help="int8 calibration method")  # fmt: skip
-QUANTIZE_PER_CHANNEL = Switch(key="quantize.per_channel", default=False, help="per-channel weight scales for int8")
+                         help="int8 calibration method", int8_only=True)  # fmt: skip
+QUANTIZE_PER_CHANNEL = Switch(key="quantize.per_channel", default=False, help="per-channel weight scales for int8",
+                              int8_only=True)  # fmt: skip
 QUANTIZE_OPTIONS: tuple[Option, ...] = (QUANTIZE_CALIB, QUANTIZE_METHOD, QUANTIZE_PER_CHANNEL)
 
 
@@ -266,3 +270,12 @@ def options_for(backend: str, options: Iterable[tuple[str, str]]) -> Pairs:
         if value != option.default_text():
             kept.append((key, value))
     return tuple(sorted(kept))
+
+
+def for_precision(options: Pairs, precision: str) -> Pairs:
+    """`options` as a case at `precision` carries them: at any precision but int8, without the options that change
+    only how an INT8 graph is made (`Option.int8_only`), since they change nothing measured there."""
+    if precision == "int8":
+        return options
+    catalog = option_catalog()
+    return tuple((key, value) for key, value in options if not (key in catalog and catalog[key].int8_only))

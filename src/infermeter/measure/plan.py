@@ -68,7 +68,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
     the first backend of each group is the baseline of its speedups. Shapes and options are checked here, so a bad
     `--input` or `-O` fails (UsageError, exit 2) before any case runs; each case carries only its own backend's
     options, normalized (`backends.options.options_for`), which is what its id holds."""
-    from infermeter.backends.options import check_options, options_for
+    from infermeter.backends.options import check_options, for_precision, options_for
     from infermeter.backends.variant import base_name, variant_options
 
     check_options(matrix.options)
@@ -104,7 +104,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     shape_mode,
                                     matrix.threads,
                                     shapes,
-                                    options[backend],
+                                    for_precision(options[backend], precision),
                                     matrix.settings,
                                     dynamic,
                                     buckets,
@@ -116,4 +116,17 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                 for backend in chain
                             )
                             plan.append(PlanItem(spec, cases))
-    return plan
+    return _distinct(plan)
+
+
+def _distinct(plan: list[PlanItem]) -> list[PlanItem]:
+    """`plan` without repeated rows: two variants that differ only in INT8 options are one case at FP32
+    (`-b openvino -b openvino:int8_source=qdq --precision fp32,int8` measures openvino fp32 once)."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for item in plan:
+        ids = tuple(case.id for case in item.chain)
+        if ids not in seen:
+            seen.add(ids)
+            kept.append(item)
+    return kept

@@ -16,6 +16,7 @@ from infermeter.optimize.steps import (
     step_shapes,
 )
 from infermeter.optimize.steps_int8 import step_int8
+from infermeter.optimize.steps_tuning import step_tuning
 
 
 def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None) -> Outcome:
@@ -28,6 +29,7 @@ def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None
     with deferred_interrupts():  # torch's exporter and ORT's verification run in this process
         fp32_onnx = step_export(run)
     step_fp32(run, baseline_backend(run))
+    step_tuning(run)
     step_int8(run, fp32_onnx)
     step_half(run)
     step_shapes(run)

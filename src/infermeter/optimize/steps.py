@@ -17,6 +17,7 @@ STEP_TITLES = {
     "baseline": "1. Baseline",
     "export": "2. ONNX export, verified",
     "fp32": "3. Every backend at FP32, parity-checked",
+    "tuning": "3b. Auto-tuning compilers, trials planned from the budget",
     "int8": "4a. INT8 with calibration (mixed precision if needed)",
     "half": "4b. BF16 / FP16 where the hardware has them",
     "shapes": "5a. Static vs dynamic shapes",
@@ -302,8 +303,13 @@ def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = N
     """`base` again with another shape mode or batch: same model artifact, backend and precision."""
     from infermeter.optimize.int8_engines import request_precision
     from infermeter.optimize.steps_int8 import annotate_int8, int8_spec, score_case
+    from infermeter.report.tuning import tune_s
 
     info = read_record(base, OptimizeStep) or OptimizeStep(step)
+    if tune_s(base) > 0:
+        skip(run, step, case_variant_label(base, info.variant), "its kernels were tuned for these shapes: tuning "
+             "again for others is a bench run's job (-b NAME:tune_trials=N)")  # fmt: skip
+        return
     artifact = info.artifact
     is_int8_file = info.quantized_file
     spec = int8_spec(run, base.model) if is_int8_file else run.spec

@@ -4,9 +4,10 @@ stage's apart from the load's, each under its own name (`backends.artifact.Phase
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from infermeter.backends.artifact import Phase
-from infermeter.report.summary import _fmt, format_ms, precision_cell
+from infermeter.report.summary import _fmt, backend_labels, format_ms, precision_cell
 from infermeter.results.schema import CaseResult
 
 # Load phases in the order they run, each in a column of its own name; a phase named otherwise (a test backend's,
@@ -67,13 +68,15 @@ def _cache_cell(case: CaseResult) -> str:
 
 def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
     """One row per cold-start run: each phase of getting from a fresh process to the first result. `build s` is
-    what this run spent building its artifact (0 on a cache hit), apart from the load."""
+    what this run spent building its artifact (0 on a cache hit), apart from the load; the backend is labelled with
+    its variant's options (`tvm tune_trials=64`), but never with the passes' own `cache` and `cold.pass`."""
     rows = []
+    backends = backend_labels([replace(c, options=_without_pass(c.options)) for c in cases])
     for case in cases:
         options = case.options
         label = "no cache" if options.get("cache") == "off" else f"cache (run {options.get('cold.pass', '?')})"
         if not case.ok:
-            head = [case.model, case.backend, case.precision, label, case.status.upper()]
+            head = [case.model, backends[case.id], case.precision, label, case.status.upper()]
             rows.append(head + ["—"] * (len(COLD_START_COLUMNS) - len(head)))
             continue
         build_s = case.build.built_here_s if case.build is not None else None
@@ -83,7 +86,7 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
         rows.append(
             [
                 case.model,
-                case.backend,
+                backends[case.id],
                 precision_cell(case),
                 label,
                 _cache_cell(case),
@@ -97,6 +100,10 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _without_pass(options: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in options.items() if key not in ("cache", "cold.pass")}
 
 
 __all__ = ["COLD_START_COLUMNS", "COLD_START_PHASE_COLUMNS", "cold_start_rows", "phase_column"]

@@ -9,17 +9,12 @@ from collections.abc import Sequence
 from infermeter.results.records import Int8Run, read_record, why_int8
 from infermeter.results.schema import CaseResult
 
-# Options that change only how an INT8 graph is made, so an FP32 row without them is still its twin.
-_INT8_ONLY_SUFFIXES = (".int8_source",)
-_INT8_ONLY_PREFIXES = ("quantize.",)
-
 
 def _plain_options(case: CaseResult) -> dict[str, str]:
-    return {
-        key: value
-        for key, value in case.options.items()
-        if not key.endswith(_INT8_ONLY_SUFFIXES) and not key.startswith(_INT8_ONLY_PREFIXES)
-    }
+    """The options of `case` as its FP32 twin carries them (without those that only make the INT8 graph)."""
+    from infermeter.backends.options import for_precision
+
+    return dict(for_precision(tuple(case.options.items()), "fp32"))
 
 
 def fp32_twin(case: CaseResult, cases: Sequence[CaseResult]) -> CaseResult | None:

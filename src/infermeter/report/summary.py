@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
 from infermeter.report.int8 import int8_footnotes
+from infermeter.report.tuning import tuning_footnotes
 from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -289,7 +290,8 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
             ]
         )
         warnings.extend((label, w) for w in case.warnings)
-    footnotes += int8_footnotes(cases, {case.id: case_label(case, backends[case.id]) for case in cases})
+    labels = {case.id: case_label(case, backends[case.id]) for case in cases}
+    footnotes += int8_footnotes(cases, labels) + tuning_footnotes(cases, labels)
     if "precision" in marks:
         footnotes.append(
             "† speedup refused: this case runs a different effective precision than the first backend of its group; "

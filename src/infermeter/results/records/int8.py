@@ -5,6 +5,7 @@ benchmarks/int8_engines.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -51,6 +52,12 @@ class NodeGroup:
     count: int = 0
     ms: float = 0.0
 
+    @classmethod
+    def of(cls, nodes: Iterable[LayerTime]) -> NodeGroup:
+        """The group of `nodes`."""
+        chosen = list(nodes)
+        return cls(len(chosen), sum(n.ms for n in chosen))
+
 
 @dataclass(frozen=True)
 class LayerProfile:
@@ -65,6 +72,22 @@ class LayerProfile:
     quantize_nodes: NodeGroup
     float_compute: NodeGroup
     top: list[LayerTime] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, nodes: list[LayerTime], iterations: int, kinds: Callable[[LayerTime], str | None], top: int = 5
+    ) -> LayerProfile:
+        """The profile of `nodes` (each with its mean ms per inference), grouped by `kinds(node)`: "reorder",
+        "convert", "quantize", "compute" (an arithmetic layer) or None; the `top` slowest kept by name."""
+        return cls(
+            total_ms=sum(n.ms for n in nodes),
+            iterations=iterations,
+            reorders=NodeGroup.of(n for n in nodes if kinds(n) == "reorder"),
+            converts=NodeGroup.of(n for n in nodes if kinds(n) == "convert"),
+            quantize_nodes=NodeGroup.of(n for n in nodes if kinds(n) == "quantize"),
+            float_compute=NodeGroup.of(n for n in nodes if kinds(n) == "compute" and n.precision != "int8"),
+            top=sorted(nodes, key=lambda n: -n.ms)[:top],
+        )
 
     def overhead(self) -> NodeGroup:
         """Reorders, converts and unfused quantize nodes together: the time INT8 adds around its compute."""
