@@ -186,6 +186,8 @@ class TvmBackend(Backend):
             "num_cores": case.threads,
             "tune": {"trials": TUNE_TRIALS.value(case), "minutes": TUNE_MINUTES.value(case)},
             "tvm_ffi": package_version("apache-tvm-ffi"),
+            # What TVM imports: the graph ONNX Runtime folded at the case's shapes (`onnxruntime.folded_graph`).
+            "import": ["onnxruntime-basic-folded", package_version("onnxruntime")],
         }
 
     def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
