@@ -15,6 +15,7 @@ or OpenVINO is a finding, and the table says so. Nothing else should run on the 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import sys
@@ -155,7 +156,10 @@ def main() -> None:
     print("\n".join(lines))
     if args.write_docs:
         head = DOCS.read_text().split(SECTION)[0] if DOCS.exists() else "# Compilers\n\n"
-        machine = f"{platform.processor() or platform.machine()}, Python {platform.python_version()}"
+        from infermeter.results.env import collect_environment
+
+        cpu = collect_environment().get("cpu_model") or platform.machine()
+        machine = f"{cpu} ({os.cpu_count()} logical CPUs), Python {platform.python_version()}"
         command = f"python benchmarks/compilers.py --trials {args.trials} --threads {args.threads} --write-docs"
         body = [SECTION, "", f"`{command}` on {machine}, batch 1, FP32, {args.threads} threads.", "", *lines, ""]
         DOCS.write_text(head.rstrip() + "\n\n" + "\n".join(body))

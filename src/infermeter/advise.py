@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from infermeter.report.pareto import pareto_front
-from infermeter.report.summary import case_label, comparison_group, format_ms, parity_failed
+from infermeter.report.summary import case_label, comparison_group, format_ms, machine_of, parity_failed
 from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
@@ -207,6 +207,7 @@ def _explain(
         runner = ranked[1]
         lines.append(f"Runner-up: {case_label(runner)}: {describe(runner)}.")
         lines += _paired_margin(pick, runner)
+    lines += _per_machine(ranked, objective)
     if any(w.code == "interference" for w in pick.warnings):
         lines.append("Caution: other work on the machine disturbed the pick's measurement (interference); rerun idle.")
     best_overall = sorted(ok, key=_rank_key(objective))[0] if ok else pick
@@ -239,6 +240,20 @@ def _explain(
         f"the pick is {on_front} it."
     )
     return lines
+
+
+def _per_machine(ranked: list[CaseResult], objective: str) -> list[str]:
+    """When the candidates ran on several cluster machine classes (`bench --cluster --machines`): the best of each
+    class, so the answer is which machine and which engine."""
+    best: dict[str, CaseResult] = {}
+    for case in ranked:  # best first
+        machine = machine_of(case)
+        if machine is not None:
+            best.setdefault(machine, case)
+    if len(best) < 2:
+        return []
+    ranks = "; ".join(f"{machine}: {case_label(case)} ({describe(case)})" for machine, case in best.items())
+    return [f"Best per machine class, by {objective}: {ranks}."]
 
 
 def _paired_margin(pick: CaseResult, runner: CaseResult) -> list[str]:

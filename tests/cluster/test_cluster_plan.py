@@ -76,6 +76,21 @@ def test_cluster_flags_are_checked_before_anything_runs(flags: list[str], messag
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--machine", "a"], "--machine picks a class of cluster node"),
+        (["--cluster", "127.0.0.1:1"], "--cluster: give --threads N"),
+    ],
+)
+def test_optimize_checks_its_cluster_flags_before_anything_runs(flags: list[str], message: str, tmp_path: Path) -> None:
+    folder = tmp_path / "never"
+    proc = run_cli("optimize", "tiny_cnn", "-b", "null", *flags, "-o", str(folder), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert message in " ".join(proc.stderr.split())
+    assert not folder.exists()
+
+
 def test_machine_joins_a_case_identity_only_when_given() -> None:
     case = Case("tiny_cnn", "onnxruntime", threads=4, options=(("null.x", "1"),))
     # The id this case had before machines existed: local results keep their ids.

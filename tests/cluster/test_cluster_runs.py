@@ -120,6 +120,30 @@ def test_tiny_cnn_on_onnxruntime_runs_on_each_class(cluster, tmp_path: Path) -> 
         assert node.node_id == nodes[node.machine or ""]
 
 
+def test_optimize_measures_its_candidates_on_nodes_of_the_machine_class(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from infermeter.cluster.session import connected
+    from infermeter.optimize.pipeline import open_run
+    from infermeter.optimize.request import OptimizeRequest
+    from infermeter.optimize.steps import step_fp32
+    from infermeter.optimize.steps_tuning import step_tuning
+
+    head, nodes = cluster
+    settings = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1, target_ci=0)
+    request = OptimizeRequest("tiny_cnn", tmp_path / "opt", backends=("null",), settings=settings, threads=1,
+                              options=(("null.trial_s", "0.001"),), cluster=head.address, machine="b")  # fmt: skip
+    events: list[str] = []
+    with connected(head.address):
+        run = open_run(request, lambda event: events.append(event.message))
+        step_fp32(run, "torch")  # the null case, untuned
+        step_tuning(run)  # and tuned: a second candidate, on a node of the same class
+    measured = run.measured()
+    assert [case.status for case in measured] == ["ok", "ok"] and measured[1].options.get("null.tune_trials")
+    for case in measured:
+        node = read_record(case, NodeRecord)
+        assert node is not None and (node.machine, node.node_id) == ("b", nodes["b"])
+    assert any(message.startswith("running on") for message in events)  # the live view says where it runs
+
+
 class _KillOnStart(SilentDisplay):
     """A display that, when the first task says which node it runs on, removes that node from the cluster."""
 

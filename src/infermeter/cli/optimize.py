@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.advise import OBJECTIVES
+from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
     parse_fraction,
     parse_options,
@@ -149,6 +150,9 @@ def _print_outcome(outcome: object) -> None:
               help="Stop a case once its P50's 95% interval is within ± this; 0: no precision target.")  # fmt: skip
 @click.option("--case-timeout", type=float, default=DEFAULT_SETTINGS.case_timeout_s, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cluster", envvar="RAY_ADDRESS", help="Measure every case as a task on a Ray cluster node: its address "
+              "(HEAD:6379), or `local`; also RAY_ADDRESS. Needs infermeter[cluster] (docs/cluster.md).")  # fmt: skip
+@click.option("--machine", help="With --cluster: the class of node (label infermeter.io/machine) to optimize for.")
 def optimize(
     model: str,
     device: str,
@@ -172,6 +176,8 @@ def optimize(
     target_ci: str,
     case_timeout: float,
     seed: int,
+    cluster: str | None,
+    machine: str | None,
 ) -> None:
     """Find the fastest configuration of MODEL that meets the constraints, and leave it ready to serve.
 
@@ -190,6 +196,9 @@ def optimize(
     from infermeter.results.env import default_threads
 
     require_positive(threads, "--threads", allow_zero=True)
+    if machine and not cluster:
+        raise UsageError("--machine picks a class of cluster node: it goes with --cluster ADDRESS")
+    check_cluster_flags(cluster, (), threads)
     require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(budget_minutes, "--budget-minutes")
     batches = parse_positive_ints(batch, "--batch") or _default_batches(model, objective)
@@ -224,10 +233,16 @@ def optimize(
             target_ci=parse_fraction(target_ci, "--target-ci"),
         ),
         seed=seed,
+        cluster=cluster,
+        machine=machine,
     )
     view = LiveView()
     try:
-        with view.status:
+        with cluster_connection(cluster), view.status:
+            if machine:
+                from infermeter.cluster.session import resolve_machines
+
+                resolve_machines([machine])
             outcome = run_optimize(request, view)
     except KeyboardInterrupt:
         stderr.print(f"interrupted: finished steps and cases are saved in {escape(str(folder))}; rerun the same "

@@ -114,6 +114,7 @@ class Run:
             (),
             self.options_for(backend),
             settings,
+            machine=self.request.machine,
         )
 
     def measured(self) -> list[CaseResult]:
@@ -142,7 +143,14 @@ class Run:
                 if event.kind == "phase":
                     self.emit(OptimizeEvent("phase", step, event.phase, label))
 
-            run_sweep([PlanItem(spec, (case,))], self.results, self.results_path, isolate=True, on_event=on_event)
+            item = PlanItem(spec, (case,))
+            if self.request.cluster:
+                from infermeter.cluster.driver import run_on_cluster
+
+                warn = lambda text: self.emit(OptimizeEvent("warning", step, text))  # noqa: E731
+                run_on_cluster([item], [item], self.results, self.results_path, True, False, on_event, warn)
+            else:
+                run_sweep([item], self.results, self.results_path, isolate=True, on_event=on_event)
             result = self.results.cases[-1]
         else:
             result = existing
@@ -177,7 +185,7 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
                 f"{request.output} holds an optimize run of {earlier.get('model') or 'something else'!r}, not "
                 f"{request.model!r}; give another -o folder (or delete that one)"
             )
-        differs = [k for k in ("batches", "device", "threads") if earlier.get(k) != request.to_dict()[k]]
+        differs = [k for k in ("batches", "device", "threads", "machine") if earlier.get(k) != request.to_dict()[k]]
         if differs:
             raise UsageError(
                 f"{request.output} holds a run with other {', '.join(differs)}; rerun with the same settings to "

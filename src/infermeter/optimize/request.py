@@ -47,6 +47,10 @@ class OptimizeRequest:
     calib_size: int = 300
     eval_size: int = 512
     seed: int = 0
+    # `optimize --cluster`: every case measured as a Ray task on a node of class `machine` (None: any node with a
+    # slot); the export, quantization and accuracy scoring stay in this process.
+    cluster: str | None = None
+    machine: str | None = None
 
     @property
     def batch(self) -> int:
@@ -79,6 +83,7 @@ class OptimizeRequest:
             "backends": list(self.backends),
             "options": dict(self.options),
             "threads": self.threads,
+            "machine": self.machine,
         }
 
 

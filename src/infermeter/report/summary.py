@@ -88,9 +88,13 @@ def group_warnings(warnings: Sequence[tuple[str, CaseWarning]]) -> list[WarningG
 
 def case_label(case: CaseResult, backend: str | None = None) -> str:
     """`model backend precision b16 static` — how a case is named in warnings and footnotes (`backend`: the
-    backend's label when it differs from its name, see `backend_labels`)."""
+    backend's label when it differs from its name, see `backend_labels`; without one, the backend's name with the
+    `@CLASS` of the cluster node class it ran on, if any)."""
     streams = f" x{case.streams} streams" if case.streams > 1 else ""
-    return f"{case.model} {backend or case.backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
+    if backend is None:
+        machine = machine_of(case)
+        backend = case.backend + (f" @{machine}" if machine else "")
+    return f"{case.model} {backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
 
 
 def backend_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
