@@ -24,12 +24,13 @@ PASSES = (("off", "1"), ("on", "1"), ("on", "2"))
 
 
 def cold_start_plan(plan: list[PlanItem]) -> list[PlanItem]:
-    """The cold-start runs for every (model, backend, precision) of `plan`, at the first batch each has."""
+    """The cold-start runs for every (model, backend and its options, precision) of `plan`, at the first batch each
+    has: a variant (`-b tvm:tune_trials=16` beside `-b tvm`) gets runs of its own."""
     seen = set()
     out = []
     for item in plan:
         base = item.case
-        key = (base.model, base.backend, base.precision, base.shape_mode)
+        key = (base.model, base.backend, base.options, base.precision, base.shape_mode)
         if key in seen or len(item.chain) > 1:
             continue
         seen.add(key)
