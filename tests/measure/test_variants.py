@@ -47,3 +47,14 @@ def test_variants_that_differ_only_in_int8_options_are_one_case_at_fp32() -> Non
         ("int8", {"quantize.per_channel": "on"}),
         ("int8", {"openvino.int8_source": "qdq", "quantize.per_channel": "on"}),
     ]
+
+
+def test_a_variant_gets_cold_start_passes_of_its_own() -> None:
+    from infermeter.measure.coldstart import PASSES, cold_start_plan
+    from infermeter.measure.plan import Matrix, build_plan
+    from infermeter.models.spec import resolve_model
+
+    plan = build_plan(Matrix(models=(resolve_model("tiny_cnn"),), backends=(("null",), ("null:latency_ms=2",))))
+    cold = [item.case for item in cold_start_plan(plan)]
+    assert len(cold) == 2 * len(PASSES)
+    assert sorted({c.option("null.latency_ms", "default") for c in cold}) == ["2", "default"]
