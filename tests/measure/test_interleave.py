@@ -98,3 +98,17 @@ def test_rounds_go_on_until_the_paired_speedup_is_precise() -> None:
     assert _speedups_precise(steady, 0.005)  # type: ignore[arg-type]
     assert not _speedups_precise(noisy, 0.01)  # type: ignore[arg-type]
     assert _speedups_precise(noisy, 0.0)  # type: ignore[arg-type]
+
+
+def test_rounds_stop_at_the_cap_when_nothing_else_stops_them(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from infermeter.measure import interleave
+
+    monkeypatch.setattr(interleave, "MAX_ROUNDS", 14)
+    # Microsecond cases with a minute of --max-time and a precision target they cannot meet: only the cap ends them.
+    settings = replace(SETTINGS, min_time_s=0.1, max_time_s=60.0, target_ci=1e-6, rounds=5)
+    spec = resolve_model("tiny_cnn")
+    plan = [PlanItem(spec, (Case("tiny_cnn", "null", threads=1, options=(("null.latency_ms", ms),),
+                                 settings=settings),)) for ms in ("0.01", "0.02")]  # fmt: skip
+    results = run_sweep(plan, ResultsFile("now", {}), None)
+    assert [len(case.rounds_p50_ms) for case in results.cases] == [14, 14]
+    assert all(case.ok and "max_time_reached" not in {w.code for w in case.warnings} for case in results.cases)

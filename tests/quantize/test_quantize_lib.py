@@ -137,6 +137,24 @@ def test_openvino_engine_writes_int8_ir(plain: tuple[Path, Path, Path], tmp_path
     assert accuracy is not None and accuracy.metric == "top1" and accuracy.value > 0.5
 
 
+@pytest.mark.slow
+def test_openvino_max_drop_runs_nncf_accuracy_control(sensitive: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("nncf")
+    model, calib, evaluation = sensitive
+    out = tmp_path / "controlled.xml"
+    outcome = quantize_model(QuantizeRequest(str(model), out, engine="openvino", calib=str(calib),
+                                             eval=str(evaluation), max_drop_pct=5.0, latency=False))  # fmt: skip
+    plain, controlled = outcome.rows[1], outcome.rows[2]
+    assert plain.accuracy is not None and plain.accuracy.drop_pct > 5.0  # mm2's outliers break plain NNCF INT8 too
+    # NNCF returned the costly layer to float and the IR written meets the budget, scored as every other row.
+    assert controlled.role == "mixed" and controlled.label.startswith("NNCF accuracy control (")
+    assert controlled.accuracy is not None and controlled.accuracy.drop_pct <= 5.0 and outcome.budget_met
+    assert controlled.float_nodes and any("mm2" in name for name in controlled.float_nodes), controlled.float_nodes
+    assert controlled.path == out and out.with_suffix(".bin").is_file()
+    assert plain.path.name == "controlled.int8-all.xml" and plain.path.with_suffix(".bin").is_file()
+    assert any(note.startswith("nncf.quantize_with_accuracy_control") for note in outcome.notes)
+
+
 def test_static_int8_leaves_attention_activations_in_float(tmp_path: Path) -> None:
     # Per-tensor static ranges on Q.K^T, scores.V, the mask and Softmax ruined all-MiniLM-L6-v2 (mean cosine
     # 0.40 to FP32); in a graph with attention only products with a constant weight are quantized.

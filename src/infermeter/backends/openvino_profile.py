@@ -37,9 +37,9 @@ def is_compute(layer_type: str) -> bool:
     return layer_type.startswith(COMPUTE_TYPES)
 
 
-def runtime_mix(compiled: Any) -> LayerMix:
+def runtime_mix(compiled: Any, listed: int | None = LISTED_FLOAT_LAYERS) -> LayerMix:
     """The compute layers of `compiled` (an `openvino.CompiledModel`) counted by the precision the CPU plugin runs
-    each in, from its runtime model; the names of those that run in float."""
+    each in, from its runtime model; the names of those that run in float (the first `listed`; None: all)."""
     counts: dict[str, int] = defaultdict(int)
     floats: list[str] = []
     for op in compiled.get_runtime_model().get_ordered_ops():
@@ -49,7 +49,7 @@ def runtime_mix(compiled: Any) -> LayerMix:
             continue
         precision = precision_word(info["runtimePrecision"].astype(str)) if "runtimePrecision" in info else "?"
         counts[precision] += 1
-        if precision != "int8" and len(floats) < LISTED_FLOAT_LAYERS:
+        if precision != "int8" and (listed is None or len(floats) < listed):
             floats.append(op.get_friendly_name())
     return LayerMix(dict(counts), floats)
 

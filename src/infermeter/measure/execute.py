@@ -34,6 +34,9 @@ from infermeter.results.records import Int8Run, write_record
 from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
 from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
 
+# Samples a result keeps (`stored_samples`): enough for compare's tests and the charts, a few hundred kB of JSON.
+MAX_STORED_SAMPLES = 20_000
+
 PhaseCallback = Callable[[str], None]
 
 
@@ -321,13 +324,24 @@ def _within_bursts(bursts: list[list[int]]) -> list[float]:
     return out
 
 
+def stored_samples(samples_ms: list[float]) -> list[float]:
+    """What a result keeps of its samples: all of them up to `MAX_STORED_SAMPLES`, else every k-th in time order
+    (an even thinning keeps the distribution and the drift's shape for compare, history and the charts). A
+    microsecond model timed for ten seconds made a results file of 100 MB, rewritten after every case."""
+    step = -(-len(samples_ms) // MAX_STORED_SAMPLES)
+    return samples_ms if step <= 1 else samples_ms[::step]
+
+
 def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
     result, case, settings = runner.result, runner.case, runner.case.settings
     samples_ms = [ns / 1e6 for ns in runner.samples_ns]
     stats = latency_stats(samples_ms, settings.seed)
     result.latency_ms = stats
-    result.samples_ms = samples_ms
+    result.samples_ms = stored_samples(samples_ms)
     result.iterations = len(samples_ms)
+    if len(result.samples_ms) < len(samples_ms):
+        result.notes.append(f"samples_ms keeps every {len(samples_ms) // len(result.samples_ms)}th of "
+                            f"{len(samples_ms):,} samples; the statistics use all of them")  # fmt: skip
     result.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
     result.interference = runner.interference
     result.target_ci = settings.target_ci or None

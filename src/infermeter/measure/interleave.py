@@ -7,7 +7,7 @@ their pipe; the next burst starts only once the last worker's thread pools have 
 between rounds: a shuffle drawn from `--seed` on even rounds, its reverse on odd ones, so that over each pair of
 rounds every case sits in mirrored positions (an ABBA design: a trend within a round cancels). Rounds go on, past
 `--rounds`, until every case meets the stop rule and every paired speedup's interval is within ±2×`--target-ci`,
-or one case reaches `--max-time`.
+or one case reaches `--max-time`, or `MAX_ROUNDS` rounds have run.
 
 Per round, the ratio baseline median / case median is one paired observation of the speedup: a change in the
 machine's speed between rounds cancels in it. The speedup is their geometric mean with a 95% Student-t interval
@@ -36,6 +36,10 @@ from infermeter.results.schema import CaseResult, PairedSpeedup
 # of one core here), and the next case must not start on cores that are still burning: after each burst the
 # coordinator waits until the worker's CPU time stops growing, polling at this interval (the kernel's tick).
 IDLE_POLL_S = 0.01
+# Rounds at most. A model of microseconds needs hundreds of 20 ms bursts to reach --max-time, and every round pays
+# the workers' hand-over and the speed probe (about a second for five cases on two cores): the digits CNN ran 575
+# rounds, ten minutes, for ten seconds of timing per case. 200 bursts are plenty for a median and its interval.
+MAX_ROUNDS = 200
 
 
 # One untimed iteration at the start of each burst: after a pause, caches and thread pools are cold again. Not
@@ -149,6 +153,8 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) ->
         if not states or any(s.stopped_by == "max_time" for s in states):
             return
         if r >= settings.rounds and all(s.stopped_by for s in states) and _speedups_precise(live, settings.target_ci):
+            return
+        if r >= max(MAX_ROUNDS, settings.rounds):
             return
 
 

@@ -57,6 +57,17 @@ class ModelRunner:
             raise BackendError(f"could not load {path}: {describe_exception(exc)}") from exc
         self.fixed_batch: int | None = fixed[0] if fixed else None
 
+    @classmethod
+    def of_compiled(cls, compiled: Any) -> ModelRunner:
+        """A runner over an already compiled `openvino.CompiledModel` (what NNCF hands its validation function)."""
+        runner = cls.__new__(cls)
+        runner.path, runner._kind, runner._compiled = Path("<compiled>"), "openvino", compiled
+        runner.output_names = [o.get_any_name() for o in compiled.outputs]
+        shapes = [p.get_partial_shape() for p in compiled.inputs]
+        fixed = [s[0].get_length() for s in shapes if s.rank.get_length() > 0 and s[0].is_static]
+        runner.fixed_batch = fixed[0] if fixed else None
+        return runner
+
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The first output for one batch of feeds."""
         if self._kind == "onnx":

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.quantize.data import SampleSet
@@ -56,6 +59,62 @@ def quantize_openvino(source: Path, target: Path, config: QuantConfig, calib: Sa
     except Exception as exc:
         raise ModelError(f"NNCF could not quantize {source.name}: {describe_exception(exc)}") from exc
     return note
+
+
+def quantize_openvino_controlled(
+    source: Path,
+    target: Path,
+    calib: SampleSet,
+    evaluation: SampleSet,
+    metric: Callable[[np.ndarray, np.ndarray], float],
+    max_drop_pct: float,
+) -> str:
+    """NNCF's accuracy-aware INT8 (`nncf.quantize_with_accuracy_control`) of the float ONNX model `source` into the
+    IR `target`: quantize, then return the layers that cost most accuracy to float, one at a time, until the drop
+    of `metric` is within `max_drop_pct` points. `metric(outputs, indices)` scores the first outputs of the
+    evaluation samples `indices` (higher is better, 0..1), so NNCF can score any subset it ranks layers on; the
+    scoring is the one every other row of `quantize` gets. Returns a note on what was done."""
+    import nncf
+    import openvino as ov
+
+    from infermeter.quantize.evaluate import ModelRunner
+
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+
+    def validate(compiled: Any, indices: Iterable[int]) -> float:
+        chosen = np.fromiter(indices, dtype=np.int64)
+        subset = SampleSet({k: v[chosen] for k, v in evaluation.arrays.items()}, None, evaluation.source)
+        return metric(ModelRunner.of_compiled(compiled).predict(subset, batch_size=1), chosen)
+
+    try:
+        model = ov.Core().read_model(str(source))
+        kwargs: dict[str, object] = {"model_type": nncf.ModelType.TRANSFORMER} if is_transformer(model) else {}
+        quantized = nncf.quantize_with_accuracy_control(
+            model,
+            nncf.Dataset(list(calib.batches(1))),
+            nncf.Dataset(list(range(evaluation.count))),
+            validate,
+            max_drop=max_drop_pct / 100.0,
+            drop_type=nncf.DropType.ABSOLUTE,
+            subset_size=calib.count,
+            **kwargs,
+        )
+        ov.save_model(quantized, str(target), compress_to_fp16=False)
+    except Exception as exc:
+        raise ModelError(
+            f"NNCF's accuracy control could not quantize {source.name}: {describe_exception(exc)}"
+        ) from exc
+    return f"nncf.quantize_with_accuracy_control: max drop {max_drop_pct:g} points on {evaluation.count} samples"
+
+
+def float_compute_layers(path: Path) -> list[str]:
+    """The compute layers (convolutions, matmuls) of the IR at `path` that OpenVINO's CPU plugin runs in float."""
+    import openvino as ov
+
+    from infermeter.backends.openvino_profile import runtime_mix
+
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return runtime_mix(compiled, listed=None).float_layers
 
 
 def is_transformer(model: Any) -> bool:

@@ -90,8 +90,9 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"--calib-size {request.calib_size} must be positive")
     if request.max_drop_pct is not None and request.max_drop_pct < 0:
         raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
-    if request.engine == "openvino" and (request.sensitivity or request.max_drop_pct is not None):
-        raise UsageError("--sensitivity and --max-drop work with --engine onnxruntime (they re-quantize per layer)")
+    if request.engine == "openvino" and request.sensitivity:
+        raise UsageError("--sensitivity works with --engine onnxruntime (it re-quantizes per layer); with "
+                         "--engine openvino, --max-drop runs NNCF's own accuracy control")  # fmt: skip
     if request.engine != "openvino" and request.model.lower().endswith(".xml"):
         raise UsageError(f"{request.model} is an OpenVINO IR: only --engine openvino (NNCF) quantizes it")
     if request.finetune and request.config.mode != "static":
@@ -174,7 +175,9 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
             _, outcome.sensitivity = layer_sensitivity(
                 fp32, request.config, calib, evaluation, kind, fp32_outputs, scratch, cache, progress
             )
-        if request.max_drop_pct is not None:
+        if request.max_drop_pct is not None and request.engine == "openvino":
+            chosen = _nncf_controlled(request, outcome, source, calib, evaluation, kind, fp32_outputs, scratch)
+        elif request.max_drop_pct is not None:
             chosen = _search_mixed(request, outcome, fp32, calib, evaluation, kind, fp32_outputs, scratch, cache)
         if chosen != request.output:
             shutil.copyfile(chosen, request.output)
@@ -183,6 +186,50 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
         if request.latency:
             _time_rows(request, outcome, evaluation, progress)
     return outcome
+
+
+def _nncf_controlled(
+    request: QuantizeRequest,
+    outcome: QuantizeOutcome,
+    source: Path,
+    calib: SampleSet | None,
+    evaluation: SampleSet,
+    kind: str,
+    fp32_outputs: Any,
+    scratch: Path,
+) -> Path:
+    """OpenVINO's counterpart of the sensitivity search: when NNCF's plain INT8 breaks --max-drop, NNCF's own
+    accuracy control (`ov_quant.quantize_openvino_controlled`), scored like every other row."""
+    from infermeter.quantize.ov_quant import float_compute_layers, quantize_openvino_controlled
+
+    assert request.max_drop_pct is not None and calib is not None
+    plain = outcome.rows[-1]
+    assert plain.accuracy is not None
+    outcome.budget_met = plain.accuracy.drop_pct <= request.max_drop_pct
+    if outcome.budget_met:
+        outcome.notes.append(
+            f"plain NNCF INT8 is within --max-drop {request.max_drop_pct:g}: no accuracy control needed"
+        )
+        return request.output
+
+    def metric(outputs: Any, indices: Any) -> float:
+        labels = None if evaluation.labels is None else evaluation.labels[indices]
+        return score(kind, fp32_outputs[indices], outputs, labels).value
+
+    target = scratch / "controlled.xml"
+    outcome.notes.append(quantize_openvino_controlled(source, target, calib, evaluation, metric, request.max_drop_pct))
+    outputs = ModelRunner(target, request.threads).predict(evaluation)
+    accuracy = score(kind, fp32_outputs, outputs, evaluation.labels)
+    floats = float_compute_layers(target)
+    outcome.budget_met = accuracy.drop_pct <= request.max_drop_pct
+    # The plain INT8 IR is no longer the -o output: kept beside it for comparison.
+    plain.path = request.output.with_name(f"{request.output.stem}.int8-all{request.output.suffix}")
+    for suffix in (".xml", ".bin"):
+        shutil.copyfile(request.output.with_suffix(suffix), plain.path.with_suffix(suffix))
+        shutil.copyfile(target.with_suffix(suffix), request.output.with_suffix(suffix))
+    label = f"NNCF accuracy control ({len(floats)} float)"
+    outcome.rows.append(ModelRow("mixed", label, request.output, "int8", accuracy, float_nodes=tuple(floats)))
+    return request.output
 
 
 def _search_mixed(
