@@ -2,8 +2,8 @@
 Runtime's QDQ graph (`quantize --max-drop`, layers ranked by their accuracy cost and returned to float greedily) and
 NNCF's own accuracy control on OpenVINO (`quantize --engine openvino --max-drop`,
 `nncf.quantize_with_accuracy_control`). Per model and budget: plain INT8's drop, the chosen model's drop and float
-layers, the search's seconds and each model's P50 on its own engine. The digits CNN (real data, top-1 on its held-out split) and MiniLM (the shipped
-sentences, mean cosine to FP32), the models `quantize` is benchmarked on.
+layers, the search's seconds and each model's P50 on its own engine. The digits CNN (real data, top-1 on its
+held-out split) and MiniLM (the shipped sentences, mean cosine to FP32), the models `quantize` is benchmarked on.
 
     python benchmarks/accuracy_control.py [--models digits,minilm] [--budget 0.5] [--write-docs]
 """
