@@ -67,7 +67,7 @@ def lines(model: str, engine: str, outcome: QuantizeOutcome, searched_s: float, 
         assert row.accuracy is not None
         p50 = f"{row.timing.latency_ms.p50:.3f}" if row.timing and row.timing.latency_ms else "—"
         floats = str(len(row.float_nodes)) if row.role == "mixed" else "0"
-        took = f"{searched_s:.0f}" if row is outcome.rows[-1] else ""
+        took = f"{searched_s:.1f}" if row is outcome.rows[-1] else ""
         cells = [model, engine, f"{budget:g}", row.label, f"{row.accuracy.drop_pct:.2f} ({row.accuracy.metric})",
                  floats, p50, took]  # fmt: skip
         out.append("| " + " | ".join(cells) + " |")
@@ -95,7 +95,7 @@ def main() -> None:
                 outcome, searched_s = run(model, engine, args.budget, folder, args.threads)
                 table += lines(model, engine, outcome, searched_s, args.budget)
                 notes += [f"- {model}, {engine}: {note}" for note in outcome.notes if "drop" in note]
-                print("\n".join(table[-2:]), flush=True)
+                print(table[-1], flush=True)
     command = f"python benchmarks/accuracy_control.py --models {args.models} --budget {args.budget:g}"
     body = [SECTION, "", f"`{command}`, {args.threads} thread(s):", "", *table, "", *notes, ""]
     print("\n".join(body))

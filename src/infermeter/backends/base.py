@@ -144,7 +144,7 @@ class Backend(BackendInfo):
 
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # The engine's own INT8 quantizer, which makes the graph of `--precision int8` on a float model in the build
-    # stage (`quantize.onthefly.QUANTIZERS`: "ort-qdq", "nncf"); None: a float model cannot run int8 here.
+    # stage (`quantize.onthefly.QUANTIZERS`: "ort-qdq", "trt-qdq", "nncf"); None: a float model cannot run int8 here.
     int8_quantizer: ClassVar[str | None] = None
     # Options that make a session collect per-node counters (`Session.layer_profile`); None: no per-node profile.
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = None

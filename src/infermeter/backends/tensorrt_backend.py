@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
-from infermeter.backends.options import CACHE, Integer, Text
+from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Integer, Text
 from infermeter.case import Case
 from infermeter.errors import BackendError, InputSpecError
 from infermeter.models.convert import onnx_for
@@ -241,12 +241,15 @@ def build_engine(trt: Any, onnx_path: str, precision: str, profile: ProfileShape
 class TensorRTBackend(Backend):
     """Native TensorRT (`tensorrt`) on the first GPU.
 
-    Precisions: fp32; fp16 (the FP16 builder flag on TensorRT 10; TensorRT 11 needs an fp16 graph); int8 only
-    for a quantized (Q/DQ) ONNX model, built strongly typed. Options: `tensorrt.min_shapes`/`opt_shapes`/
+    Precisions: fp32; fp16 (the FP16 builder flag on TensorRT 10; TensorRT 11 needs an fp16 graph); int8 from a
+    quantized (Q/DQ) ONNX model, built strongly typed: one given, or, for a float model, the TensorRT-ready Q/DQ
+    graph the build stage makes (`trt-qdq`: symmetric int8 activations and per-channel weights, calibrated on
+    `quantize.calib`). Options: `tensorrt.min_shapes`/`opt_shapes`/
     `max_shapes` (trtexec syntax), `tensorrt.workspace_mb` (default 2048); `cache=off` rebuilds the engine."""
 
     name = "tensorrt"
-    options = (*SHAPE_OPTIONS.values(), WORKSPACE_MB, CACHE)
+    options = (*SHAPE_OPTIONS.values(), WORKSPACE_MB, CACHE, *QUANTIZE_OPTIONS)
+    int8_quantizer: ClassVar[str | None] = "trt-qdq"
     consumes_onnx = True
     shape_aware = True
     runs_quantized_onnx = True
@@ -276,8 +279,6 @@ class TensorRTBackend(Backend):
             return reason
         if case.precision not in cls.precisions:
             return f"tensorrt supports {', '.join(cls.precisions)}; {case.precision} is not offered"
-        if case.precision == "int8" and model.kind != "onnx":
-            return "TensorRT int8 needs a quantized (Q/DQ) ONNX model; quantize it first and pass the .onnx file"
         version = tensorrt_version() or "10"
         if case.precision == "fp16" and int(version.split(".")[0]) >= 11:
             return "TensorRT 11 builds strongly typed networks only: fp16 needs an fp16 ONNX graph"

@@ -89,19 +89,21 @@ def quantize_on_the_fly(spec: ModelSpec, case: Case, quantizer: str = "ort-qdq")
     return QUANTIZERS[quantizer](spec, case)
 
 
-def _ort_qdq(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
-    """ONNX Runtime's static QDQ quantizer on the model's ONNX form: a QDQ .onnx."""
+def _ort_qdq(spec: ModelSpec, case: Case, tensorrt: bool = False) -> OnTheFlyInt8:
+    """ONNX Runtime's static QDQ quantizer on the model's ONNX form: a QDQ .onnx. With `tensorrt`, the graph
+    TensorRT's explicit quantization takes: int8 activations and weights, symmetric (zero points 0), per-channel
+    weight scales."""
     from infermeter.backends.options import QUANTIZE_METHOD, QUANTIZE_PER_CHANNEL
     from infermeter.models.convert import cached_build, onnx_for
 
     calibration = Calibration.of(case)
     method = QUANTIZE_METHOD.value(case)
-    per_channel = QUANTIZE_PER_CHANNEL.value(case)
-    config = QuantConfig("static", method, per_channel)
+    per_channel = QUANTIZE_PER_CHANNEL.value(case) or tensorrt
+    config = QuantConfig("static", method, per_channel, activations="s8" if tensorrt else "u8", symmetric=tensorrt)
     config.check()
     source = onnx_for(spec).path
     key = {"model": spec.content_hash, "source": file_sha256(source)[:16], "calib": calibration.identity,
-           "method": method, "per_channel": per_channel, "v": 1}  # fmt: skip
+           "method": method, "per_channel": per_channel, "tensorrt": tensorrt, "v": 1}  # fmt: skip
 
     def build(target: Path) -> str:
         calib = calibration.samples(spec, case)
@@ -111,7 +113,8 @@ def _ort_qdq(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
             quantize_onnx(prepared, target, config, calib)
         return f"int8 static QDQ ({method}) calibrated on {calib.source}; {note}"
 
-    return OnTheFlyInt8(cached_build("int8", key, ".onnx", build).path, calibration.warnings, "ort-qdq")
+    quantizer = "trt-qdq" if tensorrt else "ort-qdq"
+    return OnTheFlyInt8(cached_build("int8", key, ".onnx", build).path, calibration.warnings, quantizer)
 
 
 def _nncf(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
@@ -136,7 +139,11 @@ def _nncf(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
 
 
 # The on-the-fly quantizers by the name a backend gives in `int8_quantizer`.
-QUANTIZERS: dict[str, Callable[[ModelSpec, Case], OnTheFlyInt8]] = {"ort-qdq": _ort_qdq, "nncf": _nncf}
+QUANTIZERS: dict[str, Callable[[ModelSpec, Case], OnTheFlyInt8]] = {
+    "ort-qdq": _ort_qdq,
+    "trt-qdq": lambda spec, case: _ort_qdq(spec, case, tensorrt=True),
+    "nncf": _nncf,
+}
 
 
 def _data_identity(ref: str) -> str:

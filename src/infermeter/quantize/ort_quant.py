@@ -39,6 +39,8 @@ class QuantConfig:
     # uint8 activations with int8 weights (U8S8) is what ONNX Runtime's x86 kernels run fastest (VNNI/AMX);
     # s8 (S8S8) is the portable choice for other CPUs and execution providers.
     activations: str = "u8"
+    # Symmetric ranges (zero points 0) for activations and weights: what TensorRT's INT8 Q/DQ layers take.
+    symmetric: bool = False
 
     def check(self) -> None:
         """UsageError for a mode or method this module does not know."""
@@ -233,6 +235,7 @@ def quantize_onnx(
                 calibration_providers=["CPUExecutionProvider"],
                 calibration_cache_path=str(calibration_cache) if calibration_cache else None,
                 op_types_to_quantize=list(WEIGHTED_OPS) if products else None,
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True} if config.symmetric else None,
             )
     except UsageError:
         raise
