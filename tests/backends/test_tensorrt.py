@@ -74,4 +74,6 @@ def test_int8_on_a_float_model_is_served_a_tensorrt_ready_qdq_graph(tiny_cnn, ma
     points = {i.name: numpy_helper.to_array(i) for i in graph.initializer if "zero_point" in i.name}
     quantizers = [n for n in graph.node if n.op_type == "QuantizeLinear"]
     assert made.quantizer == "trt-qdq" and quantizers and points
-    assert all(p.dtype.name == "int8" and not p.any() for p in points.values())  # symmetric: zero points 0
+    # Symmetric: every zero point 0; activations and weights int8 (biases int32).
+    assert all(not p.any() for p in points.values()) and points["input_zero_point"].dtype.name == "int8"
+    assert {p.dtype.name for p in points.values()} <= {"int8", "int32"}
