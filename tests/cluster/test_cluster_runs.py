@@ -120,28 +120,40 @@ def test_tiny_cnn_on_onnxruntime_runs_on_each_class(cluster, tmp_path: Path) -> 
         assert node.node_id == nodes[node.machine or ""]
 
 
-def test_optimize_measures_its_candidates_on_nodes_of_the_machine_class(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from infermeter.cluster.session import connected
-    from infermeter.optimize.pipeline import open_run
-    from infermeter.optimize.request import OptimizeRequest
-    from infermeter.optimize.steps import step_fp32
-    from infermeter.optimize.steps_tuning import step_tuning
+_OPTIMIZE_ON_CLASS_B = """
+import sys
+from pathlib import Path
+from infermeter.case import MeasureSettings
+from infermeter.cluster.session import connected
+from infermeter.optimize.pipeline import open_run
+from infermeter.optimize.request import OptimizeRequest
+from infermeter.optimize.steps import step_fp32
+from infermeter.optimize.steps_tuning import step_tuning
 
+address, folder = sys.argv[1], Path(sys.argv[2])
+settings = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1, target_ci=0)
+request = OptimizeRequest("tiny_cnn", folder, backends=("null",), settings=settings, threads=1,
+                          options=(("null.trial_s", "0.001"),), cluster=address, machine="b")
+with connected(address):
+    run = open_run(request, lambda event: print("EVENT", event.message, flush=True))
+    step_fp32(run, "torch")  # the null case, untuned
+    step_tuning(run)  # and tuned: a second candidate, on a node of the same class
+"""
+
+
+def test_optimize_measures_its_candidates_on_nodes_of_the_machine_class(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     head, nodes = cluster
-    settings = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1, target_ci=0)
-    request = OptimizeRequest("tiny_cnn", tmp_path / "opt", backends=("null",), settings=settings, threads=1,
-                              options=(("null.trial_s", "0.001"),), cluster=head.address, machine="b")  # fmt: skip
-    events: list[str] = []
-    with connected(head.address):
-        run = open_run(request, lambda event: events.append(event.message))
-        step_fp32(run, "torch")  # the null case, untuned
-        step_tuning(run)  # and tuned: a second candidate, on a node of the same class
-    measured = run.measured()
+    folder = tmp_path / "opt"
+    # In a process of its own: Ray's core worker stays loaded in a process that connected once.
+    proc = subprocess.run([sys.executable, "-c", _OPTIMIZE_ON_CLASS_B, head.address, str(folder)],
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    measured = read_results(folder / "results.json").cases
     assert [case.status for case in measured] == ["ok", "ok"] and measured[1].options.get("null.tune_trials")
     for case in measured:
         node = read_record(case, NodeRecord)
         assert node is not None and (node.machine, node.node_id) == ("b", nodes["b"])
-    assert any(message.startswith("running on") for message in events)  # the live view says where it runs
+    assert "EVENT running on" in proc.stdout  # the live view says where each case runs
 
 
 class _KillOnStart(SilentDisplay):

@@ -52,13 +52,3 @@ def int8_explanation(case: CaseResult, cases: Sequence[CaseResult]) -> str:
     if record.profile is None:
         return f"no per-node profile: {record.profile_error}" if record.profile_error else ""
     return why_int8(record, int8_speedup(case, cases))
-
-
-def int8_footnotes(cases: Sequence[CaseResult], labels: dict[str, str]) -> list[str]:
-    """`<row label>: INT8 was 1.4x slower: ...` for every INT8 row with a profile."""
-    notes = []
-    for case in cases:
-        text = int8_explanation(case, cases)
-        if text:
-            notes.append(f"{labels.get(case.id, case.id)}: {text}")
-    return notes

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
-from infermeter.report.int8 import int8_footnotes
-from infermeter.report.tuning import tuning_footnotes
+from infermeter.report.int8 import int8_explanation
+from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -294,8 +294,13 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
             ]
         )
         warnings.extend((label, w) for w in case.warnings)
-    labels = {case.id: case_label(case, backends[case.id]) for case in cases}
-    footnotes += int8_footnotes(cases, labels) + tuning_footnotes(cases, labels)
+    # Where an INT8 row's time went, and what a tuned row's tuning bought: one sentence per row that has one.
+    footnotes += [
+        f"{case_label(case, backends[case.id])}: {text}"
+        for sentence in (int8_explanation, tuning_sentence)
+        for case in cases
+        if (text := sentence(case, cases))
+    ]
     if "precision" in marks:
         footnotes.append(
             "† speedup refused: this case runs a different effective precision than the first backend of its group; "

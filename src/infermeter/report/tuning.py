@@ -57,13 +57,3 @@ def tuning_sentence(case: CaseResult, cases: Sequence[CaseResult]) -> str:
         fastest = min(others, key=_p50)
         parts.append(f"against {fastest.backend} ({_p50(fastest):.3g} ms) {_after(cost, fastest, case)}")
     return parts[0] + ": " + "; ".join(parts[1:]) if len(parts) > 1 else parts[0]
-
-
-def tuning_footnotes(cases: Sequence[CaseResult], labels: dict[str, str]) -> list[str]:
-    """`<row label>: tuning took ...` for every tuned row."""
-    notes = []
-    for case in cases:
-        text = tuning_sentence(case, cases)
-        if text:
-            notes.append(f"{labels.get(case.id, case.id)}: {text}")
-    return notes
