@@ -212,12 +212,11 @@ def _nncf_controlled(
         )
         return request.output
 
-    def metric(outputs: Any, indices: Any) -> float:
-        labels = None if evaluation.labels is None else evaluation.labels[indices]
-        return score(kind, fp32_outputs[indices], outputs, labels).value
-
     target = scratch / "controlled.xml"
-    outcome.notes.append(quantize_openvino_controlled(source, target, calib, evaluation, metric, request.max_drop_pct))
+    reference = (kind, fp32_outputs)
+    outcome.notes.append(
+        quantize_openvino_controlled(source, target, calib, evaluation, reference, request.max_drop_pct)
+    )
     outputs = ModelRunner(target, request.threads).predict(evaluation)
     accuracy = score(kind, fp32_outputs, outputs, evaluation.labels)
     floats = float_compute_layers(target)
