@@ -23,8 +23,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermeter.backends.artifact import Phase
 from infermeter.backends.variant import variant_label
-from infermeter.report.tuning import break_even_inferences
+from infermeter.report.tuning import break_even_inferences, tune_s
 from infermeter.results.io import read_results
 from infermeter.results.records import ParityRecord, read_record
 from infermeter.results.schema import CaseResult
@@ -71,7 +72,7 @@ def _row(case: CaseResult) -> Row:
     verdict = "—" if parity is None else ("pass" if parity.passed else "FAIL")
     p50 = case.latency_ms.p50 if case.ok and case.latency_ms is not None else None
     status = case.status if case.ok else f"{case.status}: {case.error}"
-    return Row(case.model, _label(case), p50, phases.get("compile_s", 0.0), phases.get("tune_s", 0.0), verdict, status)
+    return Row(case.model, _label(case), p50, phases.get(Phase.COMPILE.value, 0.0), tune_s(case), verdict, status)
 
 
 def run_model(model: str, args: argparse.Namespace, folder: Path) -> list[Row]:
@@ -87,11 +88,11 @@ def run_model(model: str, args: argparse.Namespace, folder: Path) -> list[Row]:
     return [_row(case) for case in read_results(out).cases] if out.exists() else []
 
 
-def break_even(tune_s: float, slower_ms: float | None, faster_ms: float | None) -> str:
-    """Inferences after which `tune_s` of tuning is paid back by going from `slower_ms` to `faster_ms`."""
+def break_even(cost_s: float, slower_ms: float | None, faster_ms: float | None) -> str:
+    """Inferences after which `cost_s` of tuning is paid back by going from `slower_ms` to `faster_ms`."""
     if slower_ms is None or faster_ms is None:
         return "—"
-    count = break_even_inferences(tune_s, slower_ms, faster_ms)
+    count = break_even_inferences(cost_s, slower_ms, faster_ms)
     return "never" if count is None else f"{count:,}"
 
 

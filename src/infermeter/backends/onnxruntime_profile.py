@@ -95,8 +95,11 @@ def profile_from_trace(events: list[dict[str, object]], iterations: int) -> Laye
     return LayerProfile.of(nodes, iterations, node_kind, TOP_NODES)
 
 
+# How the profile groups the operators it names (anything else: compute or nothing, by `is_compute`).
+_KINDS = {**dict.fromkeys(REORDER_OPS, "reorder"), **dict.fromkeys(CONVERT_OPS, "convert"),
+          **dict.fromkeys(QUANTIZE_OPS, "quantize")}  # fmt: skip
+
+
 def node_kind(node: LayerTime) -> str | None:
     """A profiled node as the profile groups it: reorder, convert, quantize, compute, or None."""
-    kinds = {**dict.fromkeys(REORDER_OPS, "reorder"), **dict.fromkeys(CONVERT_OPS, "convert"),
-             **dict.fromkeys(QUANTIZE_OPS, "quantize")}  # fmt: skip
-    return kinds.get(node.layer_type) or ("compute" if is_compute(node.layer_type) else None)
+    return _KINDS.get(node.layer_type) or ("compute" if is_compute(node.layer_type) else None)

@@ -15,10 +15,10 @@ from infermeter.generate.backends.base import GenerateCase
 from infermeter.generate.gguf_quant import quantized_gguf
 from infermeter.generate.metrics import SLO
 from infermeter.generate.models import TINY, gguf_from_hf, resolve_gguf, resolve_hf_folder, tiny_llama_folder
-from infermeter.generate.quality import NextTokenScores, agreement, score_worker
+from infermeter.generate.quality import NextTokenScores, agreement, score_arrays
 from infermeter.generate.runner import run_generate_isolated
 from infermeter.generate.tinyllama import corpus_text
-from infermeter.measure.isolation import run_in_worker
+from infermeter.measure.isolation import call_in_worker
 from infermeter.results.records import GgufQuality, read_record, write_record
 from infermeter.results.schema import CaseResult
 
@@ -63,7 +63,7 @@ def make_variants(source: str, levels: list[str], out_dir: Path | None = None) -
 
 def score_variant(path: Path, threads: int, timeout_s: float) -> NextTokenScores:
     """Perplexity/top-1 scores of one GGUF on the shipped text, in its own worker process."""
-    kind, payload = run_in_worker(score_worker, (path, corpus_text(), threads), timeout_s)
+    kind, payload = call_in_worker(score_arrays, (path, corpus_text(), threads), timeout_s)
     if kind != "result":
         raise ModelError(f"scoring {path.name} failed: {payload}")
     nll, top1 = payload

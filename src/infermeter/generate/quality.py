@@ -7,7 +7,6 @@ Agreement = the fraction of positions where the variant's most likely next token
 
 from __future__ import annotations
 
-import multiprocessing.connection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,12 +68,7 @@ def score_text(
         llm.close()
 
 
-def score_worker(conn: multiprocessing.connection.Connection, gguf_path: Path, text: str, threads: int) -> None:
-    """`run_in_worker` target: sends ("result", (nll, top1)) or ("error", message)."""
-    try:
-        scores = score_text(gguf_path, text, threads=threads)
-        conn.send(("result", (scores.nll, scores.top1)))
-    except BaseException as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+def score_arrays(gguf_path: Path, text: str, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """`score_text` as plain arrays (nll, top1), for a worker process to send back (`isolation.call_in_worker`)."""
+    scores = score_text(gguf_path, text, threads=threads)
+    return scores.nll, scores.top1

@@ -185,3 +185,23 @@ def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s:
         return gone.status, gone.error
     worker.join()
     return message
+
+
+def call_in_worker(function: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
+    """`function(*args)` in a worker process of its own (a module-level function: it travels by name):
+    ("result", what it returned), ("error", `describe_exception` of what it raised), or ("timeout" | "crashed",
+    reason) when the worker ended without either."""
+    return run_in_worker(_call_main, (function, args), timeout_s)
+
+
+def _call_main(
+    conn: multiprocessing.connection.Connection, function: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    from infermeter.errors import describe_exception
+
+    try:
+        conn.send(("result", function(*args)))
+    except BaseException as exc:
+        conn.send(("error", describe_exception(exc)))
+    finally:
+        conn.close()

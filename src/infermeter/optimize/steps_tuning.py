@@ -74,13 +74,14 @@ def _tune(run: Run, backend: str) -> None:
     measured = run.measured()
     per_trial, source = seconds_per_trial(backend, tuning, measured)
     case_s, _ = run.budget.estimate_case_s(backend, measured)
-    trials = plan_trials(run.budget.remaining_s(), case_s, per_trial)
+    left_s = run.budget.remaining_s()  # the plan and what the journal says of it, from one reading
+    trials = plan_trials(left_s, case_s, per_trial)
     if trials < MIN_TRIALS:
-        skip(run, "tuning", backend, f"budget: {max(run.budget.remaining_s(), 0):.0f} s left; {MIN_TRIALS} trials at "
+        skip(run, "tuning", backend, f"budget: {max(left_s, 0):.0f} s left; {MIN_TRIALS} trials at "
              f"{per_trial:.1f} s each ({source}) do not fit in {TUNING_SHARE:.0%} of it")  # fmt: skip
         return
     minutes = trials * per_trial / 60
-    note(run, "tuning", f"{backend}: {trials} trials planned ({TUNING_SHARE:.0%} of the {run.budget.remaining_s():.0f} "
+    note(run, "tuning", f"{backend}: {trials} trials planned ({TUNING_SHARE:.0%} of the {left_s:.0f} "
          f"s left, {per_trial:.1f} s per trial, {source}), the tuning bounded at {minutes:.1f} min")  # fmt: skip
     case = run.case(run.spec.ref, backend)
     given = (*run.request.options, (tuning.trials_key, str(trials)), (tuning.minutes_key, f"{minutes:.2f}"))

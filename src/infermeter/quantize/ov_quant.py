@@ -79,20 +79,13 @@ def quantize_openvino_controlled(
     NNCF ranks layers on is scored as every other row of `quantize` is (`evaluate.score`). Runs in a worker
     process of its own: after NNCF's accuracy control, the next SIGINT (Ctrl-C) segfaults the process it ran in.
     Returns a note on what was done."""
-    from infermeter.measure.isolation import run_in_worker
+    from infermeter.measure.isolation import call_in_worker
 
     args = (source, target, calib, evaluation, reference, max_drop_pct)
-    kind, payload = run_in_worker(_controlled_worker, args, CONTROL_TIMEOUT_S)
-    if kind != "ok":
+    kind, payload = call_in_worker(_controlled, args, CONTROL_TIMEOUT_S)
+    if kind != "result":
         raise ModelError(f"NNCF's accuracy control could not quantize {source.name}: {payload}")
     return str(payload)
-
-
-def _controlled_worker(conn: Any, *args: Any) -> None:
-    try:
-        conn.send(("ok", _controlled(*args)))
-    except Exception as exc:
-        conn.send(("failed", describe_exception(exc)))
 
 
 def _controlled(

@@ -92,8 +92,7 @@ def case_label(case: CaseResult, backend: str | None = None) -> str:
     `@CLASS` of the cluster node class it ran on, if any)."""
     streams = f" x{case.streams} streams" if case.streams > 1 else ""
     if backend is None:
-        machine = machine_of(case)
-        backend = case.backend + (f" @{machine}" if machine else "")
+        backend = case.backend + _at_machine(case)
     return f"{case.model} {backend} {case.precision} b{case.batch} {case.shape_mode}{streams}"
 
 
@@ -109,9 +108,14 @@ def backend_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
         keys = {key for case in group for key in case.options}
         shown = {key for key in keys if len({case.options.get(key) for case in group}) > 1}
         for case in group:
-            machine = machine_of(case)
-            labels[case.id] = variant_label(backend, case.options, shown) + (f" @{machine}" if machine else "")
+            labels[case.id] = variant_label(backend, case.options, shown) + _at_machine(case)
     return labels
+
+
+def _at_machine(case: CaseResult) -> str:
+    """` @CLASS` for a case that ran on a cluster node of that machine class, else nothing."""
+    machine = machine_of(case)
+    return f" @{machine}" if machine else ""
 
 
 def machine_of(case: CaseResult) -> str | None:

@@ -79,13 +79,14 @@ class LayerProfile:
     ) -> LayerProfile:
         """The profile of `nodes` (each with its mean ms per inference), grouped by `kinds(node)`: "reorder",
         "convert", "quantize", "compute" (an arithmetic layer) or None; the `top` slowest kept by name."""
+        kind = [(node, kinds(node)) for node in nodes]
         return cls(
             total_ms=sum(n.ms for n in nodes),
             iterations=iterations,
-            reorders=NodeGroup.of(n for n in nodes if kinds(n) == "reorder"),
-            converts=NodeGroup.of(n for n in nodes if kinds(n) == "convert"),
-            quantize_nodes=NodeGroup.of(n for n in nodes if kinds(n) == "quantize"),
-            float_compute=NodeGroup.of(n for n in nodes if kinds(n) == "compute" and n.precision != "int8"),
+            reorders=NodeGroup.of(n for n, k in kind if k == "reorder"),
+            converts=NodeGroup.of(n for n, k in kind if k == "convert"),
+            quantize_nodes=NodeGroup.of(n for n, k in kind if k == "quantize"),
+            float_compute=NodeGroup.of(n for n, k in kind if k == "compute" and n.precision != "int8"),
             top=sorted(nodes, key=lambda n: -n.ms)[:top],
         )
 
