@@ -170,7 +170,8 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
         )
         outcome.rows.append(ModelRow("int8", label, request.output, "int8", accuracy))
         chosen = quantized
-        if request.sensitivity or request.max_drop_pct is not None:
+        # The ranking re-quantizes ONNX Runtime's QDQ graph per layer: it serves our search, not NNCF's control.
+        if request.sensitivity or (request.max_drop_pct is not None and request.engine != "openvino"):
             progress("per-layer sensitivity")
             _, outcome.sensitivity = layer_sensitivity(
                 fp32, request.config, calib, evaluation, kind, fp32_outputs, scratch, cache, progress
