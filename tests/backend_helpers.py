@@ -38,16 +38,22 @@ def torch_reference(spec: ModelSpec, case: Case, feeds: dict[str, np.ndarray]) -
     return outputs_of(spec, replace(case, backend="torch", precision="fp32", options=()), feeds)
 
 
-def write_tflite_mlp(path: Path, weights: list[tuple[np.ndarray, np.ndarray]], features: int) -> Path:
+def write_tflite_mlp(
+    path: Path, weights: list[tuple[np.ndarray, np.ndarray]], features: int, int8_weights: bool = False
+) -> Path:
     """Write a real .tflite flatbuffer (LiteRT's own schema) for an MLP: FULLY_CONNECTED layers with fused
-    ReLU between them, a dynamic batch axis. `weights` holds (W [out, in], b [out]) per layer."""
+    ReLU between them, a dynamic batch axis. `weights` holds (W [out, in], b [out]) per layer. `int8_weights`:
+    the weights stored as quantized int8 tensors (a scale per tensor), as a converter's dynamic-range
+    quantization writes them (hybrid kernels: float activations, int8 weights)."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
     buffers = [schema.BufferT()]  # buffer 0 is the empty sentinel tensors without data point to
     tensors = []
 
-    def add_tensor(name: str, shape: list[int], data: np.ndarray | None, signature: list[int] | None = None) -> int:
+    def add_tensor(
+        name: str, shape: list[int], data: np.ndarray | None, signature: list[int] | None = None, q: bool = False
+    ) -> int:
         tensor = schema.TensorT()
         tensor.name, tensor.shape, tensor.type = name, shape, schema.TensorType.FLOAT32
         tensor.shapeSignature = signature
@@ -55,6 +61,12 @@ def write_tflite_mlp(path: Path, weights: list[tuple[np.ndarray, np.ndarray]], f
         if data is not None:
             buffer = schema.BufferT()
             buffer.data = np.ascontiguousarray(data, dtype=np.float32).tobytes()
+            if q:
+                scale = float(np.abs(data).max()) / 127 or 1.0
+                tensor.type = schema.TensorType.INT8
+                tensor.quantization = schema.QuantizationParametersT()
+                tensor.quantization.scale, tensor.quantization.zeroPoint = [scale], [0]
+                buffer.data = np.clip(np.round(data / scale), -127, 127).astype(np.int8).tobytes()
             buffers.append(buffer)
             tensor.buffer = len(buffers) - 1
         tensors.append(tensor)
@@ -64,7 +76,7 @@ def write_tflite_mlp(path: Path, weights: list[tuple[np.ndarray, np.ndarray]], f
     first_input = current
     operators = []
     for layer, (weight, bias) in enumerate(weights):
-        w = add_tensor(f"w{layer}", list(weight.shape), weight)
+        w = add_tensor(f"w{layer}", list(weight.shape), weight, q=int8_weights)
         b = add_tensor(f"b{layer}", list(bias.shape), bias)
         last = layer == len(weights) - 1
         out = add_tensor("logits" if last else f"hidden{layer}", [1, weight.shape[0]], None, [-1, weight.shape[0]])
@@ -79,7 +91,7 @@ def write_tflite_mlp(path: Path, weights: list[tuple[np.ndarray, np.ndarray]], f
         current = out
     code = schema.OperatorCodeT()
     code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.FULLY_CONNECTED
-    code.version = 1
+    code.version = 3 if int8_weights else 1  # hybrid (int8-weight) kernels came with version 3
     subgraph = schema.SubGraphT()
     subgraph.tensors, subgraph.inputs, subgraph.outputs, subgraph.operators = (
         tensors,

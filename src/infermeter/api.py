@@ -76,7 +76,7 @@ def _options(value: Mapping[str, object] | Sequence[str] | None) -> tuple[tuple[
 
 def _input_values(value: Mapping[str, object] | None) -> tuple[tuple[str, str], ...]:
     """Constant inputs as a mapping ({"sr": 16000}), checked as `--input NAME=VALUE` is."""
-    from infermeter.models.feeds_data import parse_input_flags
+    from infermeter.models.input_flags import parse_input_flags
 
     texts = [f"{name}={str(v).lower() if isinstance(v, bool) else v}" for name, v in (value or {}).items()]
     return parse_input_flags(texts)[1]
@@ -136,7 +136,7 @@ def bench(
     *,
     backends: Names = None,
     batch: int | str | Sequence[int] | None = None,
-    precision: str | Sequence[str] = "fp32",
+    precision: str | Sequence[str] | None = None,
     shape_mode: str | Sequence[str] = "static",
     streams: int | str | Sequence[int] = 1,
     threads: int = 0,
@@ -145,6 +145,7 @@ def bench(
     inputs: SizesArg = None,
     data: str | Path | None = None,
     input_values: Mapping[str, object] | None = None,
+    reshape: SizesArg = None,
     dynamic: SizesArg = None,
     buckets: SizesArg = None,
     seq_len: int | None = None,
@@ -164,6 +165,8 @@ def bench(
     batch the model fixes), `options={"onnxruntime.opt_level":
     "basic"}` is `-O onnxruntime.opt_level=basic`, `inputs={"input": [1, 3, 224, 224]}` is `--input`,
     `input_values={"sr": 16000}` is `--input sr=16000`, `data="calib.npz"` is `--data calib.npz`,
+    `reshape={"images": [1, 3, 480, 640]}` is `--reshape`, `precision=None` each model's own (int8 for a
+    quantized model, else fp32),
     `isolate=False` is `--no-isolation`, `roofline=False` is `--no-roofline`. Measurement settings go as further
     keywords named as MeasureSettings' fields or as their flags (`min_time_s=0.5` or `min_time=0.5`,
     `iterations=20`, `target_ci=0` or "1%", `rounds`, `interleave=False`), or whole as `settings=`.
@@ -177,7 +180,7 @@ def bench(
     from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
     from infermeter.measure.request import build_matrix
     from infermeter.measure.shapes import parse_sizes
-    from infermeter.models.inputs import parse_input_override
+    from infermeter.models.input_flags import parse_input_override
     from infermeter.results.env import collect_environment
 
     for key, value in (("threads", threads), ("seq_len", seq_len)):
@@ -193,6 +196,7 @@ def bench(
         streams=_ints(streams, "streams"),
         threads=threads,
         inputs=_sizes(inputs, "inputs", parse_input_override),
+        reshape=_sizes(reshape, "reshape", lambda text: parse_input_override(text, "reshape")),
         options=_options(options),
         dynamic=_sizes(dynamic, "dynamic", lambda text: parse_sizes(text, "dynamic")),
         buckets=_sizes(buckets, "buckets", lambda text: parse_sizes(text, "buckets")),

@@ -66,7 +66,8 @@ class Case:
     concurrent inference requests (`--streams N`). `data` names real inputs (`--data`), rotated and batched
     instead of generated ones, and `input_values` the inputs set to a constant (`--input NAME=VALUE`).
     `machine` is the class of cluster node the case runs on (`bench --cluster --machines`), None to run here or on
-    any node.
+    any node. `reshape` holds the dims written over the model's declared ones (`--reshape NAME:DIMS`,
+    `models.reshape`): the model that runs is not the file as it was declared.
     """
 
     model: str
@@ -84,6 +85,7 @@ class Case:
     data: DataSource | None = None
     input_values: tuple[tuple[str, str], ...] = ()
     machine: str | None = None
+    reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def id(self) -> str:
@@ -111,6 +113,8 @@ class Case:
             identity["input_values"] = [list(kv) for kv in self.input_values]
         if self.machine is not None:
             identity["machine"] = self.machine
+        if self.reshape:
+            identity["reshape"] = [[name, list(dims)] for name, dims in self.reshape]
         digest = identity_digest(json.dumps(identity, sort_keys=True))
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 
@@ -128,6 +132,7 @@ class Case:
             self.data,
             self.input_values,
             self.machine,
+            self.reshape,
         )
 
     def option(self, key: str, default: str | None = None) -> str | None:

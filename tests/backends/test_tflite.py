@@ -74,10 +74,26 @@ def test_zoo_model_is_unavailable_with_reason(tiny_cnn):
     assert reason is not None and ".tflite" in reason
 
 
-def test_onnx_backends_refuse_a_tflite_model(mlp):
+def test_onnx_backends_refuse_a_tflite_model_openvino_reads_it(mlp):
     from infermeter.backends.onnxruntime import OnnxRuntimeBackend
     from infermeter.backends.openvino_backend import OpenVinoBackend
 
     spec = resolve_model(str(mlp[0]))
-    for backend in (OnnxRuntimeBackend, OpenVinoBackend):
-        assert "tflite backend" in (backend.unsupported_reason(spec, Case(str(mlp[0]), backend.name)) or "")
+    assert "tflite backend" in (OnnxRuntimeBackend.unsupported_reason(spec, Case(str(mlp[0]), "onnxruntime")) or "")
+    # OpenVINO reads a .tflite file with its TFLite frontend: a second engine for every TFLite model.
+    assert OpenVinoBackend.unsupported_reason(spec, Case(str(mlp[0]), "openvino")) is None
+    int8 = OpenVinoBackend.unsupported_reason(spec, Case(str(mlp[0]), "openvino", "int8"))
+    assert int8 is not None and "quantized .tflite" in int8  # a float .tflite is not quantized on the fly
+
+
+def test_openvino_runs_a_tflite_file_as_litert_does(mlp):
+    pytest.importorskip("openvino")
+    from infermeter.backends.openvino_backend import OpenVinoBackend
+
+    path, weights = mlp
+    spec = resolve_model(str(path))
+    session = OpenVinoBackend().load(spec, Case(str(path), "openvino", batch=3, threads=2, settings=FAST))
+    x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
+    output = session.outputs_to_numpy(session.run(session.prepare({"input": x})))[0]
+    np.testing.assert_allclose(output, torch_mlp(weights, x), rtol=1e-4, atol=1e-4)
+    assert session.effective_precision() == "fp32"

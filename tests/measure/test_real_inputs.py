@@ -16,7 +16,8 @@ from real_input_models import branch_model, image_model, lookup_model
 from cli_helpers import load_json, run_cli
 from infermeter.case import DataSource
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.feeds_data import batched_sets, constant_array, data_note, parse_input_flags
+from infermeter.models.feeds_data import batched_sets, constant_array, data_note
+from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import InputSpec
 from infermeter.quantize.data import load_samples
 
@@ -131,7 +132,7 @@ def test_a_python_function_yields_the_samples(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--input", "rate=3"], "the model's inputs are idx"),
+        (["--input", "rate=3"], "not an input of the model (its inputs: idx)"),
         (["--data", "missing.npz"], "does not exist"),
         (["--data", "{tmp}/wrong.npz"], "no array named 'idx'"),
         (["--data", "{tmp}/three.npz", "--shape-mode", "dynamic"], "--data feeds --shape-mode static"),

@@ -36,27 +36,12 @@ PROFILE = Switch(key="onnxruntime.profile", default=False,
 
 
 def onnx_graph_precision(path: str) -> str:
-    """The precision an ONNX graph computes in, read from the graph itself: int8 when it holds quantization
-    operators, fp16/bf16 when its float weights are stored so, else fp32."""
+    """The precision an ONNX graph computes in, read from the graph itself (`models.spec.onnx_precision`)."""
     import onnx
 
-    graph = onnx.load(path, load_external_data=False).graph
-    quant_ops = {
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "QLinearConv",
-        "QLinearMatMul",
-        "ConvInteger",
-        "MatMulInteger",
-    }
-    if any(node.op_type in quant_ops for node in graph.node):
-        return "int8"
-    float_types = {init.data_type for init in graph.initializer} & {1, 10, 16}
-    if float_types == {10}:
-        return "fp16"
-    if float_types == {16}:
-        return "bf16"
-    return "fp32"
+    from infermeter.models.spec import onnx_precision
+
+    return onnx_precision(onnx.load(path, load_external_data=False).graph)
 
 
 def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:

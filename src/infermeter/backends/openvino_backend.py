@@ -1,4 +1,5 @@
-"""OpenVINO on CPU, from an OpenVINO IR (.xml + .bin) as it is or the model's ONNX form. The inference precision
+"""OpenVINO on CPU, from an OpenVINO IR (.xml + .bin) or a .tflite file (its TFLite frontend) as it is, or the
+model's ONNX form. The inference precision
 is ALWAYS set explicitly and read back: on CPUs with AVX-512 BF16 or AMX, OpenVINO silently computes in bf16
 unless told otherwise, which would pass a bf16 figure off as fp32.
 
@@ -21,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from infermeter.backends._common import case_shapes, cpu_precision_reason, onnx_form_reason, precision_from_dtype_name
+from infermeter.backends._common import case_shapes, cpu_precision_reason, precision_from_dtype_name
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, TritonTarget, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
@@ -143,7 +144,7 @@ class OpenVinoBackend(Backend):
     shape_aware = True
     runs_quantized_onnx = True
     quantizer = True
-    model_files = (".onnx", ".xml")
+    model_files = (".onnx", ".xml", ".tflite")  # a .tflite file through OpenVINO's TFLite frontend
     # As the parity reference (the default one of an IR) it runs at the f32 hint, set explicitly like every case.
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ()
     triton = TritonTarget("backend", "openvino", "model.onnx")
@@ -168,8 +169,8 @@ class OpenVinoBackend(Backend):
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
-        if model.kind == "tflite":
-            return onnx_form_reason(model, cls.name)
+        if model.kind == "tflite" and case.precision == "int8" and model.precision != "int8":
+            return "openvino runs a .tflite file as it is: INT8 needs a quantized .tflite (NNCF quantizes ONNX or IR)"
         if case.precision not in cls.precisions:
             return f"openvino supports {', '.join(cls.precisions)} here"
         if case.precision == "int8" and cls.int8_quantizer_for(case) == "nncf":
@@ -220,8 +221,9 @@ class OpenVinoBackend(Backend):
         seconds spent reading)."""
         start = time.perf_counter()
         try:
-            # An IR is read as it is; any other model through its ONNX form (the user's file or a cached export).
-            source = model.path if model.kind == "openvino_ir" and model.path else str(onnx_for(model).path)
+            # An IR and a .tflite file (OpenVINO's TFLite frontend) are read as they are; any other model through
+            # its ONNX form (the user's file or a cached export).
+            source = model.path if model.kind in ("openvino_ir", "tflite") and model.path else str(onnx_for(model).path)
             ov_model = core.read_model(source)
             if case.shape_mode == "static":
                 ov_model.reshape({name: list(shape) for name, shape in case_shapes(model, case).items()})

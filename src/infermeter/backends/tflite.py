@@ -14,18 +14,7 @@ from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
-
-_INT8_TYPES = (np.int8, np.uint8)
-
-
-def tflite_precision(tensor_details: list[dict[str, Any]]) -> str:
-    """int8 when the model holds quantized 8-bit tensors (a scale in their quantization parameters), else
-    fp32: LiteRT's CPU kernels (XNNPACK) compute float models in fp32, fp16-stored weights included."""
-    for detail in tensor_details:
-        scales = detail.get("quantization_parameters", {}).get("scales")
-        if detail.get("dtype") in _INT8_TYPES and scales is not None and len(scales):
-            return "int8"
-    return "fp32"
+from infermeter.models.tflite_spec import tflite_precision
 
 
 class TFLiteSession(Session):

@@ -12,6 +12,7 @@ import click
 from infermeter.case import MeasureSettings
 from infermeter.cli.cluster import check_cluster_flags, check_plan_machines, cluster_connection
 from infermeter.cli.common import (
+    RESHAPE_HELP,
     parse_fraction,
     parse_options,
     parse_positive_ints,
@@ -25,7 +26,8 @@ from infermeter.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
 from infermeter.measure.shapes import parse_sizes
-from infermeter.models.feeds_data import parse_input_flags
+from infermeter.models.input_flags import parse_input_flags
+from infermeter.models.reshape import parse_reshape
 from infermeter.models.spec import resolve_model
 from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
 from infermeter.report.summary import SummaryTable, summary_table
@@ -70,7 +72,8 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     multiple=True,
     help="Batch sizes, e.g. 1,16 (default: 1,16, or the batch the model fixes; with --task generate: sequences, 1).",
 )
-@click.option("--precision", multiple=True, default=["fp32"], show_default=True, help="fp32, fp16, bf16, int8.")
+@click.option("--precision", multiple=True, help="fp32, fp16, bf16, int8 (default: the model's own, int8 for a "
+              "quantized model, else fp32).")  # fmt: skip
 @click.option("--shape-mode", multiple=True, default=["static"], show_default=True, help="static and/or dynamic.")
 @click.option(
     "--dynamic", multiple=True, help="Dynamic mode: sizes a symbolic dim takes, e.g. seq=16..128 or batch=1,4,16."
@@ -134,6 +137,7 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
     "--data",
     help="Real inputs rotated through the loop, batched: an .npz, a folder of .npy or of images, or file.py:function.",
 )
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. onnxruntime.opt_level=basic.")
 @click.option("--compile-mode", help="torch-compile mode (default, reduce-overhead, max-autotune...).")
 @click.option(
@@ -193,6 +197,7 @@ def bench(
     batch: tuple[str, ...],
     precision: tuple[str, ...],
     shape_mode: tuple[str, ...],
+    reshape: tuple[str, ...],
     dynamic: tuple[str, ...],
     buckets: tuple[str, ...],
     seq_len: int | None,
@@ -290,6 +295,7 @@ def bench(
             settings=settings,
             data=data,
             input_values=values,
+            reshape=parse_reshape(reshape),
         )
         matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]

@@ -16,6 +16,11 @@ from infermeter.checks import require_positive as require_positive
 from infermeter.checks import split_values as split_values
 from infermeter.errors import UsageError
 
+RESHAPE_HELP = (
+    "Rewrite dims the model file declares fixed, NAME:DIMS (e.g. images:1x3x480x640), before it is loaded: "
+    "ONNX via onnx.tools.update_model_dims, OpenVINO IR via Model.reshape. --input sizes symbolic dims only."
+)
+
 # Piped output (a file, CI logs) gets a wide console so that tables are never cut to 80 columns.
 stdout = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True, highlight=False)

@@ -10,10 +10,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import stdout
+from infermeter.cli.common import RESHAPE_HELP, stderr, stdout
 from infermeter.errors import UsageError
 from infermeter.graph.ov_inspect import IrReport
-from infermeter.models.inputs import parse_input_override
+from infermeter.models.input_flags import parse_input_flags
 
 
 def _mb(value: float) -> str:
@@ -97,7 +97,8 @@ def _print_report(report: dict[str, Any], top: int) -> None:
 
 def _print_ir_report(report: IrReport, top: int) -> None:
     shapes = "; ".join(f"{k} {'x'.join(map(str, v))}" for k, v in report.input_shapes.items())
-    stdout.print(f"[bold]{escape(report.model)}[/] (OpenVINO IR)  inputs {escape(shapes)}  ·  {report.node_count} ops")
+    form = "read by OpenVINO" if report.model.lower().endswith(".tflite") else "OpenVINO IR"
+    stdout.print(f"[bold]{escape(report.model)}[/] ({form})  inputs {escape(shapes)}  ·  {report.node_count} ops")
     weights = ", ".join(f"{t} {n} ({_mb(b)} MB)" for t, (n, b) in report.weights.items())
     stdout.print(f"weights: {escape(weights)}  ·  FakeQuantize operations: {report.fake_quantize}")
     ops = Table(title="operations in the IR", header_style="bold", title_justify="left")
@@ -153,30 +154,47 @@ def _print_builds(path: Path) -> None:
 @click.option(
     "--batch", type=int, help="Batch size the shapes are fixed to (default: 1, or the batch the model fixes)."
 )
-@click.option("--input", "inputs", multiple=True, metavar="NAME:DIMS", help="Shape of an input, e.g. input:1x3x64x64.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DIMS",
+              help="Shape of an input, e.g. input:1x3x64x64 (a name may hold colons: in:0:1x16).")  # fmt: skip
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--top", type=int, default=10, show_default=True, help="How many of the heaviest nodes to list.")
 @click.option("--no-ort", is_flag=True, help="Skip ONNX Runtime's optimizer node counts.")
 @click.option("--json", "as_json", is_flag=True, help="The whole report as JSON (every node).")
-def inspect_cmd(model: str, batch: int | None, inputs: tuple[str, ...], top: int, no_ort: bool, as_json: bool) -> None:
+def inspect_cmd(
+    model: str,
+    batch: int | None,
+    inputs: tuple[str, ...],
+    reshape: tuple[str, ...],
+    top: int,
+    no_ort: bool,
+    as_json: bool,
+) -> None:
     """Operators, FLOPs and bytes moved, activation memory (naive vs planned) and fusion opportunities of
     MODEL (a built-in model name or an .onnx file) at one batch size / input shape. For an OpenVINO IR (.xml):
     its operations and weights by type, and the layers OpenVINO's CPU plugin runs, with their precisions. For a
     results file (.json): each case's built artifact, and what auto-tuning did (the kernels tuned, and their gain)."""
-    from infermeter.graph.analysis import inspect_model
+    from infermeter.graph.analysis import inspect_loaded
+    from infermeter.graph.model import load_graph
     from infermeter.models.inputs import fixed_batch
+    from infermeter.models.reshape import parse_reshape, reshape_notes
     from infermeter.models.spec import resolve_model
 
     if model.endswith(".json") and Path(model).is_file():
         _print_builds(Path(model))
         return
-    spec = resolve_model(model)
+    spec = resolve_model(model, parse_reshape(reshape))
+    for note in reshape_notes(spec):
+        stderr.print(escape(f"warning: {note}"), soft_wrap=True)
     if batch is None:
         found = fixed_batch(spec.inputs)
         batch = found[1] if found else 1
     if batch <= 0:
         raise UsageError(f"--batch {batch} must be positive")
-    overrides = [parse_input_override(text) for text in inputs]
-    if spec.kind == "openvino_ir":
+    from infermeter.models.feeds_data import check_input_values
+
+    overrides, values = parse_input_flags(inputs)
+    check_input_values(spec.inputs, values)  # a constant sets no shape here, but must name an input
+    if spec.kind in ("openvino_ir", "tflite"):  # what OpenVINO reads (its TFLite frontend for .tflite)
         from infermeter.graph.ov_inspect import inspect_ir
 
         ir_report = inspect_ir(spec, batch, overrides)
@@ -185,7 +203,7 @@ def inspect_cmd(model: str, batch: int | None, inputs: tuple[str, ...], top: int
         else:
             _print_ir_report(ir_report, max(top, 0))
         return
-    report = inspect_model(model, batch, overrides, ort_levels=not no_ort)
+    report = inspect_loaded(load_graph(spec, batch, overrides), ort_levels=not no_ort)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return

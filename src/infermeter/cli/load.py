@@ -18,7 +18,7 @@ from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
-from infermeter.models.feeds_data import parse_input_flags
+from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ def load(
     if scenario == "server" and not qps and not find_peak:
         raise UsageError("the server scenario needs --qps (or --find-peak with --slo-p99-ms)")
     key = api_key or os.environ.get(API_KEY_VARIABLE) or None
-    overrides, values = parse_input_flags(split_values(inputs))
+    overrides, values = parse_input_flags(inputs)
     serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue, data)
     started = now_iso()
     with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))]) as url:

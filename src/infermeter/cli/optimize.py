@@ -12,6 +12,7 @@ from rich.table import Table
 from infermeter.advise import OBJECTIVES
 from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
+    RESHAPE_HELP,
     parse_fraction,
     parse_options,
     parse_positive_ints,
@@ -82,7 +83,7 @@ class LiveView:
         stderr.print(f"  [green]✓[/] {label}: " + ", ".join(parts), soft_wrap=True)
 
 
-def _default_batches(model: str, objective: str) -> list[int]:
+def _default_batches(model: str, objective: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> list[int]:
     """The batches without --batch: 1 (1, 8, 32 for throughput), or the batch the model fixes, said in a note."""
     from infermeter.measure.request import default_batches
     from infermeter.models.spec import resolve_model
@@ -92,7 +93,7 @@ def _default_batches(model: str, objective: str) -> list[int]:
     def note(text: str) -> None:
         stderr.print(escape(f"note: {text}"), soft_wrap=True)
 
-    return list(default_batches([resolve_model(model)], note, defaults=defaults))
+    return list(default_batches([resolve_model(model, reshape)], note, defaults=defaults))
 
 
 def _print_outcome(outcome: object) -> None:
@@ -131,6 +132,13 @@ def _print_outcome(outcome: object) -> None:
               help="Accuracy budget in points (top-1 with labelled --eval, else agreement with FP32).")  # fmt: skip
 @click.option("--calib", help="Calibration data for INT8: image folder, .npz/.npy, or file.py:function.")
 @click.option("--eval", "eval_data", help="Evaluation data (with `labels`: task metric; without: FP32 agreement).")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    help="A model input's shape, NAME:1x128 (a symbolic dim), or a constant, NAME=VALUE, as bench takes it.",
+)
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
 @click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
 @click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
@@ -160,6 +168,8 @@ def optimize(
     max_accuracy_drop: float,
     calib: str | None,
     eval_data: str | None,
+    inputs: tuple[str, ...],
+    reshape: tuple[str, ...],
     max_p99_ms: float | None,
     max_memory_mb: float | None,
     max_load_s: float | None,
@@ -191,17 +201,21 @@ def optimize(
 
     from infermeter.backends.registry import backend_names
     from infermeter.errors import UsageError
+    from infermeter.models.input_flags import parse_input_flags
+    from infermeter.models.reshape import parse_reshape
     from infermeter.optimize.main import run_optimize
     from infermeter.optimize.request import OptimizeRequest
     from infermeter.results.env import default_threads
 
+    shapes, values = parse_input_flags(inputs)
     require_positive(threads, "--threads", allow_zero=True)
     if machine and not cluster:
         raise UsageError("--machine picks a class of cluster node: it goes with --cluster ADDRESS")
     check_cluster_flags(cluster, (), threads)
     require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
     require_positive(budget_minutes, "--budget-minutes")
-    batches = parse_positive_ints(batch, "--batch") or _default_batches(model, objective)
+    reshaped = parse_reshape(reshape)
+    batches = parse_positive_ints(batch, "--batch") or _default_batches(model, objective, reshaped)
     chosen = split_values(backends)
     unknown = [name for name in chosen if name not in backend_names()]
     if unknown:
@@ -235,6 +249,9 @@ def optimize(
         seed=seed,
         cluster=cluster,
         machine=machine,
+        input_shapes=shapes,
+        input_values=values,
+        reshape=reshaped,
     )
     view = LiveView()
     try:

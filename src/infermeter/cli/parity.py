@@ -12,9 +12,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case
-from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
+from infermeter.cli.common import (
+    RESHAPE_HELP,
+    choose,
+    parse_options,
+    require_positive,
+    split_values,
+    stderr,
+    stdout,
+)
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.feeds_data import check_input_values, parse_input_flags
+from infermeter.models.feeds_data import check_input_values
+from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import Feeds, shared_dim_conflicts
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import ParityRecord, Tolerance
@@ -103,7 +112,8 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
 @click.argument("model")
 @click.option("--backend", "-b", multiple=True, help="Backends to check (repeat or comma-separate). Default: all.")
 @click.option("--reference", help="torch or onnxruntime (default: torch when the model has a PyTorch form).")
-@click.option("--precision", default="fp32", show_default=True, help="fp32, fp16, bf16 or int8 (sets the tolerance).")
+@click.option("--precision", help="fp32, fp16, bf16 or int8 (sets the tolerance; default: the model's own, int8 for a "
+              "quantized model, else fp32).")  # fmt: skip
 @click.option(
     "--tolerance",
     "tolerance_of",
@@ -118,6 +128,7 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
     "--input", "inputs", multiple=True, help="A model input's shape, NAME:1x3x224x224, or a constant, NAME=VALUE."
 )
 @click.option("--data", type=click.Path(path_type=Path), help=".npz file with arrays named like the inputs.")
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--samples", type=int, default=4, show_default=True, help="Random input sets (without --data).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
@@ -135,7 +146,7 @@ def parity(
     model: str,
     backend: tuple[str, ...],
     reference: str | None,
-    precision: str,
+    precision: str | None,
     tolerance_of: str | None,
     atol: float | None,
     rtol: float | None,
@@ -143,6 +154,7 @@ def parity(
     batch: int | None,
     inputs: tuple[str, ...],
     data: Path | None,
+    reshape: tuple[str, ...],
     samples: int,
     seed: int,
     threads: int,
@@ -156,9 +168,10 @@ def parity(
     """Check that every backend computes what the reference computes: max/mean abs and rel error, cosine,
     SQNR, top-1/top-5 agreement per output; PASS/FAIL per backend (exit code 1 when any fails)."""
     from infermeter.backends.registry import backend_names, default_backends
-    from infermeter.parity import default_tolerance
+    from infermeter.models.reshape import parse_reshape, reshape_notes
+    from infermeter.parity import default_tolerance, tolerance_for_reference
     from infermeter.parity.data import load_npz_feeds, random_feeds
-    from infermeter.parity.run import candidate_spec, choose_reference, reference_outputs
+    from infermeter.parity.run import candidate_spec, choose_reference, reference_run
     from infermeter.results.env import default_threads
 
     require_positive(samples, "--samples")
@@ -166,11 +179,15 @@ def parity(
     require_positive(top_k, "--top-k")
     if batch is not None:
         require_positive(batch, "--batch")
-    (precision,) = choose([precision], PRECISIONS, "--precision") or ["fp32"]
     (shape_mode,) = choose([shape_mode], SHAPE_MODES, "--shape-mode") or ["static"]
+    spec = resolve_model(model, parse_reshape(reshape))
+    for note in reshape_notes(spec):
+        stderr.print(escape(f"warning: {note}"), soft_wrap=True)
+    (precision,) = choose([precision or spec.default_precision], PRECISIONS, "--precision")
     (tolerance_of,) = choose([tolerance_of or precision], PRECISIONS, "--tolerance")
     tolerance = default_tolerance(tolerance_of, atol, rtol, min_cosine)
-    spec = resolve_model(model)
+    # A tolerance the user set is kept as given; the default one follows what the reference really ran.
+    follow_reference = not (tolerance_of != precision or atol is not None or rtol is not None or min_cosine)
     ref_name = choose_reference(spec, reference)
     backends = split_values(backend) or default_backends()
     known = backend_names()
@@ -210,19 +227,23 @@ def parity(
             threads or default_threads(),
             shapes,
             options_for(name, options),
+            reshape=spec.reshape,
         )
         for name in backends
     ]
     shape_text = "; ".join(f"{n}[{'x'.join(map(str, d))}]" for n, d in shapes)
+    stderr.print(escape(f"running the reference ({ref_name})…"))
+    expected, ran = reference_run(spec, cases[0], feed_sets, ref_name)
+    if follow_reference:
+        tolerance = tolerance_for_reference(tolerance, ran)
+    own = " (the model's own graph)" if ran == spec.precision and ran != "fp32" else ""
     stdout.print(
         escape(
-            f"parity of {spec.ref} · reference {ref_name} fp32 · inputs {shape_text} {source} · "
+            f"parity of {spec.ref} · reference {ref_name} {ran}{own} · inputs {shape_text} {source} · "
             f"tolerance {tolerance.precision}: {tolerance.describe()}"
         ),
         soft_wrap=True,
     )
-    stderr.print(escape(f"running the reference ({ref_name})…"))
-    expected = reference_outputs(spec, cases[0], feed_sets, ref_name)
     records = _check_all(spec, cases, feed_sets, expected, ref_name, tolerance, served, localize, top_k)
     _print_table(records)
     if output is not None:

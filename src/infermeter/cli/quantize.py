@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import require_positive, stderr, stdout
+from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.errors import UsageError
 from infermeter.results.schema import now_iso
 
@@ -45,6 +45,14 @@ GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
 @click.option("--engine", default="onnxruntime", show_default=True, help="onnxruntime (QDQ) or openvino (NNCF, IR).")
 @click.option("--mode", default="static", show_default=True, help="static (calibrated) or dynamic.")
 @click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
+@click.option("--data", help="Real inputs, as bench takes them: calibration data when --calib is not given.")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    help="A model input's shape, NAME:1x128 (sizes symbolic dims of generated samples), or a constant, NAME=VALUE.",
+)
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--calib-size", type=int, default=300, show_default=True, help="Calibration samples used at most.")
 @click.option("--method", default="minmax", show_default=True, help="Calibration: minmax, entropy, percentile.")
 @click.option("--activations", default="u8", show_default=True, help="Static activations: u8 (fast on x86) or s8.")
@@ -77,6 +85,9 @@ def quantize(
     engine: str,
     mode: str,
     calib: str | None,
+    data: str | None,
+    inputs: tuple[str, ...],
+    reshape: tuple[str, ...],
     calib_size: int,
     method: str,
     activations: str,
@@ -120,18 +131,23 @@ def quantize(
     if output is None:
         raise UsageError("missing -o/--output: the path of the quantized model (.onnx / .xml)")
     from infermeter.cli.common import split_values
+    from infermeter.models.input_flags import parse_input_flags
+    from infermeter.models.reshape import parse_reshape
     from infermeter.quantize.ort_quant import QuantConfig
     from infermeter.quantize.pipeline import QuantizeRequest, check_request, outcome_results, quantize_model
     from infermeter.results.env import collect_environment, default_threads
 
     require_positive(threads, "--threads", allow_zero=True)
     require_positive(finetune_epochs, "--finetune-epochs")
+    if data and calib:
+        raise UsageError("--data and --calib both name calibration data: give one")
+    shapes, values = parse_input_flags(inputs)
     request = QuantizeRequest(
         model=model,
         output=output,
         engine=engine,
         config=QuantConfig(mode, method, per_channel, tuple(split_values(exclude)), activations),
-        calib=calib,
+        calib=calib or data,
         calib_size=calib_size,
         eval=eval_data,
         sensitivity=sensitivity,
@@ -141,6 +157,9 @@ def quantize(
         latency=not no_latency,
         threads=threads or default_threads(),
         seed=seed,
+        input_shapes=shapes,
+        input_values=values,
+        reshape=parse_reshape(reshape),
     )
     check_request(request)
     with stderr.status("quantizing") as status:

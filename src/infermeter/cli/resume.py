@@ -22,7 +22,7 @@ PLAN_PARAMS = (
     "streams", "threads", "warmup", "iterations", "target_ci", "rounds", "no_interleave", "min_time", "max_time",
     "case_timeout", "build_timeout", "input_sets", "inputs", "data", "option", "compile_mode", "ort_opt_level",
     "ov_hint",
-    "check_parity", "seed", "cold_start", "no_isolation", "machines",
+    "check_parity", "seed", "cold_start", "no_isolation", "machines", "reshape",
 )  # fmt: skip
 
 

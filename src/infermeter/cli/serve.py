@@ -12,9 +12,10 @@ from click.core import ParameterSource
 from rich.markup import escape
 
 from infermeter.case import PRECISIONS
-from infermeter.cli.common import parse_options, require_positive, split_values, stderr
+from infermeter.cli.common import RESHAPE_HELP, parse_options, require_positive, stderr
 from infermeter.errors import UsageError
-from infermeter.models.feeds_data import parse_input_flags
+from infermeter.models.input_flags import parse_input_flags
+from infermeter.models.reshape import parse_reshape
 
 
 def serve_options(function: click.decorators.FC) -> click.decorators.FC:
@@ -90,13 +91,17 @@ def _from_repository(
     )
 
 
-def _max_batch_for(model: str, max_batch: int) -> int:
+def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> int:
     """--max-batch bounded by the batch the model fixes: a model exported with batch 1 runs one row per batch,
     whatever the batcher could gather (a note says so; a request with more rows gets a 400 that says why)."""
     from infermeter.models.inputs import fixed_batch
+    from infermeter.models.reshape import reshape_notes
     from infermeter.models.spec import resolve_model
 
-    found = fixed_batch(resolve_model(model).inputs)
+    spec = resolve_model(model, reshape)
+    for text in reshape_notes(spec):
+        stderr.print(escape(f"warning: {text}"), soft_wrap=True)
+    found = fixed_batch(spec.inputs)
     if found is None or found[1] == max_batch:
         return max_batch
     name, size = found
@@ -128,6 +133,7 @@ def _max_batch_for(model: str, max_batch: int) -> int:
 @click.option("--api-key", help="Require this key on every endpoint but health (default: $INFERMETER_API_KEY).")
 @click.option("--max-body-mb", type=float, default=64.0, show_default=True, help="Largest request body accepted.")
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 def serve(
     model: str,
     backend: str | None,
@@ -147,6 +153,7 @@ def serve(
     api_key: str | None,
     max_body_mb: float,
     log_level: str,
+    reshape: tuple[str, ...],
 ) -> None:
     """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
 
@@ -190,7 +197,8 @@ def serve(
     if backend is None:
         raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")
     require_positive(max_batch, "--max-batch")
-    max_batch = _max_batch_for(model, max_batch)
+    reshaped = parse_reshape(reshape)
+    max_batch = _max_batch_for(model, max_batch, reshaped)
     require_positive(max_delay_ms, "--max-delay-ms", allow_zero=True)
     require_positive(workers, "--workers")
     require_positive(max_queue, "--max-queue")
@@ -198,7 +206,7 @@ def serve(
     require_positive(threads, "--threads", allow_zero=True)
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} must be between 0 and 65535")
-    shapes, values = parse_input_flags(split_values(inputs))
+    shapes, values = parse_input_flags(inputs)
     config = ServeConfig(
         model=model,
         backend=backend,
@@ -216,6 +224,7 @@ def serve(
         max_body_mb=max_body_mb,
         data=data,
         input_values=values,
+        reshape=reshaped,
     )
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 

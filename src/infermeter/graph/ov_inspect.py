@@ -39,8 +39,9 @@ class IrReport:
 
 
 def inspect_ir(spec: ModelSpec, batch: int, overrides: Sequence[tuple[str, tuple[int, ...]]] = ()) -> IrReport:
-    """The report of the IR `spec` at `batch` / `overrides` (shapes fixed before compiling, as bench's static
-    mode does), compiled for the CPU at the f32 hint (the hint of the layers left in float)."""
+    """The report of the IR `spec` (or a .tflite file, read by OpenVINO's TFLite frontend) at `batch` /
+    `overrides` (shapes fixed before compiling, as bench's static mode does), compiled for the CPU at the f32
+    hint (the hint of the layers left in float)."""
     import openvino as ov
 
     from infermeter.backends.openvino_profile import runtime_mix
@@ -80,7 +81,8 @@ def inspect_ir(spec: ModelSpec, batch: int, overrides: Sequence[tuple[str, tuple
         float_layers=mix.float_layers,
     )
     report.notes.append(
-        "an OpenVINO IR has no ONNX form: FLOPs, bytes moved, the activation memory plan and fusion opportunities "
-        "are computed on ONNX graphs (inspect the ONNX or PyTorch model the IR was made from)"
+        f"{'a .tflite file' if spec.kind == 'tflite' else 'an OpenVINO IR'} has no ONNX form: FLOPs, bytes moved, "
+        "the activation memory plan and fusion opportunities are computed on ONNX graphs (inspect the ONNX or "
+        "PyTorch model it was made from)"
     )
     return report

@@ -43,7 +43,7 @@ PhaseCallback = Callable[[str], None]
 def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = None) -> CaseResult:
     """A result carrying the case's controlled variables and a status, before (or instead of) measuring."""
     backend = get_backend(case.backend)
-    return CaseResult(
+    result = CaseResult(
         id=case.id,
         model=spec.ref,
         backend=case.backend,
@@ -63,6 +63,10 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
         synthetic=backend.synthetic,
         dynamic={name: list(sizes) for name, sizes in case.dynamic},
     )
+    if case.reshape:  # the dims run instead of the declared ones (`--reshape`), and what the file declared
+        result.extra["reshape"] = {name: list(dims) for name, dims in case.reshape}
+        result.extra["declared_shapes"] = {name: [str(d) for d in dims] for name, dims in spec.declared}
+    return result
 
 
 def record_failure(result: CaseResult, exc: Exception) -> None:

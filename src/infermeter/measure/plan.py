@@ -34,7 +34,7 @@ class Matrix:
 
     models: tuple[ModelSpec, ...]
     backends: tuple[tuple[str, ...], ...]
-    precisions: tuple[str, ...] = ("fp32",)
+    precisions: tuple[str, ...] = ("fp32",)  # empty: each model's own (`ModelSpec.default_precision`)
     batches: tuple[int, ...] = (1,)
     shape_modes: tuple[str, ...] = ("static",)
     streams: tuple[int, ...] = (1,)
@@ -93,7 +93,8 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                 dynamic = matrix.dynamic if shape_mode == "dynamic" else ()
                 buckets = matrix.buckets if shape_mode == "dynamic" else ()
                 for streams in matrix.streams:
-                    for precision in matrix.precisions:
+                    # No --precision: each model's own (int8 for a quantized graph, else fp32).
+                    for precision in matrix.precisions or (spec.default_precision,):
                         for chain in matrix.backends:
                             cases = tuple(
                                 Case(
@@ -112,6 +113,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     matrix.data,
                                     tuple((n, v) for n, v in matrix.input_values if n in names),
                                     machine,
+                                    spec.reshape,
                                 )
                                 for backend in chain
                             )

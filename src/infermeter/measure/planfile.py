@@ -78,7 +78,7 @@ def _sizes_from_json(value: Any) -> Sizes:
 def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
     data: dict[str, Any] = {
         # A ref is resolved again on resume; the hash says whether it still names the same model.
-        "models": [{"ref": spec.ref, "content_hash": spec.content_hash} for spec in matrix.models],
+        "models": [_model_to_json(spec) for spec in matrix.models],
         "backends": [list(chain) for chain in matrix.backends],
         "precisions": list(matrix.precisions),
         "batches": list(matrix.batches),
@@ -99,6 +99,13 @@ def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
     return data
 
 
+def _model_to_json(spec: ModelSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {"ref": spec.ref, "content_hash": spec.content_hash}
+    if spec.reshape:  # only when given: a plan without it reads the same in an older infermeter
+        entry["reshape"] = _sizes_to_json(spec.reshape)
+    return entry
+
+
 def _settings_from_json(value: dict[str, Any]) -> MeasureSettings:
     defaults = MeasureSettings()
     kwargs: dict[str, Any] = {}
@@ -110,8 +117,14 @@ def _settings_from_json(value: dict[str, Any]) -> MeasureSettings:
 
 def _model_from_json(entry: dict[str, Any], resolve: Callable[[str], ModelSpec]) -> ModelSpec:
     ref = str(entry["ref"])
+    reshape = _sizes_from_json(entry.get("reshape", []))
     try:
-        spec = resolve(ref)
+        if reshape:
+            from infermeter.models.reshape import reshape_model
+
+            spec = reshape_model(resolve(ref), reshape)
+        else:
+            spec = resolve(ref)
     except InfermeterError as exc:
         raise ResultsError(f"the plan's model {ref!r} cannot be resolved any more: {exc}") from exc
     if entry.get("content_hash") and entry["content_hash"] != spec.content_hash:

@@ -57,7 +57,7 @@ class BenchRequest:
     backends: tuple[str, ...] = ()
     fallback: tuple[tuple[str, ...], ...] = ()
     batch: tuple[int, ...] = ()  # none given: DEFAULT_BATCHES, or the batch the models fix (`default_batches`)
-    precision: tuple[str, ...] = ("fp32",)
+    precision: tuple[str, ...] = ()  # none given: each model's own (int8 for a quantized graph, else fp32)
     shape_mode: tuple[str, ...] = ("static",)
     streams: tuple[int, ...] = (1,)
     threads: int = 0
@@ -69,6 +69,7 @@ class BenchRequest:
     settings: MeasureSettings = field(default_factory=MeasureSettings)
     data: str | None = None
     input_values: tuple[tuple[str, str], ...] = ()
+    reshape: Sizes = ()  # `--reshape NAME:DIMS`: declared dims rewritten (`models.reshape`)
 
 
 def backend_chains(
@@ -160,14 +161,14 @@ def build_matrix(
     from infermeter.results.env import default_threads
 
     _check_values(request, name)
-    specs = [resolve_model(ref) for ref in request.models or (DEFAULT_MODEL,)]
+    specs = _reshaped([resolve_model(ref) for ref in request.models or (DEFAULT_MODEL,)], request.reshape, note)
     chains = backend_chains(request, specs, note)
     # A model defined in PyTorch without torch installed: one line saying what to install or pass, up front.
     require_torch_form(specs, [base_name(entry) for chain in chains for entry in chain])
     request = replace(request, batch=request.batch or default_batches(specs, note, name))
-    if not (request.precision and request.shape_mode and request.batch and chains and request.streams):
+    if not (request.shape_mode and request.batch and chains and request.streams):
         raise UsageError(
-            f"nothing to run: {name('backends')}, {name('batch')}, {name('precision')} and {name('shape_mode')} "
+            f"nothing to run: {name('backends')}, {name('batch')}, {name('streams')} and {name('shape_mode')} "
             "need at least one value"
         )
     all_names = {i.name for spec in specs for i in spec.inputs}
@@ -196,6 +197,27 @@ def build_matrix(
         data=data,
         input_values=request.input_values,
     )
+
+
+def _reshaped(specs: list[ModelSpec], reshape: Sizes, note: Callable[[str], None]) -> list[ModelSpec]:
+    """The models with `--reshape` applied to each that has the named inputs (the warning said once, by `note`);
+    a name no model has is an error with a did-you-mean."""
+    if not reshape:
+        return specs
+    from infermeter.models.input_flags import unknown_input
+    from infermeter.models.reshape import reshape_model, reshape_notes
+
+    names = {i.name for spec in specs for i in spec.inputs}
+    for name, _ in reshape:
+        if name not in names:
+            raise unknown_input("--reshape", name, [i.name for i in specs[0].inputs])
+    out = []
+    for spec in specs:
+        own = tuple((n, dims) for n, dims in reshape if n in {i.name for i in spec.inputs})
+        out.append(reshape_model(spec, own) if own else spec)
+        for text in reshape_notes(out[-1]):
+            note(f"warning: {text}")
+    return out
 
 
 def _real_inputs(

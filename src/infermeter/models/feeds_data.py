@@ -11,62 +11,40 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.inputs import Feeds, InputSpec, generate_feeds, parse_input_override
+from infermeter.models.input_flags import Sizes, Values, unknown_input, value_numbers
+from infermeter.models.inputs import Feeds, InputSpec, generate_feeds
 
 if TYPE_CHECKING:
     from infermeter.case import Case, DataSource
     from infermeter.quantize.data import SampleSet
     from infermeter.results.schema import CaseResult
 
-Sizes = tuple[tuple[str, tuple[int, ...]], ...]
-Values = tuple[tuple[str, str], ...]
-
-
-def parse_input_flags(texts: Iterable[str]) -> tuple[Sizes, Values]:
-    """`--input` flags split into shapes (`NAME:1x3x224x224`) and constants (`NAME=VALUE`): `=` marks a value."""
-    shapes: list[tuple[str, tuple[int, ...]]] = []
-    values: dict[str, str] = {}
-    for text in texts:
-        if "=" not in text:
-            shapes.append(parse_input_override(text))
-            continue
-        name, _, value = (part.strip() for part in text.partition("="))
-        if not name or not value:
-            raise UsageError(f"--input {text!r} is not NAME=VALUE; write it like --input sr=16000 or --input state=0")
-        number = _number(value, f"--input {text!r}")
-        if name in values:
-            raise UsageError(f"--input gives {name!r} two values ({values[name]} and {value})")
-        values[name] = repr(number) if isinstance(number, float) else str(number)
-    return tuple(shapes), tuple(values.items())
-
-
-def _number(text: str, where: str) -> int | float:
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return int(lowered == "true")
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(
-            f"{where}: {text!r} is not a number (a constant input takes e.g. 16000, 0.5 or true)"
-        ) from None
-
 
 def constant_array(spec: InputSpec, text: str, shape: tuple[int, ...]) -> np.ndarray:
-    """The constant `text` as input `spec` of `shape` (a scalar input has shape ()), in the input's dtype."""
+    """The constant `text` as input `spec` of `shape` (a scalar input has shape ()), in the input's dtype: one
+    value fills the shape, a vector (`0.667,1,0.8`) must have as many values as the shape has elements."""
     dtype = np.dtype(spec.dtype)
-    value = _number(text, f"--input {spec.name}={text}")
+    numbers = value_numbers(text, f"--input {spec.name}={text}")
+    for value in numbers:
+        _check_value(spec, text, value, dtype)
+    if len(numbers) == 1:
+        return np.full(shape, numbers[0], dtype=dtype)
+    if int(np.prod(shape)) != len(numbers):
+        raise InputSpecError(
+            f"--input {spec.name}={text}: {len(numbers)} values for input {spec.describe()} of shape "
+            f"{list(shape)}; give one value, or one per element"
+        )
+    return np.array(numbers, dtype=dtype).reshape(shape)
+
+
+def _check_value(spec: InputSpec, text: str, value: int | float, dtype: np.dtype) -> None:
     if dtype.kind in "iub" and not float(value).is_integer():
         raise InputSpecError(f"--input {spec.name}={text}: input {spec.describe()} takes whole numbers")
     if dtype.kind == "b" and value not in (0, 1):
@@ -75,7 +53,6 @@ def constant_array(spec: InputSpec, text: str, shape: tuple[int, ...]) -> np.nda
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             raise InputSpecError(f"--input {spec.name}={text}: out of the range of {dtype} ({info.min}..{info.max})")
-    return np.full(shape, value, dtype=dtype)
 
 
 def check_input_values(inputs: Sequence[InputSpec], values: Values) -> None:
@@ -83,8 +60,10 @@ def check_input_values(inputs: Sequence[InputSpec], values: Values) -> None:
     by_name = {spec.name: spec for spec in inputs}
     for name, text in values:
         if name not in by_name:
-            raise InputSpecError(f"--input {name}={text}: the model's inputs are {', '.join(by_name)}")
-        constant_array(by_name[name], text, ())
+            raise unknown_input(f"--input {name}={text}", name, by_name)
+        spec = by_name[name]
+        for value in value_numbers(text, f"--input {name}={text}"):
+            _check_value(spec, text, value, np.dtype(spec.dtype))
 
 
 def data_inputs(inputs: Sequence[InputSpec], values: Values) -> tuple[InputSpec, ...]:

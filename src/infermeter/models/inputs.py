@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from infermeter.errors import InputSpecError
+from infermeter.models.input_flags import unknown_input
 
 Dim = int | str  # an int is a fixed size; a str names a symbolic dimension
 Feeds = dict[str, np.ndarray]
 
-_SHAPE_RE = re.compile(r"^\s*([^:]+):\s*(\d+(?:\s*[xX,]\s*\d+)*)\s*$")
 # Names exporters give a dim they know nothing about: '?' and 'DynamicDimension.N' / 'p2o.DynamicDimension.N'
 # (paddle2onnx), 'unk__N' (tf2onnx), an empty name. They share no size: each occurrence is a dim of its own.
 _UNNAMED_DIM = re.compile(r"^\s*(?:\?|unk__\d+|(?:p2o\.)?DynamicDimension\.\d+)?\s*$")
@@ -51,19 +51,6 @@ class InputSpec:
         return f"{self.name} {self.dtype}[{dims}]"
 
 
-def parse_input_override(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse `NAME:1x3x224x224` into ("NAME", (1, 3, 224, 224))."""
-    match = _SHAPE_RE.match(text)
-    if not match:
-        raise InputSpecError(
-            f"--input {text!r} is not NAME:DIMS; write it like --input input:1x3x224x224 (positive integers)"
-        )
-    dims = tuple(int(d) for d in re.split(r"\s*[xX,]\s*", match.group(2)))
-    if any(d <= 0 for d in dims):
-        raise InputSpecError(f"--input {text!r}: every dimension must be a positive integer")
-    return match.group(1).strip(), dims
-
-
 def resolve_shapes(
     inputs: Sequence[InputSpec],
     batch: int,
@@ -77,13 +64,12 @@ def resolve_shapes(
     its own input's override. Raises InputSpecError naming the input and dimension when a shape cannot be
     resolved or does not fit.
     """
-    known = {spec.name for spec in inputs}
+    known = [spec.name for spec in inputs]
     override_map = dict(overrides)
-    unknown = sorted(set(override_map) - known)
+    unknown = [name for name in override_map if name not in known]
     if unknown:
-        raise InputSpecError(
-            f"--input names {', '.join(unknown)} but the model's inputs are {', '.join(sorted(known))}"
-        )
+        raise unknown_input("--input", unknown[0], known)
+    batched = batched_inputs(inputs)
     symbols = _symbol_sizes(inputs, override_map)
     shapes: dict[str, tuple[int, ...]] = {}
     for spec in inputs:
@@ -94,7 +80,7 @@ def resolve_shapes(
             )
         dims: list[int] = []
         for axis, dim in enumerate(spec.shape):
-            if axis == spec.batch_axis and isinstance(dim, str):
+            if axis == spec.batch_axis and spec.name in batched and isinstance(dim, str):
                 dims.append(batch)
             elif given is not None:
                 if isinstance(dim, int) and given[axis] != dim:
@@ -113,7 +99,7 @@ def resolve_shapes(
                     f"input {spec.name!r} has symbolic dim {axis} ({dim!r}); set it with "
                     f"--input {spec.name}:{'x'.join(str(d) if isinstance(d, int) else 'N' for d in spec.shape)}"
                 )
-        if spec.batch_axis is not None and spec.batch_axis < len(dims):
+        if spec.name in batched and spec.batch_axis is not None and spec.batch_axis < len(dims):
             fixed = spec.shape[spec.batch_axis]
             if isinstance(fixed, int) and fixed != batch and given is None:
                 raise InputSpecError(
@@ -158,15 +144,32 @@ def shared_dim_conflicts(inputs: Sequence[InputSpec], overrides: Sequence[tuple[
     return warnings
 
 
-def fixed_batch(inputs: Sequence[InputSpec]) -> tuple[str, int] | None:
-    """The first input whose batch axis holds a fixed size (a model exported with batch 1) and that size, or None
-    when there is none, or when another input's batch axis is symbolic: then the model takes any batch and the
-    fixed first dim is not a batch (a recurrent state `[2, batch, 128]` beside audio `[batch, samples]`)."""
+def batched_inputs(inputs: Sequence[InputSpec]) -> set[str]:
+    """The inputs that share the model's batch. When some input's batch axis is symbolic, those inputs: a fixed
+    first dim beside them is no batch (a recurrent state `[2, batch, 128]`, a control vector `scales [3]` beside
+    `input [batch, T]`). When every batch axis is fixed, the inputs whose first dim is the size of the first input
+    of rank 2 or more (else of the first input): `scales [3]` beside `input [1, 50]` and `lengths [1]` is left
+    alone."""
     axes = [(spec, spec.shape[spec.batch_axis]) for spec in inputs
             if spec.batch_axis is not None and spec.batch_axis < len(spec.shape)]  # fmt: skip
     if any(isinstance(size, str) for _, size in axes):
-        return None
-    return next(((spec.name, size) for spec, size in axes if isinstance(size, int)), None)
+        return {spec.name for spec, size in axes if isinstance(size, str)}
+    if not axes:
+        return set()
+    lead = next((size for spec, size in axes if len(spec.shape) >= 2), axes[0][1])
+    return {spec.name for spec, size in axes if size == lead}
+
+
+def fixed_batch(inputs: Sequence[InputSpec]) -> tuple[str, int] | None:
+    """The first input whose batch axis holds a fixed size (a model exported with batch 1) and that size, or None
+    when there is none, or when another input's batch axis is symbolic: then the model takes any batch and the
+    fixed first dim is not a batch (see `batched_inputs`)."""
+    batched = batched_inputs(inputs)
+    for spec in inputs:
+        if spec.name in batched and spec.batch_axis is not None:
+            size = spec.shape[spec.batch_axis]
+            return (spec.name, size) if isinstance(size, int) else None
+    return None
 
 
 def dims_by_name(inputs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:

@@ -89,4 +89,17 @@ def ir_spec(ref: str, path: Path) -> ModelSpec:
         output_names=outputs,
         content_hash=ir_content_hash(path),
         path=str(path.resolve()),
+        precision=ir_model_precision(model),
     )
+
+
+def ir_model_precision(model: Any) -> str:
+    """What an `openvino.Model` computes in, from its operations: int8 when it holds FakeQuantize (NNCF's
+    INT8) or int8/uint8 weights, else fp16/fp32 by its weights."""
+    types = {op.get_type_name() for op in model.get_ops()}
+    if "FakeQuantize" in types or "FakeConvert" in types:
+        return "int8"
+    constants = {str(op.get_output_element_type(0)) for op in model.get_ops() if op.get_type_name() == "Constant"}
+    if constants & {"<Type: 'int8_t'>", "<Type: 'uint8_t'>", "i8", "u8"}:
+        return "int8"
+    return "fp16" if constants & {"<Type: 'float16'>", "f16"} else "fp32"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import MissingExtra, ModelError
 from infermeter.models.inputs import Dim, InputSpec
@@ -38,6 +38,15 @@ class ModelSpec:
     content_hash: str
     task: str = "generic"
     path: str | None = None
+    precision: str | None = None  # what the file itself computes in (int8: a quantized graph); None: no file
+    reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--reshape` dims written over the declared ones
+    declared: tuple[tuple[str, tuple[Dim, ...]], ...] = ()  # the reshaped inputs' dims as the file declared them
+
+    @property
+    def default_precision(self) -> str:
+        """The precision a case asks for when none is given: the model's own when it is INT8 by design (asking a
+        quantized graph for fp32 asks for what does not exist), else fp32."""
+        return "int8" if self.precision == "int8" else "fp32"
 
     @property
     def has_torch_form(self) -> bool:
@@ -112,13 +121,53 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
         output_names=outputs,
         content_hash=file_sha256(path)[:16],
         path=str(path.resolve()),
+        precision=onnx_precision(model.graph),
     )
 
 
-def resolve_model(ref: str) -> ModelSpec:
+# Operators only a quantized graph holds: QDQ pairs, ONNX Runtime's QLinear* and the *Integer ops.
+_QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"}
+_INT8_WEIGHT_ELEMENTS = 64  # int8 initializers this large are quantized weights, not an index table
+
+
+def onnx_precision(graph: Any) -> str:
+    """What an ONNX graph computes in, from the graph itself (no weights read): int8 when it holds quantization
+    operators (QDQ pairs, QLinear*, *Integer) or int8 weights, fp16/bf16 when its float weights are all stored
+    so, else fp32."""
+    if any(node.op_type in _QUANT_OPS or node.op_type.startswith("QLinear") for node in graph.node):
+        return "int8"
+    for init in graph.initializer:
+        if init.data_type == 3 and _elements(init.dims) >= _INT8_WEIGHT_ELEMENTS:
+            return "int8"
+    float_types = {init.data_type for init in graph.initializer} & {1, 10, 16}
+    if float_types == {10}:
+        return "fp16"
+    if float_types == {16}:
+        return "bf16"
+    return "fp32"
+
+
+def _elements(dims: Any) -> int:
+    count = 1
+    for dim in dims:
+        count *= int(dim)
+    return count
+
+
+def resolve_model(ref: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> ModelSpec:
     """Turn a MODEL argument (a zoo name, an .onnx, .pt2, .tflite or OpenVINO IR .xml file, `file.py:factory` /
     `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle
-    checkpoints (.pt/.pth) are refused with the reason."""
+    checkpoints (.pt/.pth) are refused with the reason. `reshape` (`--reshape NAME:DIMS`) rewrites dims the file
+    declares fixed (`models.reshape`)."""
+    spec = _resolve(ref)
+    if not reshape:
+        return spec
+    from infermeter.models.reshape import reshape_model
+
+    return reshape_model(spec, reshape)
+
+
+def _resolve(ref: str) -> ModelSpec:
     if ref in ZOO:
         entry = ZOO[ref]
         return ModelSpec(

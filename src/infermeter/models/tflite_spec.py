@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from infermeter.errors import ModelError
 from infermeter.models.inputs import Dim, InputSpec
 from infermeter.models.spec import ModelSpec, file_sha256
+
+
+def tflite_precision(tensor_details: list[dict[str, Any]]) -> str:
+    """int8 when the model holds quantized 8-bit tensors (a scale in their quantization parameters), else
+    fp32: LiteRT's CPU kernels (XNNPACK) compute float models in fp32, fp16-stored weights included."""
+    for detail in tensor_details:
+        scales = detail.get("quantization_parameters", {}).get("scales")
+        if detail.get("dtype") in (np.int8, np.uint8) and scales is not None and len(scales):
+            return "int8"
+    return "fp32"
 
 
 def tflite_spec(ref: str, path: Path) -> ModelSpec:
@@ -45,4 +58,5 @@ def tflite_spec(ref: str, path: Path) -> ModelSpec:
         output_names=outputs,
         content_hash=file_sha256(path)[:16],
         path=str(path.resolve()),
+        precision=tflite_precision(interpreter.get_tensor_details()),
     )

@@ -12,6 +12,7 @@ from typing import Any
 from infermeter.case import Case
 from infermeter.errors import UsageError
 from infermeter.measure.plan import PlanItem
+from infermeter.models.reshape import reshape_notes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize.candidates import Budget, GainLog
 from infermeter.optimize.journal import Journal
@@ -102,7 +103,13 @@ class Run:
         shape_mode: str = "static",
         check_parity: bool = True,
     ) -> Case:
-        """A case of this run with its measurement settings."""
+        """A case of this run with its measurement settings. The "fp32" of a model that is INT8 by design is its own
+        precision (`ModelSpec.default_precision`) on every engine that takes int8: it runs its own graph."""
+        from infermeter.backends.registry import get_backend
+
+        own = self.spec.default_precision
+        if precision == "fp32" and own != "fp32" and own in get_backend(backend).precisions:
+            precision = own
         settings = replace(self.request.settings, check_parity=check_parity, seed=self.request.seed)
         return Case(
             model_ref,
@@ -111,10 +118,12 @@ class Run:
             batch or self.request.batch,
             shape_mode,
             self.request.threads,
-            (),
+            self.request.input_shapes,
             self.options_for(backend),
             settings,
+            input_values=self.request.input_values,
             machine=self.request.machine,
+            reshape=self.spec.reshape if model_ref == self.spec.ref else (),
         )
 
     def measured(self) -> list[CaseResult]:
@@ -175,7 +184,9 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     from infermeter.results.env import collect_environment
     from infermeter.results.io import read_results
 
-    spec = resolve_model(request.model)
+    spec = resolve_model(request.model, request.reshape)
+    for text in reshape_notes(spec):
+        emit(OptimizeEvent("warning", "start", text))
     path = request.output / RESULTS_NAME
     if path.exists():
         results = read_results(path)
@@ -185,7 +196,8 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
                 f"{request.output} holds an optimize run of {earlier.get('model') or 'something else'!r}, not "
                 f"{request.model!r}; give another -o folder (or delete that one)"
             )
-        differs = [k for k in ("batches", "device", "threads", "machine") if earlier.get(k) != request.to_dict()[k]]
+        keys = ("batches", "device", "threads", "machine", "input_shapes", "input_values", "reshape")
+        differs = [k for k in keys if earlier.get(k) != request.to_dict().get(k)]
         if differs:
             raise UsageError(
                 f"{request.output} holds a run with other {', '.join(differs)}; rerun with the same settings to "

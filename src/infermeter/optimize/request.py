@@ -51,6 +51,9 @@ class OptimizeRequest:
     # slot); the export, quantization and accuracy scoring stay in this process.
     cluster: str | None = None
     machine: str | None = None
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--input NAME:DIMS`, as bench takes it
+    input_values: tuple[tuple[str, str], ...] = ()  # `--input NAME=VALUE`: constant inputs
+    reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--reshape NAME:DIMS`: declared dims rewritten
 
     @property
     def batch(self) -> int:
@@ -84,7 +87,16 @@ class OptimizeRequest:
             "options": dict(self.options),
             "threads": self.threads,
             "machine": self.machine,
+        } | self._inputs_dict()
+
+    def _inputs_dict(self) -> dict[str, Any]:
+        # Only when given: a run without them reads the same as before they existed.
+        inputs = {
+            "input_shapes": {name: list(dims) for name, dims in self.input_shapes},
+            "input_values": dict(self.input_values),
+            "reshape": {name: list(dims) for name, dims in self.reshape},
         }
+        return {key: value for key, value in inputs.items() if value}
 
 
 def check_request(request: OptimizeRequest) -> None:

@@ -63,7 +63,8 @@ def baseline_backend(run: Run) -> str:
 def fp32_artifact(run: Run, backend: str) -> str | None:
     """The artifact a float case of `backend` loads: the FP32 ONNX one for ONNX-reading engines, else (or for a
     model that has no ONNX form, an OpenVINO IR) the model itself."""
-    return FP32_ONNX if get_backend(backend).consumes_onnx and run.spec.kind != "openvino_ir" else None
+    graph_file = run.spec.kind in ("openvino_ir", "tflite")  # read as they are (OpenVINO, LiteRT)
+    return FP32_ONNX if get_backend(backend).consumes_onnx and not graph_file else None
 
 
 def step_baseline(run: Run) -> CaseResult | None:
@@ -93,6 +94,11 @@ def step_export(run: Run) -> Path | None:
     if run.spec.kind == "openvino_ir":
         skip(run, "export", "ONNX export", "an OpenVINO IR has no ONNX form: OpenVINO runs it as it is, the "
              "ONNX engines are not tried, and NNCF makes its INT8")  # fmt: skip
+        finish(run, "export", "skipped")
+        return None
+    if run.spec.kind == "tflite":
+        skip(run, "export", "ONNX export", "a .tflite file has no ONNX form: LiteRT and OpenVINO (its TFLite "
+             "frontend) run it as it is, the ONNX engines are not tried")  # fmt: skip
         finish(run, "export", "skipped")
         return None
     try:
@@ -196,6 +202,9 @@ def step_half(run: Run) -> None:
         "16-bit floats halve the bytes moved and, with AMX/AVX512-BF16/FP16, multiply the arithmetic rate; they "
         "keep FP32's range (BF16) or most of its precision (FP16), so no calibration is needed",
     )
+    if run.spec.default_precision != "fp32":
+        skip(run, "half", "bf16, fp16", f"the model is {run.spec.default_precision} by design: no float to halve")
+        return finish(run, "half", "skipped")
     backends = [c.backend for c in sorted(_fp32_cases(run), key=p50)]
     for precision in ("bf16", "fp16"):
         reason = hardware_precision_reason(precision, run.request.device)

@@ -108,6 +108,9 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
         "INT8 moves a quarter of FP32's bytes and runs on VNNI/AMX integer units — usually the largest CPU gain — "
         "but it changes the outputs, so it is calibrated on data and its accuracy is measured before it counts",
     )
+    if run.spec.default_precision == "int8":
+        skip(run, "int8", "int8", "the model is INT8 by design: the FP32 step ran its own INT8 graph on every engine")
+        return finish(run, "int8", "skipped")
     usable = plan_backends(run.request.device, run.request.backends).usable
     engines = [b for b in int8_engines(run.request.device) if b in usable]
     # An OpenVINO IR has no ONNX form: only NNCF quantizes it, as it is.

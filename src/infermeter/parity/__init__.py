@@ -81,6 +81,19 @@ def default_tolerance(
     return base
 
 
+def tolerance_for_reference(tolerance: Tolerance, reference_effective: str | None) -> Tolerance:
+    """The tolerance to judge against a reference that ran `reference_effective`: the looser of the requested
+    one and that precision's default. A model that is INT8 by design runs INT8 on the reference engine too, so
+    nothing can be expected closer to it than INT8 tolerances (two engines running the same INT8 graph differ
+    by a rounding step here and there, never by FP32's 1e-5)."""
+    order = list(_DEFAULTS)
+    if reference_effective not in _DEFAULTS or tolerance.precision not in _DEFAULTS:
+        return tolerance
+    if order.index(reference_effective) > order.index(tolerance.precision):
+        return _DEFAULTS[reference_effective]
+    return tolerance
+
+
 def _topk_agreement(ref: np.ndarray, cand: np.ndarray, k: int) -> float:
     ref_top = np.argsort(-ref, axis=1, kind="stable")[:, :k]
     cand_top = np.argsort(-cand, axis=1, kind="stable")[:, :k]

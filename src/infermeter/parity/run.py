@@ -42,6 +42,7 @@ from infermeter.parity import (
     default_tolerance,
     judge,
     parity_to_dict,
+    tolerance_for_reference,
 )
 
 
@@ -157,13 +158,17 @@ def check_backend(
     tolerance: Tolerance,
     served: ModelSpec | None = None,
     session: Session | None = None,
+    reference_precision: str | None = None,
 ) -> ParityRecord:
     """The verdict of one candidate (`case.backend`) against `reference_outputs` on the same `feed_sets`.
 
     `served` replaces the model the candidate loads (see `candidate_spec`); `session`, when given, is an
     already-loaded session of `case` to use instead of loading one (it is not closed here). Never raises for
-    the candidate's own failures: they become `error` (or `unavailable`) records.
+    the candidate's own failures: they become `error` (or `unavailable`) records. `reference_precision` is what
+    the reference really ran: a looser one than `tolerance`'s (the model's own INT8 graph) sets the tolerance
+    (`tolerance_for_reference`).
     """
+    tolerance = tolerance_for_reference(tolerance, reference_precision)
     record = ParityRecord(case.backend, reference, case.precision, "error", "", tolerance, samples=len(feed_sets))
     try:
         if session is not None:
@@ -187,17 +192,23 @@ def check_backend(
     return record
 
 
+def reference_run(
+    spec: ModelSpec, case: Case, feed_sets: Sequence[Feeds], reference: str
+) -> tuple[list[list[np.ndarray]], str]:
+    """The reference's outputs for `feed_sets` and the precision it really ran (the model's own graph: int8 for
+    a quantized model); BackendError when the reference itself cannot run (then no candidate can be judged)."""
+    ref_case = reference_case(case, reference)
+    try:
+        return load_and_run(spec, ref_case, feed_sets)
+    except Exception as exc:
+        raise BackendError(f"the reference ({reference}) could not run {spec.ref}: {describe_exception(exc)}") from exc
+
+
 def reference_outputs(
     spec: ModelSpec, case: Case, feed_sets: Sequence[Feeds], reference: str
 ) -> list[list[np.ndarray]]:
-    """The reference's outputs for `feed_sets`; BackendError when the reference itself cannot run (then no
-    candidate can be judged)."""
-    ref_case = reference_case(case, reference)
-    try:
-        outputs, _ = load_and_run(spec, ref_case, feed_sets)
-    except Exception as exc:
-        raise BackendError(f"the reference ({reference}) could not run {spec.ref}: {describe_exception(exc)}") from exc
-    return outputs
+    """The reference's outputs alone (see `reference_run`)."""
+    return reference_run(spec, case, feed_sets, reference)[0]
 
 
 def check_case_parity(
@@ -224,8 +235,9 @@ def check_case_parity(
     try:
         ref_name = choose_reference(spec, reference)
         feeds = case_feed_sets(spec.inputs, case, samples, seed)  # the case's own data and constants, if any
-        expected = reference_outputs(spec, case, feeds, ref_name)
+        expected, ran = reference_run(spec, case, feeds, ref_name)
     except InfermeterError as exc:
         record = ParityRecord(case.backend, reference or "?", case.precision, "error", str(exc), tolerance)
         return parity_to_dict(record)
-    return parity_to_dict(check_backend(spec, case, feeds, expected, ref_name, tolerance, session=session))
+    record = check_backend(spec, case, feeds, expected, ref_name, tolerance, session=session, reference_precision=ran)
+    return parity_to_dict(record)

@@ -45,11 +45,16 @@ def random_calibration_warning(
 
 @dataclass(frozen=True)
 class SampleSet:
-    """Model inputs for `count` samples, stacked along axis 0 of every array, and optional integer labels."""
+    """Model inputs for `count` samples, stacked along axis 0 of every array, and optional integer labels.
+
+    `constants` are inputs set with `--input NAME=VALUE`, the same for every sample, each given for one sample
+    and whether it is batched: a batched one (`sr [batch]`) is repeated to each batch's rows, an unbatched one (a
+    control vector `scales [3]`) is fed as it is."""
 
     arrays: dict[str, np.ndarray]
     labels: np.ndarray | None
     source: str
+    constants: tuple[tuple[str, np.ndarray, bool], ...] = ()
 
     @property
     def count(self) -> int:
@@ -59,24 +64,41 @@ class SampleSet:
     def head(self, count: int) -> SampleSet:
         """The first `count` samples (all of them when there are fewer)."""
         labels = None if self.labels is None else self.labels[:count]
-        return SampleSet({k: v[:count] for k, v in self.arrays.items()}, labels, self.source)
+        return SampleSet({k: v[:count] for k, v in self.arrays.items()}, labels, self.source, self.constants)
 
     def split(self, count: int) -> tuple[SampleSet, SampleSet]:
         """The first `count` samples and the rest."""
         rest_labels = None if self.labels is None else self.labels[count:]
-        rest = SampleSet({k: v[count:] for k, v in self.arrays.items()}, rest_labels, self.source)
+        rest = SampleSet({k: v[count:] for k, v in self.arrays.items()}, rest_labels, self.source, self.constants)
         return self.head(count), rest
 
-    def batches(self, batch_size: int) -> Iterator[Feeds]:
-        """Feeds of at most `batch_size` samples each, in order."""
+    def batches(self, batch_size: int, pad: bool = False) -> Iterator[Feeds]:
+        """Feeds of at most `batch_size` samples each, in order (`pad`: a short last batch repeats its last
+        sample up to `batch_size`, for a model that fixes its batch), with the constants."""
         for start in range(0, self.count, batch_size):
-            yield {k: v[start : start + batch_size] for k, v in self.arrays.items()}
+            feeds = {k: v[start : start + batch_size] for k, v in self.arrays.items()}
+            rows = next(iter(feeds.values())).shape[0]
+            if pad and rows < batch_size:
+                feeds = {k: np.concatenate([v, np.repeat(v[-1:], batch_size - rows, axis=0)]) for k, v in feeds.items()}
+                rows = batch_size
+            for name, array, batched in self.constants:
+                feeds[name] = np.repeat(array, rows, axis=0) if batched else array
+            yield feeds
 
 
-def random_samples(inputs: Sequence[InputSpec], count: int, seed: int = 0, sequence_length: int = 16) -> SampleSet:
-    """`count` generated samples (what `bench` feeds); symbolic non-batch dims become `sequence_length`."""
-    overrides = [(i.name, tuple(d if isinstance(d, int) else sequence_length for d in i.shape)) for i in inputs]
-    shapes = resolve_shapes(inputs, 1, overrides)
+def random_samples(
+    inputs: Sequence[InputSpec],
+    count: int,
+    seed: int = 0,
+    sequence_length: int = 16,
+    overrides: Sequence[tuple[str, tuple[int, ...]]] = (),
+) -> SampleSet:
+    """`count` generated samples (what `bench` feeds); symbolic non-batch dims become `sequence_length`, unless
+    `overrides` (`--input NAME:DIMS`, their batch taken as one sample) size them."""
+    given = dict(overrides)
+    sized = [(i.name, given.get(i.name) or tuple(d if isinstance(d, int) else sequence_length for d in i.shape))
+             for i in inputs]  # fmt: skip
+    shapes = resolve_shapes(inputs, 1, sized)
     feeds = generate_feeds(inputs, shapes, count, seed)
     arrays = {i.name: np.concatenate([f[i.name] for f in feeds]) for i in inputs}
     return SampleSet(arrays, None, f"random data (seed {seed})")

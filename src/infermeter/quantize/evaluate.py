@@ -31,18 +31,14 @@ class ModelRunner:
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3
                 self._ort: Any = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-                fixed = [i.shape[0] for i in self._ort.get_inputs() if i.shape and isinstance(i.shape[0], int)]
+                fixed = _fixed_batch([(i.name, list(i.shape)) for i in self._ort.get_inputs()])
                 self.output_names = [o.name for o in self._ort.get_outputs()]
             else:
                 import openvino as ov
 
                 core = ov.Core()
                 model = core.read_model(str(path))
-                fixed = [
-                    p.get_partial_shape()[0].get_length()
-                    for p in model.inputs
-                    if p.get_partial_shape().rank.get_length() > 0 and p.get_partial_shape()[0].is_static
-                ]
+                fixed = _fixed_batch([(p.get_any_name(), _ov_dims(p.get_partial_shape())) for p in model.inputs])
                 # f32 for the layers a graph leaves in float: the CPU plugin's default is bf16 on AMX/AVX512-BF16 CPUs.
                 config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
                 self._compiled: Any = core.compile_model(model, "CPU", config)
@@ -55,7 +51,7 @@ class ModelRunner:
             raise UsageError(f"running {path.name} needs {exc.name}: {hint}") from exc
         except Exception as exc:
             raise BackendError(f"could not load {path}: {describe_exception(exc)}") from exc
-        self.fixed_batch: int | None = fixed[0] if fixed else None
+        self.fixed_batch: int | None = fixed
 
     @classmethod
     def of_compiled(cls, compiled: Any) -> ModelRunner:
@@ -63,9 +59,9 @@ class ModelRunner:
         runner = cls.__new__(cls)
         runner.path, runner._kind, runner._compiled = Path("<compiled>"), "openvino", compiled
         runner.output_names = [o.get_any_name() for o in compiled.outputs]
-        shapes = [p.get_partial_shape() for p in compiled.inputs]
-        fixed = [s[0].get_length() for s in shapes if s.rank.get_length() > 0 and s[0].is_static]
-        runner.fixed_batch = fixed[0] if fixed else None
+        runner.fixed_batch = _fixed_batch(
+            [(p.get_any_name(), _ov_dims(p.get_partial_shape())) for p in compiled.inputs]
+        )
         return runner
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -79,16 +75,29 @@ class ModelRunner:
         """The first output for every sample, concatenated; token states are mean-pooled into embeddings."""
         size = self.fixed_batch or batch_size
         outputs = []
-        for feeds in samples.batches(size):
-            count = next(iter(feeds.values())).shape[0]
-            if count < size and self.fixed_batch:  # a fixed-batch model: pad the last batch, drop the padding
-                feeds = {k: np.concatenate([v, np.repeat(v[-1:], size - count, axis=0)]) for k, v in feeds.items()}
+        # A fixed-batch model gets its last batch padded; the padding's outputs are dropped.
+        starts = range(0, samples.count, size)
+        for start, feeds in zip(starts, samples.batches(size, pad=bool(self.fixed_batch)), strict=True):
+            count = min(size, samples.count - start)
             out = self.run(feeds)[:count]
             if out.ndim == 3:
                 mask = next((v[:count] for k, v in feeds.items() if "mask" in k.lower()), None)
                 out = metrics.mean_pool(out, mask)
             outputs.append(out)
         return np.concatenate(outputs)
+
+
+def _ov_dims(shape: Any) -> list[int | None]:
+    return [d.get_length() if d.is_static else None for d in shape] if shape.rank.is_static else []
+
+
+def _fixed_batch(inputs: list[tuple[str, list[Any]]]) -> int | None:
+    """The batch a model file fixes, by the rule of `models.inputs.fixed_batch` (a control vector is no batch)."""
+    from infermeter.models.inputs import InputSpec, fixed_batch
+
+    specs = [InputSpec(name, "float32", tuple(d if isinstance(d, int) else "?" for d in dims)) for name, dims in inputs]
+    found = fixed_batch([s if s.shape else InputSpec(s.name, s.dtype, (), batch_axis=None) for s in specs])
+    return found[1] if found else None
 
 
 def task_kind(task: str, output: np.ndarray, has_labels: bool) -> str:

@@ -30,6 +30,7 @@ def measure_file(
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = (),
     settings: MeasureSettings = QUICK_SETTINGS,
     batch: int = 1,
+    input_values: tuple[tuple[str, str], ...] = (),
 ) -> CaseResult:
     """Measure `path` at `batch` in a fresh worker (`measure.worker.run_isolated`: its own memory, crash and
     timeout). The case's precision is the file's own (a quantized file runs in int8 whatever is asked), recorded
@@ -42,7 +43,8 @@ def measure_file(
     spec = resolve_model(str(path))
     supported = get_backend(backend).precisions
     requested = precision if precision in supported else "fp32"
-    case = Case(str(path), backend, requested, batch, "static", threads, input_shapes, (), settings)
+    case = Case(str(path), backend, requested, batch, "static", threads, input_shapes, (), settings,
+                input_values=input_values)  # fmt: skip
     result = run_isolated(spec, case)
     if requested != precision:
         # The backend only accepts fp32 requests; the file itself fixes the precision, so record that one.

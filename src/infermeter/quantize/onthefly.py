@@ -20,9 +20,7 @@ from infermeter.models.spec import ModelSpec, file_sha256
 from infermeter.quantize.data import (
     RANDOM_CALIBRATION_SAMPLES,
     SampleSet,
-    load_samples,
     random_calibration_warning,
-    random_samples,
 )
 from infermeter.quantize.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
 from infermeter.results.schema import CaseWarning
@@ -62,14 +60,19 @@ class Calibration:
 
     def samples(self, spec: ModelSpec, case: Case) -> SampleSet:
         """The samples themselves (loaded when a quantizer runs, not on a cache hit)."""
+        from infermeter.quantize.feeds import ModelInputs
+
+        feeds = ModelInputs(spec.inputs, case.input_shapes, case.input_values)
         if self.ref is None:
-            return random_samples(spec.inputs, RANDOM_CALIBRATION_SAMPLES, case.settings.seed + 1)
-        return load_samples(spec.inputs, self.ref, 300)
+            return feeds.random(RANDOM_CALIBRATION_SAMPLES, case.settings.seed + 1)
+        return feeds.load(self.ref, 300)
 
 
 def model_is_quantized(spec: ModelSpec) -> bool:
-    """True when the model's own graph is already INT8 (QDQ operators, FakeQuantize, int8 weights): it runs as it
-    is and nothing is quantized on the fly."""
+    """True when the model's own graph is already INT8 (QDQ operators, FakeQuantize, quantized tensors, int8
+    weights; `ModelSpec.precision`, read with the model): it runs as it is and nothing is quantized on the fly."""
+    if spec.precision is not None:
+        return spec.precision == "int8"
     if spec.kind == "openvino_ir" and spec.path:
         from infermeter.quantize.ov_quant import ir_precision
 

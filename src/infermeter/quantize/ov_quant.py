@@ -147,11 +147,6 @@ def ir_precision(path: Path) -> str:
     """int8 when the IR holds FakeQuantize operations or int8/uint8 weights, else fp32/fp16 by its weights."""
     import openvino as ov
 
-    model = ov.Core().read_model(str(path))
-    types = {op.get_type_name() for op in model.get_ops()}
-    if "FakeQuantize" in types or "FakeConvert" in types:
-        return "int8"
-    constants = {str(op.get_output_element_type(0)) for op in model.get_ops() if op.get_type_name() == "Constant"}
-    if constants & {"<Type: 'int8_t'>", "<Type: 'uint8_t'>", "i8", "u8"}:
-        return "int8"
-    return "fp16" if constants & {"<Type: 'float16'>", "f16"} else "fp32"
+    from infermeter.models.openvino_ir import ir_model_precision
+
+    return ir_model_precision(ov.Core().read_model(str(path)))

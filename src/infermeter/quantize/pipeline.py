@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import InfermeterError, UsageError
+from infermeter.models.input_flags import Sizes, Values
+from infermeter.models.reshape import reshape_notes
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
 from infermeter.quantize.data import (
     RANDOM_CALIBRATION_SAMPLES,
@@ -18,9 +20,10 @@ from infermeter.quantize.data import (
     calibration_warnings,
     load_samples,
     random_calibration_warning,
-    random_samples,
 )
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
+from infermeter.quantize.feeds import own as own_inputs
+from infermeter.quantize.feeds import sample_shapes
 from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
 from infermeter.results.records import QuantizedVariant, write_record
@@ -52,6 +55,9 @@ class QuantizeRequest:
     latency: bool = True
     threads: int = 1
     seed: int = 0
+    input_shapes: Sizes = ()  # --input NAME:DIMS: the generated samples' shapes
+    input_values: Values = ()  # --input NAME=VALUE: constant inputs the data need not hold
+    reshape: Sizes = ()  # --reshape NAME:DIMS: the model's declared dims rewritten before anything runs
 
 
 @dataclass
@@ -103,10 +109,6 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"-o {str(request.output)!r}: --engine {request.engine} writes a {wanted} file")
 
 
-def _sample_shapes(samples: SampleSet) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    return tuple((name, (1, *array.shape[1:])) for name, array in samples.arrays.items())
-
-
 def _fp32_source(spec: ModelSpec, scratch: Path) -> tuple[Path, Path, str]:
     """The float model to quantize (the ONNX form, or an OpenVINO IR as it is) and the file the FP32 reference
     runs (ONNX Runtime's pre-processed graph; the IR itself), with a note."""
@@ -123,14 +125,16 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
     """Run the whole request (see the module docstring). Raises InfermeterError subclasses for bad input."""
     check_request(request)
     progress = on_progress or (lambda _msg: None)
-    spec = resolve_model(request.model)
+    spec = resolve_model(request.model, request.reshape)
     outcome = QuantizeOutcome(request.output)
+    outcome.notes.extend(reshape_notes(spec))
     static = request.config.mode == "static"
     progress("loading data")
-    calib = load_samples(spec.inputs, request.calib, request.calib_size) if request.calib else None
-    evaluation = load_samples(spec.inputs, request.eval) if request.eval else None
+    feeds = own_inputs(spec.inputs, request.input_shapes, request.input_values)
+    calib = feeds.load(request.calib, request.calib_size) if request.calib else None
+    evaluation = feeds.load(request.eval) if request.eval else None
     if static and calib is None:
-        calib = random_samples(spec.inputs, RANDOM_CALIBRATION_SAMPLES, request.seed + 1)
+        calib = feeds.random(RANDOM_CALIBRATION_SAMPLES, request.seed + 1)
         outcome.warnings.append(random_calibration_warning(RANDOM_CALIBRATION_SAMPLES))
     elif calib is not None and not static:
         outcome.notes.append("--calib is not used by dynamic quantization (activation ranges are taken at run time)")
@@ -141,7 +145,7 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
             evaluation = calib
             outcome.notes.append("no --eval: accuracy is agreement with FP32 on the calibration samples")
         else:
-            evaluation = random_samples(spec.inputs, 64, request.seed + 2)
+            evaluation = feeds.random(64, request.seed + 2)
             outcome.notes.append("no --eval: accuracy is agreement with FP32 on random inputs (not a task metric)")
     with tempfile.TemporaryDirectory(prefix="infermeter-quantize-") as scratch_name:
         scratch = Path(scratch_name)
@@ -248,10 +252,10 @@ def _search_mixed(
     if request.latency:
         from infermeter.quantize.latency import measure_file
 
-        shapes = _sample_shapes(evaluation)
+        shapes = sample_shapes(evaluation)
 
         def measure(path: Path) -> float | None:
-            timing = measure_file(path, request.threads, shapes)
+            timing = measure_file(path, request.threads, shapes, input_values=request.input_values)
             return timing.latency_ms.p50 if timing.latency_ms else None
 
     frontier, best = greedy_mixed(
@@ -337,11 +341,11 @@ def _time_rows(
 ) -> None:
     from infermeter.quantize.latency import measure_file
 
-    shapes = _sample_shapes(evaluation)
+    shapes = sample_shapes(evaluation)
     for row in outcome.rows:
         progress(f"timing {row.label}")
         try:
-            row.timing = measure_file(row.path, request.threads, shapes)
+            row.timing = measure_file(row.path, request.threads, shapes, input_values=request.input_values)
         except InfermeterError as exc:  # e.g. a file kind `bench` cannot load yet: accuracy still stands
             outcome.notes.append(f"{row.label} not timed: {exc}")
             continue

@@ -9,6 +9,7 @@ from infermeter.backends.variant import variant_label
 from infermeter.report.int8 import int8_explanation
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
+from infermeter.results.records.int8 import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
 
@@ -149,14 +150,15 @@ def format_ms(value: float | None) -> str:
 def precision_cell(case: CaseResult) -> str:
     """`fp32`, or `fp32→bf16` when the engine runs another precision than requested; an INT8 row names the
     quantizer that made its graph and, when the engine says, how many of its compute layers ran int8
-    (`int8 (nncf 27/30)`; `Int8Run`)."""
+    (`int8 (nncf 27/30)`; `int8 (model)` for a graph that came quantized; `Int8Run`)."""
     effective = case.precision_effective
     cell = case.precision if effective is None or effective == case.precision else f"{case.precision}→{effective}"
     int8 = read_record(case, Int8Run)
     if int8 is None:
         return cell
     layers = f" {int8.mix.counts.get('int8', 0)}/{int8.mix.total}" if int8.mix is not None else ""
-    return f"{cell} ({int8.quantizer}{layers})"
+    # A graph that came quantized is the model's own precision: `int8 (model)`, not a quantizer of ours.
+    return f"{cell} ({'model' if int8.quantizer == GIVEN else int8.quantizer}{layers})"
 
 
 def parity_failed(case: CaseResult) -> bool:

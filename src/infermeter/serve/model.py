@@ -55,6 +55,7 @@ class ServeConfig:
     warmup_iterations: int = 3
     data: str | None = None  # real samples for the warm-up (`--data`)
     input_values: tuple[tuple[str, str], ...] = ()  # constants a request may leave out (`--input NAME=VALUE`)
+    reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # declared dims rewritten (`--reshape`, models.reshape)
 
 
 def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
@@ -119,7 +120,7 @@ class ServedModel:
     data: tuple[DataSource, SampleSet] | None = None
 
     def __post_init__(self) -> None:
-        self.spec = resolve_model(self.config.model)
+        self.spec = resolve_model(self.config.model, self.config.reshape)
         self.name = self.config.name or (Path(self.spec.ref).stem if self.spec.kind != "zoo" else self.spec.name)
         self.buckets = parse_buckets(self.config.buckets, self.spec.inputs)
         backend = get_backend(self.config.backend)
@@ -147,6 +148,7 @@ class ServedModel:
             threads,
             self.config.input_shapes,
             self.options,
+            reshape=self.spec.reshape,
         )
 
     def load(self, threads: int) -> None:
