@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from real_models_corpus import CORPUS, RealModel, fetch, write_data
+from real_models_corpus import CORPUS, RealModel, fetch
 from real_models_doc import write_doc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,6 @@ class Run:
     model: RealModel
     path: Path
     work: Path
-    data: Path | None
     max_time_s: float | None
     load_s: float
 
@@ -114,8 +113,7 @@ def case_error(case: dict[str, Any]) -> str:
 # --- the commands: arguments, and the cell made from what each wrote ---------------------------------------------
 def bench_args(run: Run) -> list[str]:
     timing = ["--max-time", str(run.max_time_s)] if run.max_time_s else []
-    flags = [f for text in run.model.inputs for f in ("--input", text)]
-    return ["bench", str(run.path), *flags, *timing, "--no-history", "-o", str(run.out("bench"))]
+    return ["bench", str(run.path), *run.model.flags(), *timing, "--no-history", "-o", str(run.out("bench"))]
 
 
 def bench_cell(run: Run) -> str | None:
@@ -123,15 +121,17 @@ def bench_cell(run: Run) -> str | None:
     parts: dict[str, list[str]] = {}
     for case in cases:
         if case["status"] == "ok" and case.get("latency_ms"):
-            parts.setdefault(case["backend"], []).append(f"b{case['batch']} {_ms(case['latency_ms']['p50'])}")
+            # The precision shows when it is not fp32: a model's own int8, or an engine that ran another one.
+            ran = case.get("precision_effective") or case["precision"]
+            label = case["backend"] if (case["precision"], ran) == ("fp32", "fp32") else f"{case['backend']} {ran}"
+            parts.setdefault(label, []).append(f"b{case['batch']} {_ms(case['latency_ms']['p50'])}")
     failed = [case_error(c) for c in cases if c["status"] not in ("ok", "unavailable", "skipped")]
     timed = "; ".join(f"{backend} {', '.join(items)} ms" for backend, items in parts.items())
     return "; ".join(filter(None, ["P50 " + timed if timed else "", *failed])) or None
 
 
 def parity_args(run: Run) -> list[str]:
-    flags = [f for text in run.model.inputs for f in ("--input", text)]
-    return ["parity", str(run.path), *flags, "-o", str(run.out("parity"))]
+    return ["parity", str(run.path), *run.model.flags(), "-o", str(run.out("parity"))]
 
 
 def parity_cell(run: Run) -> str | None:
@@ -149,8 +149,7 @@ def parity_cell(run: Run) -> str | None:
 
 
 def inspect_args(run: Run) -> list[str]:
-    flags = [f for text in run.model.shape_inputs() for f in ("--input", text)]
-    return ["inspect", str(run.path), *flags, "--json"]
+    return ["inspect", str(run.path), *run.model.flags(shapes_only=True), "--json"]
 
 
 def _si(value: float) -> str:
@@ -178,9 +177,8 @@ def inspect_cell(run: Run, outcome: Outcome) -> str | None:
 
 
 def quantize_args(run: Run) -> list[str]:
-    data = ["--calib", str(run.data), "--eval", str(run.data)] if run.data else []
-    output = run.out("int8", ".onnx")
-    return ["quantize", str(run.path), "-o", str(output), *data, "--results", str(run.out("quantize"))]
+    output = run.out("int8", ".onnx")  # calibrated and scored on generated samples at the model's --input flags
+    return ["quantize", str(run.path), "-o", str(output), *run.model.flags(), "--results", str(run.out("quantize"))]
 
 
 def quantize_cell(run: Run) -> str | None:
@@ -252,7 +250,8 @@ def serve_and_load(run: Run) -> str:
     """`serve` the model in the background, `load` it for a few seconds (offline: the most it answers), stop it."""
     flags = [f for text in run.model.inputs for f in ("--input", text)]
     log = run.out("serve", ".log")
-    serve = [*CLI, "serve", str(run.path), "-b", SERVE_BACKEND[run.model.kind], "--port", "0", *flags]
+    reshape = [f for text in run.model.reshape for f in ("--reshape", text)]
+    serve = [*CLI, "serve", str(run.path), "-b", SERVE_BACKEND[run.model.kind], "--port", "0", *flags, *reshape]
     env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1"}
     with log.open("w") as sink:
         server = subprocess.Popen(serve, stdout=sink, stderr=subprocess.STDOUT, text=True, env=env,
@@ -299,8 +298,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     matrix: dict[str, list[str]] = {}
     for model in (m for m in CORPUS if m.key in keys):
-        data = write_data(model, paths[model.key], work / f"{model.key}-data.npz") if model.kind == "onnx" else None
-        run = Run(model, paths[model.key], work, data, args.max_time, args.load_s)
+        run = Run(model, paths[model.key], work, args.max_time, args.load_s)
         matrix[model.key] = []
         for command in COMMANDS:
             print(f"{model.key}: {command.name}…", flush=True)

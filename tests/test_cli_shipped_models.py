@@ -42,6 +42,20 @@ def test_an_int8_model_runs_at_its_own_precision_and_passes_parity(tmp_path: Pat
     assert "reference onnxruntime int8 (the model's own graph)" in proc.stdout and "tolerance int8" in proc.stdout
 
 
+def test_optimize_keeps_openvino_on_an_int8_model(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    model = qdq_mlp(tmp_path / "mlp_qdq.onnx")
+    flags = ["-b", "onnxruntime,openvino", "--threads", "2", "--min-time", "0.1", "--max-time", "1"]
+    proc = run_cli("optimize", model, *flags, "--iterations", "10", "--warmup", "2", "-o", str(tmp_path / "opt"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cases = load_json(tmp_path / "opt" / "results.json")["cases"]
+    assert {c["precision"] for c in cases} == {"int8"}  # the model's own precision, never an FP32 that is not there
+    openvino = [c for c in cases if c["backend"] == "openvino" and c.get("parity")]
+    assert openvino and all(c["parity"]["status"] == "pass" for c in openvino)
+    assert all(c["parity"]["tolerance"]["precision"] == "int8" for c in openvino)
+    assert "openvino int8" in proc.stdout.split("candidates meeting the constraints")[1].split("Pick")[0]
+
+
 def test_a_declared_static_model_runs_reshaped_in_bench_and_parity(tmp_path: Path) -> None:
     model = baked_detector(tmp_path / "detector.onnx")
     refused = run_cli("bench", model, "-b", "onnxruntime", "--input", "images:1x3x48x64", *FAST)
@@ -71,7 +85,7 @@ def test_an_input_named_with_a_colon_in_inspect_and_bench(tmp_path: Path) -> Non
 def test_a_control_vector_beside_batched_inputs_runs_at_batch_one(tmp_path: Path) -> None:
     model = control_vector_tts(tmp_path / "tts.onnx")
     flags = ["--input", "input:1x50", "--input", "input_lengths=50", "--input", "scales=0.667,1,0.8"]
-    _, cases = _bench(model, "-b", "onnxruntime", *flags, out=tmp_path / "r.json")
+    _, cases = _bench(model, "-b", "onnxruntime", "--batch", "1", *flags, out=tmp_path / "r.json")
     (case,) = cases
     assert case["status"] == "ok" and case["batch"] == 1, case["error"]
     assert case["input_values"] == {"input_lengths": "50", "scales": "0.667,1,0.8"}

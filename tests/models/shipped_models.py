@@ -62,9 +62,10 @@ def qdq_mlp(path: Path) -> str:
     return str(path)
 
 
-def baked_detector(path: Path) -> str:
+def baked_detector(path: Path, weights_as_inputs: bool = False) -> str:
     """images [10, 3, 32, 32] (the export's dummy shape) -> Conv, GlobalAveragePool, Flatten -> out [10, 4]:
-    nothing in the graph fixes the size, so it runs at [1, 3, 48, 64] once the dims are rewritten."""
+    nothing in the graph fixes the size, so it runs at [1, 3, 48, 64] once the dims are rewritten.
+    `weights_as_inputs`: the weight listed among the graph's inputs too, as old exporters (CenterFace's) wrote."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -74,10 +75,11 @@ def baked_detector(path: Path) -> str:
         helper.make_node("GlobalAveragePool", ["c"], ["p"]),
         helper.make_node("Flatten", ["p"], ["out"]),
     ]
+    weight_input = [helper.make_tensor_value_info("Wc", TensorProto.FLOAT, [4, 3, 3, 3])] if weights_as_inputs else []
     graph = helper.make_graph(
         nodes,
         "detector",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [10, 3, 32, 32])],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [10, 3, 32, 32]), *weight_input],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, [10, 4])],
         [numpy_helper.from_array(weight, "Wc")],
     )

@@ -130,6 +130,32 @@ def test_reshape_rewrites_declared_dims_into_the_cache(tmp_path: Path, cache_dir
         resolve_model("tiny_cnn", (("input", (1, 3, 64, 64)),))
 
 
+def test_reshape_keeps_weights_an_old_exporter_listed_as_inputs(tmp_path: Path) -> None:
+    path = baked_detector(tmp_path / "old.onnx", weights_as_inputs=True)
+    assert [i.name for i in resolve_model(path).inputs] == ["images"]  # a weight is not an input to feed
+    spec = resolve_model(path, (("images", (1, 3, 48, 64)),))
+    assert spec.inputs[0].shape == (1, 3, 48, 64)
+
+
+def test_quantize_samples_carry_constants_batched_or_not() -> None:
+    from infermeter.quantize.feeds import ModelInputs
+
+    tts = (
+        InputSpec("input", "int64", ("batch", "phonemes"), int_range=(0, 50)),
+        InputSpec("input_lengths", "int64", ("batch",)),
+        InputSpec("scales", "float32", (3,)),
+    )
+    feeds = ModelInputs(tts, (("input", (1, 20)),), (("input_lengths", "20"), ("scales", "0.5,1,0.8")))
+    feeds.check()
+    samples = feeds.random(5, seed=0)
+    assert samples.arrays["input"].shape == (5, 20) and set(samples.arrays) == {"input"}
+    first = next(samples.batches(4))
+    assert first["input"].shape == (4, 20) and first["input_lengths"].tolist() == [20] * 4
+    np.testing.assert_allclose(first["scales"], [0.5, 1.0, 0.8])  # the control vector fed as it is, not batched
+    with pytest.raises(InputSpecError, match="did you mean 'scales'"):
+        ModelInputs(tts, (), (("scale", "1"),)).check()
+
+
 def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> None:
     from infermeter.measure.build import open_session
 

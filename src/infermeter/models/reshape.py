@@ -28,7 +28,7 @@ from infermeter.errors import InputSpecError, ModelError, UsageError, engine_mes
 from infermeter.models.input_flags import Sizes, join_pieces, parse_input_override, unknown_input
 from infermeter.models.spec import ModelSpec
 
-_VERSION = 1  # of the rewrite: part of the cache key
+_VERSION = 2  # of the rewrite: part of the cache key
 
 
 def parse_reshape(texts: Iterable[str]) -> Sizes:
@@ -70,7 +70,7 @@ def reshape_model(spec: ModelSpec, reshape: Sizes) -> ModelSpec:
         )
     from infermeter.models.convert import cached_build
 
-    key = {"model": spec.content_hash, "reshape": [[n, list(d)] for n, d in reshape], "v": _VERSION}
+    key = {"model": spec.content_hash, "reshape": [[n, list(d)] for n, d in reshape], "v": _VERSION}  # by content
     # A folder entry: an IR's .bin (and a large ONNX file's external data) must stay beside the graph.
     name = "model.onnx" if spec.kind == "onnx" else "model.xml"
     rewrite = _rewrite_onnx if spec.kind == "onnx" else _rewrite_ir
@@ -93,9 +93,8 @@ def _rewrite_onnx(source: Path, reshape: Sizes, target: Path) -> str:
 
     model = onnx.load(str(source))
     given = dict(reshape)
-    initializers = {init.name for init in model.graph.initializer}
-    graph_inputs = [value for value in model.graph.input if value.name not in initializers]
-    current = {value.name: _dims(value) for value in graph_inputs}
+    # Every graph input, weights listed as inputs too (old exporters do): update_model_dims wants each one.
+    current = {value.name: _dims(value) for value in model.graph.input}
     outputs = {value.name: _dims(value) for value in model.graph.output}
     # Two passes: update_model_dims refuses to change a fixed dim, so the reshaped inputs and every output are
     # made symbolic first, then given their sizes (the outputs stay symbolic: shape inference fills them in).

@@ -32,9 +32,10 @@ class Outcome:
     explanation: list[str]
 
 
-def _evidence_reason(case: CaseResult) -> str | None:
-    """Reduced precision is believed only with evidence about its outputs: an accuracy score or a parity pass."""
-    if case.precision == "fp32" or not case.ok:
+def _evidence_reason(case: CaseResult, own: str = "fp32") -> str | None:
+    """Reduced precision is believed only with evidence about its outputs: an accuracy score or a parity pass.
+    The model's `own` precision needs none (an INT8-by-design model's own graph is the reference)."""
+    if case.precision in ("fp32", own) or not case.ok:
         return None
     parity = read_record(case, ParityRecord)
     if accuracy_drop(case) is not None or (parity is not None and parity.passed):
@@ -63,7 +64,7 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
           f"objective ({run.request.objective}), and keep a portable fallback")  # fmt: skip
     cases = []
     for case in run.measured():
-        reason = _evidence_reason(case)
+        reason = _evidence_reason(case, run.spec.default_precision)
         if reason:
             skip(run, "advise", case_label(case), reason)
         else:
