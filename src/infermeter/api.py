@@ -75,11 +75,16 @@ def _options(value: Mapping[str, object] | Sequence[str] | None) -> tuple[tuple[
 
 
 def _input_values(value: Mapping[str, object] | None) -> tuple[tuple[str, str], ...]:
-    """Constant inputs as a mapping ({"sr": 16000}), checked as `--input NAME=VALUE` is."""
+    """Constant inputs as a mapping ({"sr": 16000}, {"scales": [0.667, 1, 0.8]}), checked as `--input NAME=VALUE`
+    is."""
     from infermeter.models.input_flags import parse_input_flags
 
-    texts = [f"{name}={str(v).lower() if isinstance(v, bool) else v}" for name, v in (value or {}).items()]
-    return parse_input_flags(texts)[1]
+    def text(v: object) -> str:
+        if isinstance(v, str) or not isinstance(v, Sequence):
+            return str(v).lower() if isinstance(v, bool) else str(v)
+        return ",".join(text(item) for item in v)  # a small constant vector: {"scales": [0.667, 1, 0.8]}
+
+    return parse_input_flags([f"{name}={text(v)}" for name, v in (value or {}).items()])[1]
 
 
 def _unknown_keyword(key: str) -> UsageError:

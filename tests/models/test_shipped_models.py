@@ -156,6 +156,15 @@ def test_quantize_samples_carry_constants_batched_or_not() -> None:
         ModelInputs(tts, (), (("scale", "1"),)).check()
 
 
+def test_serve_loads_the_reshaped_model(tmp_path: Path) -> None:
+    from infermeter.serve.model import ServeConfig, ServedModel
+
+    path = baked_detector(tmp_path / "detector.onnx")
+    served = ServedModel(ServeConfig(path, "onnxruntime", max_batch=1, reshape=(("images", (1, 3, 48, 64)),)))
+    assert served.spec.inputs[0].shape == (1, 3, 48, 64)
+    assert served.case(1).reshape == (("images", (1, 3, 48, 64)),)
+
+
 def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> None:
     from infermeter.measure.build import open_session
 
