@@ -83,6 +83,8 @@ def test_a_constant_vector_fills_its_input() -> None:
     assert constant_array(spec, "2", (3,)).tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(InputSpecError, match="2 values"):
         constant_array(spec, "1,2", (3,))
+    with pytest.raises(InputSpecError, match="2 values"):  # checked before anything runs
+        check_input_values([spec], (("scales", "1,2"),))
 
 
 def test_the_model_s_own_precision_is_read_with_the_model(tmp_path: Path) -> None:

@@ -62,8 +62,11 @@ def check_input_values(inputs: Sequence[InputSpec], values: Values) -> None:
         if name not in by_name:
             raise unknown_input(f"--input {name}={text}", name, by_name)
         spec = by_name[name]
-        for value in value_numbers(text, f"--input {name}={text}"):
+        numbers = value_numbers(text, f"--input {name}={text}")
+        for value in numbers:
             _check_value(spec, text, value, np.dtype(spec.dtype))
+        if len(numbers) > 1 and all(isinstance(d, int) for d in spec.shape):
+            constant_array(spec, text, tuple(int(d) for d in spec.shape))  # a vector must fill a fixed shape
 
 
 def data_inputs(inputs: Sequence[InputSpec], values: Values) -> tuple[InputSpec, ...]:
