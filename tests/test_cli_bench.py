@@ -155,7 +155,7 @@ def test_ctrl_c_saves_finished_cases_and_says_how_to_resume(tmp_path: Path) -> N
         (["tiny_cnn", "-b", "null", "--precision", "fp64"], "--precision 'fp64' is not one of"),
         (["tiny_cnn", "-b", "null", "--iterations", "-3"], "--iterations -3 must be positive"),
         (["tiny_cnn", "-b", "null", "--input", "input:1xAx3"], "is not NAME:DIMS"),
-        (["tiny_cnn", "-b", "null", "--input", "pixels:1x3x32x32"], "the model's inputs are input"),
+        (["tiny_cnn", "-b", "null", "--input", "pixels:1x3x32x32"], "not an input of the model (its inputs: input)"),
         (["tiny_cnn", "-b", "null", "--input", "input:1x3x32"], "3 dims given"),
         (["tiny_cnn", "-b", "null", "--input", "input:1x4x32x32"], "fixed at 3"),
         (["tiny_cnn", "-b", "null", "--threads", "abc"], "'abc' is not a valid integer"),

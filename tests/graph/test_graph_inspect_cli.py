@@ -47,7 +47,7 @@ def test_inspect_table_and_bad_input(conv_relu: str) -> None:
     assert "activation memory" in proc.stdout and "peak at" in proc.stdout and "Conv→Relu" in proc.stdout
     for args, message in (
         (("inspect", conv_relu, "--batch", "0"), "--batch 0 must be positive"),
-        (("inspect", conv_relu, "--input", "y:1x2"), "--input names y"),
+        (("inspect", conv_relu, "--input", "y:1x2"), "--input names 'y', not an input of the model"),
         (("inspect", "no_such_model"), "unknown model"),
     ):
         bad = run_cli(*args)
