@@ -232,3 +232,11 @@ def test_colon_and_control_vector_models_resolve(tmp_path: Path) -> None:
     assert resolve_shapes(colon.inputs, 1, [(COLON_NAME, (1, 64, 1))]) == {COLON_NAME: (1, 64, 1)}
     tts = resolve_model(control_vector_tts(tmp_path / "tts.onnx"))
     assert fixed_batch(tts.inputs) is None and batched_inputs(tts.inputs) == {"input", "input_lengths"}
+
+
+def test_quantize_refuses_to_score_outputs_whose_size_follows_the_values() -> None:
+    from infermeter.quantize.evaluate import score
+
+    # A TTS model's audio: FP32 and INT8 durations differ, so do the lengths (a Piper voice did this).
+    with pytest.raises(ModelError, match="cannot be compared element by element"):
+        score("generic", np.zeros((2, 1, 38400), np.float32), np.zeros((2, 1, 38144), np.float32), None)

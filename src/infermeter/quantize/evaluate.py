@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import BackendError, UsageError, describe_exception
+from infermeter.errors import BackendError, ModelError, UsageError, describe_exception
 from infermeter.quantize import metrics
 from infermeter.quantize.data import SampleSet
 from infermeter.results.records.accuracy import Accuracy as Accuracy  # importable from here, as before records
@@ -84,6 +84,12 @@ class ModelRunner:
                 mask = next((v[:count] for k, v in feeds.items() if "mask" in k.lower()), None)
                 out = metrics.mean_pool(out, mask)
             outputs.append(out)
+        if len({o.shape[1:] for o in outputs}) > 1:
+            shapes = sorted({str(list(o.shape[1:])) for o in outputs})
+            raise ModelError(
+                f"{self.path.name}: its first output changes shape from batch to batch ({', '.join(shapes)}): its "
+                "size follows the computed values, so its outputs cannot be scored element by element"
+            )
         return np.concatenate(outputs)
 
 
@@ -110,7 +116,15 @@ def task_kind(task: str, output: np.ndarray, has_labels: bool) -> str:
 
 
 def score(kind: str, fp32: np.ndarray, quantized: np.ndarray, labels: np.ndarray | None) -> Accuracy:
-    """The quantized outputs scored against FP32's: top-1 with labels for classifiers, else agreement."""
+    """The quantized outputs scored against FP32's: top-1 with labels for classifiers, else agreement. ModelError
+    when their shapes differ: an output whose size follows the values (a TTS model's audio) has no element-wise
+    agreement to score."""
+    if fp32.shape != quantized.shape:
+        raise ModelError(
+            f"the quantized model's first output has shape {list(quantized.shape)}, FP32's {list(fp32.shape)}: its "
+            "size follows the computed values, so the two cannot be compared element by element (score it with a "
+            "task metric of your own on the written model)"
+        )
     cosines = metrics.cosine_similarities(quantized, fp32)
     details = {
         "cosine_mean": float(cosines.mean()),
