@@ -99,6 +99,13 @@ def test_quantize_takes_input_shapes_and_constants(tmp_path: Path) -> None:
     proc = run_cli("quantize", model, "-o", str(out), *flags, "--no-latency", "--threads", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert out.is_file() and "INT8 static" in proc.stdout
+    # --data as bench takes it: real samples for the data inputs, the constants still from --input.
+    np.savez(tmp_path / "phonemes.npz", input=np.random.default_rng(0).integers(0, 100, (16, 20)))
+    constants = ["--input", "input_lengths=20", "--input", "scales=1,1,1"]
+    proc = run_cli("quantize", model, "-o", str(out), "--data", str(tmp_path / "phonemes.npz"), *constants,
+                   "--no-latency", "--threads", "2")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "random_calibration" not in proc.stderr  # calibrated on the data, not on generated samples
 
 
 def test_a_tflite_model_on_litert_and_openvino_interleaved_and_in_parity(tmp_path: Path) -> None:
