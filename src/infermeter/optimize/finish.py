@@ -74,7 +74,7 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
     fallback = run.fp32_case_of("onnxruntime")
     if fallback is not None and not fallback.ok:
         fallback = None
-    explanation = explain(advice, fallback, baseline)
+    explanation = explain(advice, fallback, baseline, run.spec.default_precision)
     details = run.journal.details("advise")
     details.update(
         {
@@ -102,17 +102,21 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
 UNVERIFIED = "Accuracy is unverified: this case carries no accuracy measurement."
 
 
-def explain(advice: Advice, fallback: CaseResult | None, baseline: CaseResult | None) -> list[str]:
-    """advise's explanation, with what optimize knows beyond it: an FP32 pick whose parity passed has its
-    outputs proven equal to the reference; the fallback and the baseline named when the pick is one of them."""
+def explain(advice: Advice, fallback: CaseResult | None, baseline: CaseResult | None, own: str = "fp32") -> list[str]:
+    """advise's explanation, with what optimize knows beyond it: an FP32 pick (or one at the model's `own`
+    precision: an INT8-by-design model's own graph) whose parity passed has its outputs proven equal to the
+    reference; the fallback and the baseline named when the pick is one of them."""
     pick = advice.pick
     if pick is None:
         return list(advice.explanation)
     lines = []
     parity = read_record(pick, ParityRecord)
     for line in advice.explanation:
-        if line == UNVERIFIED and pick.precision == "fp32" and parity is not None and parity.passed:
-            line = "Accuracy: FP32 with outputs equal to the reference within the parity tolerance (no accuracy risk)."
+        if line == UNVERIFIED and pick.precision in ("fp32", own) and parity is not None and parity.passed:
+            what = "FP32" if pick.precision == "fp32" else f"the model's own {own.upper()} graph"
+            line = (
+                f"Accuracy: {what} with outputs equal to the reference within the parity tolerance (no accuracy risk)."
+            )
         elif line == UNVERIFIED and baseline is not None and pick.id == baseline.id:
             line = "Accuracy: this is the baseline itself (the reference)."
         lines.append(line)
