@@ -100,10 +100,17 @@ def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
     # tvm reads ONNX but compiles for static shapes only: no static/dynamic choice to compare.
     assert [n for n in backend_names() if get_backend(n).consumes_onnx] == [*shape_aware, "tvm"]
     assert [n for n in backend_names() if get_backend(n).slow_to_load] == ["torch-compile", "iree", "tvm"]
-    # openvino is the reference of an OpenVINO IR (its FP32 run of the same IR); torch and onnxruntime of the rest.
-    assert reference_backends() == {"torch": (), "onnxruntime": (("onnxruntime.opt_level", "disable"),), "openvino": ()}
+    # openvino is the reference of an OpenVINO IR (its FP32 run of the same IR), tflite (LiteRT) of a .tflite file;
+    # torch and onnxruntime of the rest.
+    assert reference_backends() == {
+        "torch": (),
+        "onnxruntime": (("onnxruntime.opt_level", "disable"),),
+        "openvino": (),
+        "tflite": (),
+    }
     assert quantize_engines() == ["onnxruntime", "openvino"]
     assert (backend_for_file(".onnx"), backend_for_file(".XML")) == ("onnxruntime", "openvino")
+    assert backend_for_file(".tflite") == "tflite"  # its own runtime, though OpenVINO reads it too
     assert servable_engines() == {
         "onnxruntime_onnx": "onnxruntime",
         "onnxruntime": "onnxruntime",

@@ -170,11 +170,14 @@ def default_backends() -> list[str]:
 
 
 def backend_for_file(suffix: str, device: str = "cpu") -> str:
-    """The first real backend of `device` that loads model files ending in `suffix` as they are; UsageError when
+    """The real backend of `device` whose own format `suffix` is (the first of its `model_files`: LiteRT for
+    .tflite, though OpenVINO reads it too), else the first that loads such files as they are; UsageError when
     none does."""
-    for cls in inference_backends():
-        if not cls.synthetic and cls.device == device and suffix.lower() in cls.model_files:
-            return cls.name
+    readers = [cls for cls in inference_backends()
+               if not cls.synthetic and cls.device == device and suffix.lower() in cls.model_files]  # fmt: skip
+    native = [cls for cls in readers if cls.model_files[0] == suffix.lower()]
+    if native or readers:
+        return (native or readers)[0].name
     raise UsageError(f"no {device} backend loads {suffix} files")
 
 

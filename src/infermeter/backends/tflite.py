@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -61,6 +61,8 @@ class TFLiteBackend(Backend):
     precisions = ("fp32", "int8")
     description = "LiteRT (TFLite) interpreter, .tflite models"
     model_files = (".tflite",)
+    # The parity reference of a .tflite file: the file's own runtime (OpenVINO reads it too, as a second engine).
+    reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ()
 
     @classmethod
     def available(cls) -> str | None:

@@ -337,6 +337,7 @@ def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = N
     if is_int8_file:
         annotate_int8(result)
         copy_record(base, result, Accuracy)  # the same artifact on the same engine: the same accuracy evidence
-    elif base.precision != "fp32" and not copy_record(base, result, Accuracy):
-        score_case(run, step, spec, result, base.precision)  # the base was not scored: score this one
+    elif base.precision not in ("fp32", run.spec.default_precision) and not copy_record(base, result, Accuracy):
+        # The base was not scored: score this one (a model's own precision is its reference: nothing to score).
+        score_case(run, step, spec, result, base.precision)
     run.save()

@@ -53,16 +53,18 @@ def reference_backends() -> dict[str, tuple[tuple[str, str], ...]]:
 
 def choose_reference(spec: ModelSpec, reference: str | None) -> str:
     """The reference backend: `reference` when given (checked), else torch for models with a torch form,
-    onnxruntime for ONNX files, and for another graph file the reference backend that reads it (openvino for an
-    OpenVINO IR: its FP32 run of the same IR)."""
+    onnxruntime for ONNX files, and for another graph file the reference backend whose own format it is (tflite
+    for a .tflite), else one that reads it (openvino for an OpenVINO IR: its FP32 run of the same IR)."""
     if reference is None:
         if spec.has_torch_form:
             return "torch"
         suffix = Path(spec.path or spec.ref).suffix.lower()
         if spec.kind != "onnx":
-            for name in reference_backends():
-                if suffix in get_backend(name).model_files:
-                    return name
+            readers = [name for name in reference_backends() if suffix in get_backend(name).model_files]
+            # The file's own runtime first (LiteRT for a .tflite, though OpenVINO reads it too).
+            native = [name for name in readers if get_backend(name).model_files[0] == suffix]
+            if native or readers:
+                return (native or readers)[0]
         return "onnxruntime"
     references = reference_backends()
     if reference not in references:
