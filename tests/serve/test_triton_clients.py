@@ -237,3 +237,25 @@ def test_load_drives_grpc_through_the_shared_batcher_and_metrics(served: Served)
     assert metric(httpx.get(f"http://{served.http}/metrics").text, 'infermeter_requests_total{code="200"') >= (
         counted + run.ok
     )
+
+
+def test_what_perf_analyzer_reads_over_http(served: Served) -> None:
+    """DEPLOY.md replays the measured load with perf_analyzer: every field its Triton client backend reads from
+    the statistics (ParseStatistics, rapidjson GetUint64 / GetString) is there, with that JSON type."""
+    import httpx
+
+    base = f"http://{served.http}"
+    assert isinstance(httpx.get(f"{base}/v2").json()["extensions"], list)
+    config = httpx.get(f"{base}/v2/models/linear/config").json()
+    assert isinstance(config["max_batch_size"], int) and all(isinstance(d, int) for d in config["input"][0]["dims"])
+    stat = httpx.get(f"{base}/v2/models/linear/stats").json()["model_stats"][0]
+    assert isinstance(stat["name"], str) and isinstance(stat["version"], str)
+    assert isinstance(stat["inference_count"], int) and isinstance(stat["execution_count"], int)
+    for key in ("success", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"):
+        assert isinstance(stat["inference_stats"][key]["count"], int), key
+        assert isinstance(stat["inference_stats"][key]["ns"], int), key
+    assert httpx.post(f"{base}/v2/repository/index", content=b'{"ready": true}').json() == [
+        {"name": "linear", "version": "1", "state": "READY"}
+    ]
+    bad = httpx.post(f"{base}/v2/repository/index", content=b"{not json")
+    assert bad.status_code == 400 and set(bad.json()) == {"error"}
