@@ -259,3 +259,26 @@ def test_what_perf_analyzer_reads_over_http(served: Served) -> None:
     ]
     bad = httpx.post(f"{base}/v2/repository/index", content=b"{not json")
     assert bad.status_code == 400 and set(bad.json()) == {"error"}
+
+
+def test_grpc_api_key_and_a_port_in_use() -> None:
+    """The API key guards gRPC as it guards HTTP (metadata `authorization: Bearer KEY`); a gRPC port already in
+    use is one UsageError (no silent port sharing)."""
+    from infermeter.errors import UsageError
+    from infermeter.serve.grpc_server import GrpcServer
+
+    thread = make_server("tiny_cnn", "null", api_key="sesame", grpc=True)
+    thread.start()
+    try:
+        assert thread.grpc_address is not None
+        locked = triton_grpc.InferenceServerClient(url=thread.grpc_address)
+        assert locked.is_server_live()  # health needs no key
+        with pytest.raises(triton_grpc.InferenceServerException, match="API key"):
+            locked.get_model_config("tiny_cnn")
+        config = locked.get_model_config("tiny_cnn", headers={"authorization": "Bearer sesame"}).config
+        assert config.name == "tiny_cnn" and config.platform == "infermeter_null"
+        host, port = thread.grpc_address.rsplit(":", 1)
+        with pytest.raises(UsageError, match="choose another --grpc-port"):
+            GrpcServer(thread.state, host, int(port)).start()
+    finally:
+        thread.stop()

@@ -164,14 +164,19 @@ class GrpcServer:
 
     async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
         limit = int(self.state.model.config.max_body_mb * 2**20)
-        options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", -1)]
+        # No SO_REUSEPORT (gRPC's default): a second server on a port in use must fail, not share it.
+        options = [
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+        ]
         server = grpc.aio.server(options=options)
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(_Servicer(self.state), server)  # type: ignore[no-untyped-call]
         try:
             self.port = server.add_insecure_port(self.address)
-        except RuntimeError as exc:
-            self._error = str(exc) or "the address is in use or not available"
-        if self._error is None and self.port == 0:
+        except RuntimeError:  # its message only says "failed to bind" and suggests a debug variable
+            self.port = 0
+        if self.port == 0:
             self._error = "the address is in use or not available"
         if self._error is not None:
             self._started.set()
