@@ -125,6 +125,8 @@ def test_http_client_index_config_infer_stats(served: Served) -> None:
         assert stats[key]["count"] == earlier[key]["count"] + 1
     assert stats["compute_infer"]["ns"] > earlier["compute_infer"]["ns"]
     assert after["last_inference"] > 0 and any(b["batch_size"] == 3 for b in after["batch_stats"])
+    every = client.get_inference_statistics()["model_stats"]  # GET /v2/models/stats: every model's
+    assert [m["name"] for m in every] == ["linear"]
 
 
 def test_http_errors_in_triton_shape(served: Served) -> None:
@@ -206,6 +208,12 @@ def test_malformed_grpc_requests_get_protocol_codes(served: Served) -> None:
         (request(shape=(1, 5), raw=20), grpc.StatusCode.INVALID_ARGUMENT, "dim 1 must be 4"),
         (request(shape=(1, -4)), grpc.StatusCode.INVALID_ARGUMENT, "negative dimension"),
     ]
+    typed = service_pb2.ModelInferRequest(model_name="linear")
+    typed.inputs.add(name="X", datatype="FP32", shape=[1, FEATURES]).contents.fp32_contents.extend([1.0, 2.0, 3.0])
+    cases.append((typed, grpc.StatusCode.INVALID_ARGUMENT, "contents.fp32_contents holds 3 values"))
+    two_raws = request()
+    two_raws.raw_input_contents.append(b"\0" * 16)
+    cases.append((two_raws, grpc.StatusCode.INVALID_ARGUMENT, "2 raw_input_contents for 1 inputs"))
     for message, code, text in cases:
         error = _bad(served, message)
         assert error.code() == code, (text, error.details())  # type: ignore[attr-defined]
