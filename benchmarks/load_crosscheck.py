@@ -275,9 +275,10 @@ Command: `{command}`
   arithmetic `load` uses (`LoadRun.achieved_qps`), so a ratio away from 1 is a difference in the rate the tools
   drove, not in how it is computed.
 - **Latency**: numpy percentiles of the successful requests' latencies, for both tools.
-- **Server ms**: the server's own mean time per successful request during each tool's runs (receipt to
-  response, from its Triton statistics, `GET /v2/models/NAME/stats`): a third witness. When it is the same for
-  both tools and the client latencies differ, the difference lies in the clients or the network stack.
+- **Server ms**: the server's own mean time per successful request during each tool's runs (from its Triton
+  statistics, `GET /v2/models/NAME/stats`: from the endpoint's start, headers parsed, to its response, so
+  without the socket and HTTP parsing time): a third witness. When it is the same for both tools and the client
+  latencies differ, the difference lies in the clients, the HTTP layer or the network stack.
 
 ## Why they can differ
 

@@ -2,11 +2,12 @@
 batcher and the endpoints observe them, and handed out as Triton's `ModelStatistics` message (gRPC) or its JSON
 (HTTP `GET /v2/models/NAME/stats`).
 
-Field meanings follow Triton's `extension_statistics.md`: `success` and `fail` time whole requests (receipt to
-response); `queue` is the wait in the batcher; `compute_input` / `compute_infer` / `compute_output` are the
-concatenation of the batch's feeds, the backend run and the split of its outputs, each counted once per request
-of the batch (as Triton adds a batch's durations to every request in it); `inference_count` counts rows,
-`execution_count` batches; `batch_stats` has one entry per executed batch size.
+Field meanings follow Triton's `extension_statistics.md`: `success` and `fail` time whole requests (from the
+endpoint's start, the HTTP headers or gRPC call already parsed, to its response); `queue` is the wait in the
+batcher; `compute_input` / `compute_infer` / `compute_output` are the concatenation of the batch's feeds, the
+backend run and the split of its outputs, each counted once per request of the batch (as Triton adds a batch's
+durations to every request in it); `inference_count` counts rows, `execution_count` batches; `batch_stats` has
+one entry per executed batch size.
 """
 
 from __future__ import annotations
