@@ -137,6 +137,13 @@ def test_http_errors_in_triton_shape(served: Served) -> None:
         client.get_inference_statistics("nope")
     metadata = client.get_server_metadata()
     assert {"model_configuration", "model_repository", "statistics"} <= set(metadata["extensions"])
+    import httpx
+
+    for response in (
+        httpx.get(f"http://{served.http}/v2/nowhere"),
+        httpx.get(f"http://{served.http}/v2/repository/index"),
+    ):
+        assert response.status_code in (404, 405) and set(response.json()) == {"error"}
 
 
 def test_grpc_client_index_config_infer_stats(served: Served) -> None:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -169,9 +170,17 @@ def build_app(state: ServerState) -> Starlette:
         Route("/v2/repository/index", index, methods=["POST"]),
         Route("/metrics", prometheus),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={ProtocolError: _protocol_handler})
+    handlers = {ProtocolError: _protocol_handler, HTTPException: _http_handler}
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
 
 
 async def _protocol_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProtocolError)
     return _error(exc.status, exc.message)
+
+
+async def _http_handler(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) in Triton's error shape too."""
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path}"}, status_code=exc.status_code,
+                        headers=exc.headers)  # fmt: skip
