@@ -171,7 +171,7 @@ def build_app(state: ServerState) -> Starlette:
         Route("/metrics", prometheus),
     ]
     handlers = {ProtocolError: _protocol_handler, HTTPException: _http_handler}
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
 
 
 async def _protocol_handler(request: Request, exc: Exception) -> Response:
