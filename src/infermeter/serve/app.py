@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import threading
 from collections.abc import AsyncIterator
 
@@ -24,8 +23,6 @@ __all__ = ["EXTENSIONS", "ServerState", "build_app"]
 
 # The protocol extensions this server implements (server metadata lists them, as Triton's does).
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]
-
-log = logging.getLogger("infermeter.serve")
 
 
 def _error(status: int, message: str) -> JSONResponse:
