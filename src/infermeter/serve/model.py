@@ -55,6 +55,8 @@ class ServeConfig:
     warmup_iterations: int = 3
     data: str | None = None  # real samples for the warm-up (`--data`)
     input_values: tuple[tuple[str, str], ...] = ()  # constants a request may leave out (`--input NAME=VALUE`)
+    triton_config: str | None = None  # the config.pbtxt the model came from (`serve REPO`)
+    repository: str | None = None  # the Triton repository it belongs to, when a whole one was given
 
 
 def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
