@@ -1,0 +1,125 @@
+"""The pieces of `infermeter check` in this process: settings and the pyproject table, where an operator is called,
+the same-outputs check, the markdown summary and JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from infermeter.compare import CaseChange
+from infermeter.errors import UsageError
+from infermeter.modelci.config import CheckConfig, apply_settings, config_from_pyproject
+from infermeter.modelci.run import CheckReport
+from infermeter.modelci.steps import Outcome, same_outputs_step
+from infermeter.modelci.summary import render_junit, render_markdown
+from infermeter.models.spec import resolve_model
+from infermeter.results.schema import CaseResult
+from modelci_sources import VARIANTS
+
+
+def test_pyproject_table_then_flags(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "x"\n\n[tool.infermeter.check]\nmodel = "m.py:build"\nbaseline = "git:origin/main"\n'
+        'backends = ["onnxruntime", "openvino"]\nthreshold = "10%"\nmin-time = 0.5\nsame_outputs = true\n'
+    )
+    config = config_from_pyproject(pyproject)
+    assert config == CheckConfig(
+        "m.py:build", "git:origin/main", ("onnxruntime", "openvino"), threshold=0.1, min_time_s=0.5, same_outputs=True
+    )
+    assert config.gate_backend == "onnxruntime"
+    flags = apply_settings(config, {"backends": ("openvino",), "threshold": "3%", "rounds": None}, "flags")
+    assert flags.backends == ("openvino",) and flags.threshold == pytest.approx(0.03) and flags.rounds == 10
+    assert config_from_pyproject(None) == CheckConfig(model="")
+
+
+def test_bad_settings_are_usage_errors(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.infermeter.check]\nmodel = "m.py:build"\nthreshhold = "5%"\n')
+    with pytest.raises(UsageError, match="unknown setting 'threshhold'"):
+        config_from_pyproject(pyproject)
+    for values, message in (
+        ({"batch": "two"}, "is not a number"),
+        ({"same-outputs": "yes"}, "must be true or false"),
+        ({"threshold": "150%"}, "must lie in"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            apply_settings(CheckConfig("m.py:build"), values, "here")
+    with pytest.raises(UsageError, match="no model to check"):
+        CheckConfig("").check()
+    with pytest.raises(UsageError, match="unknown backend 'nope'"):
+        CheckConfig("m.py:build", latency_backend="nope").check()
+
+
+def test_operator_origins_name_module_and_line() -> None:
+    import torch
+
+    from infermeter.models.op_origin import operator_origins
+
+    class Leaf(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sigmoid(x)
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Sequential(Leaf()))
+    found = operator_origins(model, (torch.randn(2, 4),), "aten::sigmoid")
+    assert len(found) == 1 and found[0].startswith("1.0 (Leaf, test_check_lib.py:")
+    assert operator_origins(model, (torch.randn(2, 4),), "aten::nonexistent") == []
+    assert operator_origins(model, (torch.randn(2, 5),), "aten::sigmoid") == []  # the model fails: nothing found
+
+
+def test_same_outputs_against_the_baseline(tmp_path: Path) -> None:
+    for name in ("unchanged", "slower"):
+        (tmp_path / f"{name}.py").write_text(VARIANTS[name])
+    base = resolve_model(f"{tmp_path / 'unchanged.py'}:build")
+    config = CheckConfig(base.ref, samples=2)
+    same = same_outputs_step(resolve_model(f"{tmp_path / 'unchanged.py'}:build"), base, config)
+    assert same.status == "pass", same.reason
+    changed = same_outputs_step(resolve_model(f"{tmp_path / 'slower.py'}:build"), base, config)
+    assert changed.status == "fail" and "against the baseline: output output: max abs err" in changed.reason
+
+
+def _report() -> CheckReport:
+    base = CaseResult("a", "old.onnx", "onnxruntime", "1.0", "cpu", 1, "static", "fp32", "fp32", 1, "ok")
+    base.rounds_p50_ms = [1.0, 1.1]
+    change = CaseChange("m", base, base, "rerun", "p50", base_value=1.0, new_value=2.0, ratio=2.0)
+    outcomes = (
+        Outcome("export", "pass", "exported", ("onnx checker: pass: full check passed",), 1.5),
+        Outcome("parity onnxruntime", "fail", "output a|b differs", ("line 1",), 0.2),
+        Outcome("latency onnxruntime", "skip", "no --baseline", (), 0.0, change),
+    )
+    config = CheckConfig("m.py:build", "git:HEAD~1")
+    return CheckReport(config, outcomes, "2026-01-01T00:00:00+00:00", 3.25, "test CPU", "0.0")
+
+
+def test_markdown_summary() -> None:
+    text = render_markdown(_report())
+    assert text.startswith("## infermeter check: ❌ failed (1 of 3 checks)\n")
+    assert "`m.py:build` against baseline `git:HEAD~1`" in text
+    assert "| parity onnxruntime | ❌ FAIL | output a\\|b differs |" in text  # a pipe would split the cell
+    assert "| export | ✅ pass | exported |" in text and "| latency onnxruntime | ⏭️ skip |" in text
+    assert "| baseline | `git:HEAD~1` | 1 | 2 |" in text and "| new | `m.py:build` | 2 | 2 |" in text
+    assert "<details><summary>export</summary>" in text and "- onnx checker: pass: full check passed" in text
+
+
+def test_junit_xml() -> None:
+    root = ET.fromstring(render_junit(_report()))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped"), suite.get("time")) == (
+        "3",
+        "1",
+        "1",
+        "3.250",
+    )
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    failure = cases["parity onnxruntime"].find("failure")
+    assert (
+        failure is not None
+        and failure.get("message") == "output a|b differs"
+        and failure.text == "output a|b differs\nline 1"
+    )
+    skipped = cases["latency onnxruntime"].find("skipped")
+    assert skipped is not None and skipped.get("message") == "no --baseline"
+    assert cases["export"].get("time") == "1.500" and len(cases["export"]) == 1  # system-out only
