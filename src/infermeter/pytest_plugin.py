@@ -45,25 +45,13 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _anchored(ref: str | None, root: Path) -> str | None:
-    """`ref` with a relative file or folder path taken from `root` (a module:factory, zoo name or git:REV as it is)."""
-    if not ref:
-        return ref
-    target, colon, factory = ref.rpartition(":")
-    path, suffix = (target, f":{factory}") if colon and target.lower().endswith(".py") else (ref, "")
-    if Path(path).is_absolute():
-        return ref
-    candidate = root / path
-    return f"{candidate}{suffix}" if suffix or candidate.exists() else ref
-
-
 @pytest.fixture
 def infermeter_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """A function that runs `infermeter check` with the project's settings and returns its `CheckReport`;
     unless called with `raise_on_failure=False`, a failed check fails the test with each failure's reason."""
 
     def run(raise_on_failure: bool = True, **settings: Any) -> Any:
-        from infermeter.modelci.config import apply_settings, config_from_pyproject
+        from infermeter.modelci.config import anchor_ref, apply_settings, config_from_pyproject
         from infermeter.modelci.run import run_check
         from infermeter.modelci.summary import render_markdown, step_summary_path, write_text
 
@@ -73,7 +61,7 @@ def infermeter_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         marker = request.node.get_closest_marker(MARKER)
         config = apply_settings(config, dict(marker.kwargs) if marker else {}, f"@pytest.mark.{MARKER}")
         config = apply_settings(config, settings, "infermeter_check()")
-        anchored = {"model": _anchored(config.model, root), "baseline": _anchored(config.baseline, root)}
+        anchored = {"model": anchor_ref(config.model, root), "baseline": anchor_ref(config.baseline, root)}
         config = apply_settings(config, anchored, "infermeter_check()")
         report = run_check(config)
         markdown = render_markdown(report)

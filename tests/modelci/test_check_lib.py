@@ -27,7 +27,12 @@ def test_pyproject_table_then_flags(tmp_path: Path) -> None:
     )
     config = config_from_pyproject(pyproject)
     assert config == CheckConfig(
-        "m.py:build", "git:origin/main", ("onnxruntime", "openvino"), threshold=0.1, min_time_s=0.5, same_outputs=True
+        f"{tmp_path / 'm.py'}:build",  # a path in the table is relative to the file's folder
+        "git:origin/main",
+        ("onnxruntime", "openvino"),
+        threshold=0.1,
+        min_time_s=0.5,
+        same_outputs=True,
     )
     assert config.gate_backend == "onnxruntime"
     flags = apply_settings(config, {"backends": ("openvino",), "threshold": "3%", "rounds": None}, "flags")

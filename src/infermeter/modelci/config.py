@@ -164,9 +164,27 @@ def apply_settings(config: CheckConfig, values: Mapping[str, Any], where: str) -
     return replace(config, **changes)
 
 
+def anchor_ref(ref: str | None, folder: Path) -> str | None:
+    """`ref` with a relative file or folder path taken from `folder` (a module:factory, zoo name or git:REV as
+    it is): a path written in pyproject.toml is relative to it, wherever the command runs."""
+    if not ref:
+        return ref
+    target, colon, factory = ref.rpartition(":")
+    path, suffix = (target, f":{factory}") if colon and target.lower().endswith(".py") else (ref, "")
+    if Path(path).is_absolute():
+        return ref
+    candidate = folder / path
+    return f"{candidate}{suffix}" if suffix or candidate.exists() else ref
+
+
 def config_from_pyproject(pyproject: Path | None, base: CheckConfig | None = None) -> CheckConfig:
-    """The table of `pyproject` applied over `base` (default settings with no model)."""
+    """The table of `pyproject` applied over `base` (default settings with no model); its model and baseline
+    paths are taken from the file's folder."""
     config = base or CheckConfig(model="")
     if pyproject is None:
         return config
-    return apply_settings(config, read_table(pyproject), f"[{TABLE}] in {pyproject}")
+    table = dict(read_table(pyproject))
+    for key in ("model", "baseline"):
+        if isinstance(table.get(key), str):
+            table[key] = anchor_ref(table[key], pyproject.parent)
+    return apply_settings(config, table, f"[{TABLE}] in {pyproject}")

@@ -66,7 +66,7 @@ def export_step(spec: ModelSpec, folder: Path, config: CheckConfig) -> tuple[Out
     failed = [c for c in report.checks if c.status == "fail"]
     if report.unsupported_op:
         where = f", called in {'; '.join(report.unsupported_op_modules)}" if report.unsupported_op_modules else ""
-        reason = f"operator {report.unsupported_op}{where} is not supported by the ONNX exporters"
+        reason = f"operator {report.unsupported_op} is not supported by the ONNX exporters{where}"
         return Outcome("export", "fail", reason, details, seconds), None
     exported = output if output.is_file() and not any(c.name == "export" for c in failed) else None
     if failed:

@@ -223,8 +223,8 @@ def export_to_onnx(
         origins = tuple(operator_origins(module, args, unsupported))
         called = f", called in {'; '.join(origins)}" if origins else ""
         message = (
-            f"could not export {spec.ref!r} to ONNX: operator {unsupported}{called} is not supported by the ONNX "
-            f"exporters (opset {opset}); replace it with standard torch ops or register an ONNX translation for it "
+            f"could not export {spec.ref!r} to ONNX: operator {unsupported} is not supported by the ONNX exporters "
+            f"(opset {opset}){called}; replace it with standard torch ops or register an ONNX translation for it "
             f"[{tried}]"
         )
     else:
