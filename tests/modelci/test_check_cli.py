@@ -3,6 +3,10 @@ exits 2. The git baseline's worktree is gone afterwards."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -82,3 +86,26 @@ def test_usage_errors_exit_2_before_any_work(tmp_path: Path) -> None:
     done = run_cli("check", f"{model}:build", "--threshold", "lots")
     assert done.returncode == 2 and "--threshold 'lots' is not a fraction" in done.stderr, done.stderr
     assert len(worktrees(tmp_path / "repo")) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_check_removes_the_baseline_worktree(tmp_path: Path, signum: int) -> None:
+    model = model_repo(tmp_path / "repo")
+    args = [sys.executable, "-m", "infermeter", "check", f"{model}:build", "--baseline", "git:HEAD", *FAST]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(worktrees(tmp_path / "repo")) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        trees = worktrees(tmp_path / "repo")
+        assert len(trees) == 2, "the baseline's worktree never appeared"
+        checkout = Path(trees[1].removeprefix("worktree "))
+        time.sleep(1.0)  # into the export
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert len(worktrees(tmp_path / "repo")) == 1 and not checkout.exists()

@@ -19,7 +19,7 @@ from infermeter.results.schema import CaseResult
 from modelci_sources import VARIANTS
 
 
-def test_pyproject_table_then_flags(tmp_path: Path) -> None:
+def test_pyproject_table_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(
         '[project]\nname = "x"\n\n[tool.infermeter.check]\nmodel = "m.py:build"\nbaseline = "git:origin/main"\n'
@@ -27,7 +27,7 @@ def test_pyproject_table_then_flags(tmp_path: Path) -> None:
     )
     config = config_from_pyproject(pyproject)
     assert config == CheckConfig(
-        f"{tmp_path / 'm.py'}:build",  # a path in the table is relative to the file's folder
+        f"{tmp_path.resolve() / 'm.py'}:build",  # a path in the table is relative to the file's folder
         "git:origin/main",
         ("onnxruntime", "openvino"),
         threshold=0.1,
@@ -35,6 +35,8 @@ def test_pyproject_table_then_flags(tmp_path: Path) -> None:
         same_outputs=True,
     )
     assert config.gate_backend == "onnxruntime"
+    monkeypatch.chdir(tmp_path)  # run where the file is: the path as written
+    assert config_from_pyproject(pyproject).model == "m.py:build"
     flags = apply_settings(config, {"backends": ("openvino",), "threshold": "3%", "rounds": None}, "flags")
     assert flags.backends == ("openvino",) and flags.threshold == pytest.approx(0.03) and flags.rounds == 10
     assert config_from_pyproject(None) == CheckConfig(model="")

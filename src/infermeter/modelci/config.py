@@ -174,7 +174,14 @@ def anchor_ref(ref: str | None, folder: Path) -> str | None:
     if Path(path).is_absolute():
         return ref
     candidate = folder / path
-    return f"{candidate}{suffix}" if suffix or candidate.exists() else ref
+    if not (suffix or candidate.exists()):
+        return ref
+    # Shown as written when the command runs in that folder (the usual case), so summaries name `models/m.py`.
+    try:
+        candidate = candidate.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        candidate = candidate.resolve()
+    return f"{candidate}{suffix}"
 
 
 def config_from_pyproject(pyproject: Path | None, base: CheckConfig | None = None) -> CheckConfig:
