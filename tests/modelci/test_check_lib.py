@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from infermeter.compare import CaseChange
-from infermeter.errors import UsageError
+from infermeter.errors import ModelError, UsageError
+from infermeter.modelci.baseline import Baseline, baseline_ref
 from infermeter.modelci.config import CheckConfig, apply_settings, config_from_pyproject
-from infermeter.modelci.run import CheckReport
+from infermeter.modelci.run import CheckReport, run_check
 from infermeter.modelci.steps import Outcome, same_outputs_step
 from infermeter.modelci.summary import render_junit, render_markdown
 from infermeter.models.spec import resolve_model
 from infermeter.results.schema import CaseResult
-from modelci_sources import VARIANTS
+from modelci_sources import VARIANTS, model_repo, worktrees
 
 
 def test_pyproject_table_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,3 +131,34 @@ def test_junit_xml() -> None:
     skipped = cases["latency onnxruntime"].find("skipped")
     assert skipped is not None and skipped.get("message") == "no --baseline"
     assert cases["export"].get("time") == "1.500" and len(cases["export"]) == 1  # system-out only
+
+
+def test_git_baseline_checks_out_and_always_removes_its_worktree(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    model = model_repo(repo, "slower", "pkg/model.py")
+    with pytest.raises(KeyboardInterrupt), baseline_ref(f"{model}:build", "git:HEAD") as baseline:
+        assert baseline.ref is not None and baseline.ref.endswith("/pkg/model.py:build")
+        checkout = Path(baseline.ref.removesuffix(":build"))
+        assert checkout.read_text() == VARIANTS["unchanged"]  # HEAD's model, not the working tree's
+        assert len(worktrees(repo)) == 2
+        raise KeyboardInterrupt
+    assert len(worktrees(repo)) == 1 and not checkout.exists()
+    added = repo / "pkg" / "added.py"
+    added.write_text(VARIANTS["unchanged"])
+    with baseline_ref(f"{added}:build", "git:HEAD") as baseline:
+        assert baseline.ref is None and "pkg/added.py does not exist at HEAD" in baseline.description
+    with pytest.raises(UsageError, match="no such revision"), baseline_ref(f"{model}:build", "git:nope"):
+        pass
+    assert len(worktrees(repo)) == 1
+    with baseline_ref("model.py:build", "other.onnx") as given:
+        assert given == Baseline("other.onnx", "other.onnx")  # a model reference as it is, no git involved
+
+
+def test_a_model_that_no_longer_loads_is_a_failed_check(tmp_path: Path) -> None:
+    source = tmp_path / "model.py"
+    source.write_text(VARIANTS["unchanged"] + "\nraise RuntimeError('broken in this change')\n")
+    report = run_check(CheckConfig(f"{source}:build"))
+    assert not report.ok and [o.name for o in report.outcomes] == ["load"]
+    assert "broken in this change" in report.outcomes[0].reason
+    with pytest.raises(ModelError, match="does not exist"):
+        run_check(CheckConfig(f"{tmp_path / 'absent.py'}:build"))

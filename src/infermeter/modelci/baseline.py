@@ -15,9 +15,10 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.errors import ModelError, UsageError
+from infermeter.errors import UsageError
 from infermeter.interrupts import deferred_interrupts
 
 GIT_PREFIX = "git:"
@@ -53,9 +54,17 @@ def model_source(model: str) -> tuple[Path, str]:
     return Path(found.origin).resolve(), f":{factory}"
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The baseline as a model reference (None when the model does not exist at the revision) and what it is."""
+
+    ref: str | None
+    description: str
+
+
 @contextmanager
-def git_baseline(model: str, revision: str) -> Iterator[str]:
-    """The model reference of `model` at git `revision`, valid inside the block (a temporary worktree)."""
+def git_baseline(model: str, revision: str) -> Iterator[Baseline]:
+    """The baseline of `model` at git `revision`, valid inside the block (a temporary worktree)."""
     source, suffix = model_source(model)
     folder = source if source.is_dir() else source.parent
     root = Path(_git(folder, "rev-parse", "--show-toplevel"))
@@ -71,8 +80,10 @@ def git_baseline(model: str, revision: str) -> Iterator[str]:
             _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
         target = tree / relative
         if not target.exists():
-            raise ModelError(f"--baseline {GIT_PREFIX}{revision}: {relative} does not exist at {commit[:12]}")
-        yield f"{target}{suffix}"
+            # A pull request that adds the model: nothing to compare with, which is not an error.
+            yield Baseline(None, f"{relative} does not exist at {revision} ({commit[:12]}): a new model")
+        else:
+            yield Baseline(f"{target}{suffix}", f"{revision} ({commit[:12]})")
     finally:
         with deferred_interrupts():
             if tree.exists():
@@ -86,13 +97,13 @@ def git_baseline(model: str, revision: str) -> Iterator[str]:
 
 
 @contextmanager
-def baseline_ref(model: str, baseline: str) -> Iterator[str]:
-    """The baseline as a model reference usable inside the block: `git:REV` checked out, anything else as given."""
+def baseline_ref(model: str, baseline: str) -> Iterator[Baseline]:
+    """The baseline usable inside the block: `git:REV` checked out, anything else as given."""
     if baseline.startswith(GIT_PREFIX):
         revision = baseline.removeprefix(GIT_PREFIX).strip()
         if not revision:
             raise UsageError("--baseline git:REV needs a revision, e.g. git:HEAD or git:origin/main")
-        with git_baseline(model, revision) as ref:
-            yield ref
+        with git_baseline(model, revision) as found:
+            yield found
     else:
-        yield baseline
+        yield Baseline(baseline, baseline)

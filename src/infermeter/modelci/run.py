@@ -12,6 +12,7 @@ from pathlib import Path
 
 from infermeter.modelci.config import CheckConfig
 from infermeter.modelci.steps import Outcome
+from infermeter.models.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,6 @@ def run_check(
     """Run every check of `config` (checked first: UsageError for a bad setting, ModelError for a model that does
     not resolve). The exported ONNX file is written into `export_dir` when given, else into a temporary folder
     removed afterwards. `progress` is told what starts. A failing check is an outcome, never an exception."""
-    from infermeter import __version__
     from infermeter.modelci.baseline import baseline_ref
     from infermeter.modelci.steps import export_step, latency_step, parity_steps, same_outputs_step
     from infermeter.models.spec import resolve_model
@@ -62,19 +62,22 @@ def run_check(
     started, start = now_iso(), time.perf_counter()
     outcomes: list[Outcome] = []
     # The baseline first: a revision that does not exist is a usage error before minutes of work, not after.
-    with baseline_ref(config.model, config.baseline) if config.baseline else nullcontext(None) as ref:
+    with baseline_ref(config.model, config.baseline) if config.baseline else nullcontext(None) as baseline:
         folder = export_dir or Path(tempfile.mkdtemp(prefix="infermeter-check-"))
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            spec = resolve_model(config.model)
-            base = resolve_model(ref) if ref is not None else None
+            spec = _load(config.model)
+            if isinstance(spec, Outcome):
+                return _report(config, [spec], started, start)
+            base = resolve_model(baseline.ref) if baseline is not None and baseline.ref is not None else None
             say(f"exporting {config.model} to ONNX and verifying it")
             export, onnx_path = export_step(spec, folder, config)
             outcomes.append(export)
             say(f"checking parity on {', '.join(config.backends)}")
             outcomes.extend(parity_steps(spec, onnx_path, config))
             if base is None:
-                outcomes.append(Outcome(f"latency {config.gate_backend}", "skip", "no --baseline to compare with"))
+                why = baseline.description if baseline is not None else "no --baseline to compare with"
+                outcomes.append(Outcome(f"latency {config.gate_backend}", "skip", why))
             else:
                 if config.same_outputs:
                     say("comparing outputs with the baseline's")
@@ -84,4 +87,30 @@ def run_check(
         finally:
             if export_dir is None:
                 shutil.rmtree(folder, ignore_errors=True)
+    return _report(config, outcomes, started, start)
+
+
+def _report(config: CheckConfig, outcomes: list[Outcome], started: str, start: float) -> CheckReport:
+    from infermeter import __version__
+
     return CheckReport(config, tuple(outcomes), started, time.perf_counter() - start, _machine(), __version__)
+
+
+def _load(model: str) -> ModelSpec | Outcome:
+    """The model's spec, or a failed `load` outcome when its source exists but does not load: a change that
+    breaks the model's import or factory is a failed check, not a usage error. A model that is not there at all
+    is one (ModelError)."""
+    from infermeter.errors import InfermeterError, ModelError
+    from infermeter.modelci.baseline import model_source
+    from infermeter.models.spec import resolve_model
+
+    try:
+        return resolve_model(model)
+    except ModelError as exc:
+        try:
+            source, _ = model_source(model)
+        except InfermeterError:
+            raise exc from None
+        if not source.exists():
+            raise
+        return Outcome("load", "fail", str(exc))
