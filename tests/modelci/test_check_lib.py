@@ -17,7 +17,7 @@ from infermeter.modelci.steps import Outcome, same_outputs_step
 from infermeter.modelci.summary import render_junit, render_markdown
 from infermeter.models.spec import resolve_model
 from infermeter.results.schema import CaseResult
-from modelci_sources import VARIANTS, model_repo, worktrees
+from modelci_sources import VARIANTS, git, model_repo, worktrees
 
 
 def test_pyproject_table_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,3 +162,39 @@ def test_a_model_that_no_longer_loads_is_a_failed_check(tmp_path: Path) -> None:
     assert "broken in this change" in report.outcomes[0].reason
     with pytest.raises(ModelError, match="does not exist"):
         run_check(CheckConfig(f"{tmp_path / 'absent.py'}:build"))
+
+
+def test_a_module_factory_baseline_is_its_file_at_the_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    model_repo(repo, "slower", "ci_sample_pkg/tiny_model.py")
+    (repo / "ci_sample_pkg" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(repo))
+    with baseline_ref("ci_sample_pkg.tiny_model:build", "git:HEAD") as baseline:
+        assert baseline.ref is not None and baseline.ref.endswith("/ci_sample_pkg/tiny_model.py:build")
+        assert Path(baseline.ref.removesuffix(":build")).read_text() == VARIANTS["unchanged"]
+    with pytest.raises(UsageError, match="has no source file"), baseline_ref("tiny_cnn", "git:HEAD"):
+        pass
+
+
+@pytest.mark.slow
+def test_a_hugging_face_folder_against_its_git_revision(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification
+
+    repo = tmp_path / "repo"
+    model_repo(repo)  # a repository with a commit; the folder is added to it
+    config = ViTConfig(image_size=16, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=64, num_labels=3)  # fmt: skip
+    torch.manual_seed(0)
+    ViTForImageClassification(config).save_pretrained(repo / "vit")
+    git(repo, "add", "vit")
+    git(repo, "commit", "--quiet", "-m", "vit")
+    settings = CheckConfig(str(repo / "vit"), "git:HEAD", threshold=0.5, min_time_s=0.2, max_time_s=2.0, rounds=4,
+                           threads=1, samples=2, same_outputs=True)  # fmt: skip
+    report = run_check(settings)
+    assert report.ok, [o.reason for o in report.outcomes]
+    names = [o.name for o in report.outcomes]
+    assert names == ["export", "parity onnxruntime", "same outputs", "latency onnxruntime"]
+    assert "pixel_values:0=batch" in report.outcomes[0].reason
+    assert len(worktrees(repo)) == 1

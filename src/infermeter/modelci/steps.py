@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from infermeter.case import Case, MeasureSettings
@@ -108,7 +108,6 @@ def parity_steps(spec: ModelSpec, onnx_path: Path | None, config: CheckConfig) -
     from infermeter.parity import default_tolerance
     from infermeter.parity.run import candidate_spec, check_backend, choose_reference, reference_outputs
 
-    start = time.perf_counter()
     tolerance = default_tolerance("fp32")
     try:
         reference = choose_reference(spec, None)
@@ -168,9 +167,9 @@ def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, confi
             measured = _measured_spec(model, backend, exported)
         except InfermeterError as exc:
             return Outcome(name, "fail", f"the {side} model cannot be measured on {backend}: {exc}")
-        case = _case(model, backend, config, settings)
-        case = Case(measured.ref, backend, case.precision, case.batch, case.shape_mode, case.threads,
-                    case.input_shapes, ((SIDE_OPTION, side),), settings)  # fmt: skip
+        # The shapes from the model's own inputs (an ONNX file's symbolic dims have no default sizes); the side tag
+        # keeps two identical cases two items, as in `compare --rerun`.
+        case = replace(_case(model, backend, config, settings), model=measured.ref, options=((SIDE_OPTION, side),))
         items.append(PlanItem(measured, (case,)))
     done, why_not = run_group(items, lambda _index, _case, _phase: None)
     seconds = time.perf_counter() - start
