@@ -198,3 +198,14 @@ def test_a_hugging_face_folder_against_its_git_revision(tmp_path: Path) -> None:
     assert names == ["export", "parity onnxruntime", "same outputs", "latency onnxruntime"]
     assert "pixel_values:0=batch" in report.outcomes[0].reason
     assert len(worktrees(repo)) == 1
+
+
+@pytest.mark.slow
+def test_a_change_that_fixes_an_unexportable_baseline_is_not_blocked(tmp_path: Path) -> None:
+    (tmp_path / "old.py").write_text(VARIANTS["unsupported"])
+    (tmp_path / "new.py").write_text(VARIANTS["unchanged"])
+    report = run_check(CheckConfig(f"{tmp_path / 'new.py'}:build", f"{tmp_path / 'old.py'}:build", samples=2))
+    assert report.ok, [o.reason for o in report.outcomes]
+    latency = report.outcomes[-1]
+    assert latency.status == "skip" and "the base model cannot be measured on onnxruntime" in latency.reason
+    assert "infermeter_ci_test::wobble" in latency.reason

@@ -123,7 +123,11 @@ def parity_steps(spec: ModelSpec, onnx_path: Path | None, config: CheckConfig) -
             if onnx_path is None:
                 outcomes.append(Outcome(f"parity {name}", "skip", "no ONNX file to serve it: the export failed"))
                 continue
-            served = candidate_spec(spec, onnx_path)
+            try:
+                served = candidate_spec(spec, onnx_path)
+            except InfermeterError as exc:
+                outcomes.append(Outcome(f"parity {name}", "fail", f"the exported file cannot be served: {exc}"))
+                continue
         record = check_backend(spec, _case(spec, name, config), feeds, expected, reference, tolerance, served=served)
         first, _, rest = record.reason.partition("\n")
         status = "pass" if record.status == "pass" else "fail"
@@ -166,7 +170,10 @@ def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, confi
         try:
             measured = _measured_spec(model, backend, exported)
         except InfermeterError as exc:
-            return Outcome(name, "fail", f"the {side} model cannot be measured on {backend}: {exc}")
+            # A baseline that cannot be exported (the change fixes that) leaves nothing to compare with: not a
+            # failure of the change.
+            status = "skip" if side == "base" else "fail"
+            return Outcome(name, status, f"the {side} model cannot be measured on {backend}: {exc}")
         # The shapes from the model's own inputs (an ONNX file's symbolic dims have no default sizes); the side tag
         # keeps two identical cases two items, as in `compare --rerun`.
         case = replace(_case(model, backend, config, settings), model=measured.ref, options=((SIDE_OPTION, side),))
