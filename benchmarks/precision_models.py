@@ -1,0 +1,45 @@
+"""Models built with a deliberately fragile layer for `benchmarks/precision_fallback.py` (infermeter factories:
+`benchmarks/precision_models.py:fragile_layernorm`): a LayerNorm written out as ReduceMean/Sub/Pow/ReduceMean/
+Add/Sqrt/Div over activations near 1e3, as older exporters wrote it, so that x² (about 1e6) overflows FP16's
+65504; and the same model with the fused LayerNorm, which needs nothing kept in FP32."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+DIM = 64
+CLASSES = 10
+
+
+class LayerNormClassifier(nn.Module):
+    """Linear (gain ~1e3) → LayerNorm (written out, or fused) → ReLU → Linear: ten class scores."""
+
+    def __init__(self, fused: bool) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.fused = fused
+        self.fc1, self.fc2 = nn.Linear(DIM, DIM), nn.Linear(DIM, CLASSES)
+        with torch.no_grad():
+            self.fc1.weight.copy_(torch.randn(DIM, DIM, generator=generator) * 100.0)
+            self.fc2.weight.copy_(torch.randn(CLASSES, DIM, generator=generator) * 0.3)
+        self.norm = nn.LayerNorm(DIM, elementwise_affine=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        if self.fused:
+            h = self.norm(h)
+        else:
+            centred = h - h.mean(-1, keepdim=True)
+            h = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + 1e-5)
+        return self.fc2(torch.relu(h))
+
+
+def fragile_layernorm() -> tuple[nn.Module, dict[str, tuple[str, tuple[object, ...]]]]:
+    """The written-out LayerNorm classifier (breaks in FP16)."""
+    return LayerNormClassifier(fused=False), {"x": ("float32", ("batch", DIM))}
+
+
+def fused_layernorm() -> tuple[nn.Module, dict[str, tuple[str, tuple[object, ...]]]]:
+    """The same classifier with the fused LayerNorm (nothing to keep in FP32)."""
+    return LayerNormClassifier(fused=True), {"x": ("float32", ("batch", DIM))}
