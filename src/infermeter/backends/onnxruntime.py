@@ -9,6 +9,7 @@ operators chosen for this CPU. Without the cache, `load` creates the session fro
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ PROFILE = Switch(key="onnxruntime.profile", default=False,
 
 def onnx_graph_precision(path: str) -> str:
     """The precision an ONNX graph computes in, read from the graph itself: int8 when it holds quantization
-    operators, fp16/bf16 when its float weights are stored so, else fp32."""
+    operators, fp16/bf16 when most of its float weights are stored so, else fp32."""
     import onnx
 
     graph = onnx.load(path, load_external_data=False).graph
@@ -51,12 +52,13 @@ def onnx_graph_precision(path: str) -> str:
     }
     if any(node.op_type in quant_ops for node in graph.node):
         return "int8"
-    float_types = {init.data_type for init in graph.initializer} & {1, 10, 16}
-    if float_types == {10}:
-        return "fp16"
-    if float_types == {16}:
-        return "bf16"
-    return "fp32"
+    # By weight elements: a mixed FP16 graph keeps a few layers' (small) weights in FP32 and is still FP16.
+    elements = {1: 0, 10: 0, 16: 0}
+    for init in graph.initializer:
+        if init.data_type in elements:
+            elements[init.data_type] += math.prod(init.dims)
+    stored = max(elements, key=elements.__getitem__)
+    return {10: "fp16", 16: "bf16"}.get(stored, "fp32") if elements[stored] else "fp32"
 
 
 def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:

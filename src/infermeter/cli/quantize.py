@@ -75,7 +75,7 @@ TO_ONLY = ("backends", "data", "threshold", "max_changed", "min_cosine", "max_ev
     help="Reduced-precision study instead of INT8: decisions changed vs FP32, layers kept in FP32.",
 )
 @click.option(
-    "-b", "--backends", multiple=True, help="--to: engines (comma-separated), e.g. onnxruntime,openvino,torch."
+    "-b", "--backends", multiple=True, help="--to: engines, comma-separated (default: each with a path here)."
 )
 @click.option("--data", help="--to: real inputs (image folder, .npz/.npy, file.py:function); default generated.")
 @click.option("--threshold", type=float, help="--to: decision threshold on a probability output (e.g. 0.5).")

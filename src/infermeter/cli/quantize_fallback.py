@@ -126,11 +126,11 @@ def run_fallback_study(
     seed: int,
 ) -> None:
     """`quantize --to`: run the study and print its tables."""
-    from infermeter.quantize.fallback_pipeline import FallbackRequest, study_fallback
+    from infermeter.quantize.fallback_pipeline import FallbackRequest, fallback_engines_here, study_fallback
     from infermeter.results.env import default_threads
 
     require_positive(threads, "--threads", allow_zero=True)
-    engines = tuple(split_values(backends)) or ("onnxruntime", "openvino", "torch")
+    engines = tuple(split_values(backends)) or fallback_engines_here()
     folder = output or Path(f"{Path(model.split(':')[0]).stem}-{precision}")
     budget = Budget(max_changed, min_cosine, threshold)
     request = FallbackRequest(model, precision, engines, folder, budget, data, samples, max_evals, latency,

@@ -46,6 +46,13 @@ class FallbackOutcome:
     fp32_model: Path | None = None
 
 
+def fallback_engines_here() -> tuple[str, ...]:
+    """The engines with a reduced-precision fallback path (`Backend.precision_fallback`) that can run here."""
+    from infermeter.backends.registry import inference_backends
+
+    return tuple(cls.name for cls in inference_backends() if cls.precision_fallback and cls.available() is None)
+
+
 def check_fallback_request(request: FallbackRequest) -> None:
     """UsageError for requests that cannot work, before any slow step."""
     from infermeter.backends.registry import inference_backends
