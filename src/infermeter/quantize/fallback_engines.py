@@ -60,6 +60,8 @@ def onnxruntime_study(ctx: StudyContext) -> EngineStudy:
     if ctx.precision != "fp16":
         study.lines.append("onnxruntime: no bf16 path here (no bf16 CPU kernels; its converter writes fp16 only)")
         return study
+    optimized = ModelRunner(ctx.fp32_onnx, ctx.threads).predict(ctx.samples)
+    study.fp32 = ctx.judge(optimized, "computed by onnxruntime (fp32, graph optimized)")
     _with_search(ctx, study)
     storage = OnnxRuntimeBackend().storage_note("fp16")
     full_path = write_mixed_fp16(ctx.fp32_onnx, (), ctx.file(".onnx"))
@@ -102,6 +104,9 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
 
     study = EngineStudy("openvino", ctx.precision)
     core = ov.Core()
+    fp32_config = {"INFERENCE_NUM_THREADS": ctx.threads, "INFERENCE_PRECISION_HINT": "f32"}
+    fp32_compiled = core.compile_model(core.read_model(str(ctx.fp32_onnx)), "CPU", fp32_config)
+    study.fp32 = ctx.judge(ModelRunner.of_compiled(fp32_compiled).predict(ctx.samples), "computed by openvino (f32)")
     config = {
         "INFERENCE_NUM_THREADS": ctx.threads,
         "INFERENCE_PRECISION_HINT": {"fp16": "f16"}.get(ctx.precision, "bf16"),

@@ -64,6 +64,7 @@ class EngineStudy:
     engine: str
     precision: str
     lines: list[str] = field(default_factory=list)
+    fp32: Judgement | None = None  # the engine's own FP32 run against the reference: its agreement floor
     full: Judgement | None = None
     search: SearchResult | None = None
     search_how: str = ""

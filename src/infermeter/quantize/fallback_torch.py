@@ -15,12 +15,13 @@ from infermeter.quantize.fallback_study import EngineStudy, StudyContext, judgem
 
 
 def _predict(module: Any, ctx: StudyContext, dtype: Any, names: list[str]) -> np.ndarray:
+    """The first output on every sample under autocast at `dtype` (None: plain FP32)."""
     import torch
 
     outputs = []
     for feeds in ctx.samples.batches(64):
         tensors = [torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in names]
-        with torch.inference_mode(), torch.autocast("cpu", dtype=dtype):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             out = module(*tensors)
         first = out[0] if isinstance(out, tuple | list) else out
         array = first.float().numpy()
@@ -70,6 +71,7 @@ def torch_study(ctx: StudyContext) -> EngineStudy:
                 sub.forward = forward
         return Verdict(judgement.meets(ctx.budget), judgement)
 
+    study.fp32 = ctx.judge(_predict(module, ctx, None, names), "computed by torch (fp32)")
     full = evaluate(frozenset())
     study.full = judgement_of(full)
     fp32, autocast = ctx.spec, {"torch.autocast": "on"}
