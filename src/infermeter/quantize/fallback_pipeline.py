@@ -11,7 +11,7 @@ from pathlib import Path
 
 from infermeter.errors import InfermeterError, UsageError, describe_exception
 from infermeter.models.spec import resolve_model
-from infermeter.quantize.data import load_samples, random_samples
+from infermeter.quantize.data import SampleSet, load_samples, random_samples
 from infermeter.quantize.emulate import named_model
 from infermeter.quantize.evaluate import ModelRunner, task_kind
 from infermeter.quantize.fallback_search import DEFAULT_MAX_EVALUATIONS
@@ -34,6 +34,7 @@ class FallbackRequest:
     latency: bool = True
     threads: int = 1
     seed: int = 0
+    sample_set: SampleSet | None = field(default=None, compare=False)  # samples given in code (optimize's)
 
 
 @dataclass
@@ -122,7 +123,9 @@ def study_fallback(request: FallbackRequest, on_progress: Callable[[str], None] 
     if spec.kind == "openvino_ir":
         raise UsageError(f"{spec.ref} is an OpenVINO IR: --to studies an ONNX or PyTorch model (its layers by name)")
     progress("loading data")
-    if request.data:
+    if request.sample_set is not None:
+        samples = request.sample_set
+    elif request.data:
         samples = load_samples(spec.inputs, request.data, request.samples)
     else:
         samples = random_samples(spec.inputs, request.samples, request.seed + 2)
