@@ -15,13 +15,17 @@ from infermeter.quantize.reduced import Budget
 from infermeter.results.records import read_record, write_record
 from infermeter.results.schema import CaseResult
 
+# Two FP32 engines differ by about this much in cosine points: a cosine budget tighter than it is unreachable.
+FP32_NOISE_POINTS = 1e-4
+
 
 def budget_for(kind: str, count: int, max_drop_pct: float) -> Budget:
     """optimize's budget in points as the study's: decisions changed for a classifier (a drop of P points is P% of
-    the samples flipped), else a mean cosine of 1 − P/100 (the drop of the cosine metric)."""
+    the samples flipped), else a mean cosine of 1 − P/100 (the drop of the cosine metric), no tighter than the
+    noise between two FP32 engines."""
     if kind == "classification":
         return Budget(max_changed=int(max_drop_pct / 100.0 * count))
-    return Budget(min_cosine=1.0 - max_drop_pct / 100.0)
+    return Budget(min_cosine=1.0 - max(max_drop_pct, FP32_NOISE_POINTS) / 100.0)
 
 
 def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
@@ -51,7 +55,7 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
         return None
     mixed = next((arm for arm in study.arms if arm.label == "mixed"), None)
     if mixed is None or study.mixed is None or study.search is None:
-        reason = "; ".join(study.lines) or "the search kept no layer"
+        reason = "; ".join([*study.lines, *(study.search.notes if study.search else ())]) or "no layer kept"
         note(run, "half", f"{what} misses the budget; no FP32-fallback variant: {reason}")
         return None
     kept = ", ".join(layer.name for layer in study.search.kept)

@@ -47,7 +47,7 @@ def _with_search(ctx: StudyContext, study: EngineStudy) -> None:
     study.search_how = f"emulated {ctx.precision} on the ONNX graph (reduced-precision storage, FP32 accumulation)"
     if search.full.meets:
         study.lines.append(f"full {ctx.precision} (emulated) is within the budget: no layer needs FP32")
-    else:
+    elif search.kept and search.verdict.meets:
         study.mixed = judgement_of(search.verdict)
 
 
@@ -65,7 +65,7 @@ def onnxruntime_study(ctx: StudyContext) -> EngineStudy:
     _with_search(ctx, study)
     storage = OnnxRuntimeBackend().storage_note("fp16")
     full_path = write_mixed_fp16(ctx.fp32_onnx, (), ctx.file(".onnx"))
-    keep = _kept(study)
+    keep = _kept(study) if study.mixed is not None else set()
     study.arms = [arm(ctx, "FP32", resolve_model(str(ctx.fp32_onnx)), "onnxruntime", "fp32"),
                   arm(ctx, "full FP16", resolve_model(str(full_path)), "onnxruntime", "fp32")]  # fmt: skip
     if keep:
@@ -168,7 +168,7 @@ def tensorrt_study(ctx: StudyContext) -> EngineStudy:
         study.lines.append("tensorrt: bf16 per-layer constraints are not written here (fp16 only)")
         return study
     _with_search(ctx, study)
-    keep = sorted(_kept(study))
+    keep = sorted(_kept(study)) if study.mixed is not None else []
     study.mixed_path = ctx.file(".tensorrt-layers.json")
     study.mixed_path.write_text(json.dumps({"precision": "fp16", "fp32_layers": keep}, indent=1) + "\n")
     reason = TensorRTBackend.available() or nvidia_gpu_reason()

@@ -82,12 +82,14 @@ def torch_study(ctx: StudyContext) -> EngineStudy:
         return study
     study.search = find_fallback(leaf_modules(module), evaluate, (), ctx.max_evaluations)
     study.search_how = "torch autocast with the kept modules excluded (computed, not emulated)"
+    kept = [layer.name for layer in study.search.kept]
+    if not kept or not study.search.verdict.meets:
+        study.lines.append("torch: no set of leaf modules kept in FP32 meets the budget (the sensitive operators may "
+                           "not be modules, or the budget sits below FP32's own noise)")  # fmt: skip
+        return study
     study.mixed = judgement_of(study.search.verdict)
     study.mixed_path = ctx.file(".torch-autocast.json")
-    kept = [layer.name for layer in study.search.kept]
     study.mixed_path.write_text(json.dumps({"autocast": ctx.precision, "fp32_modules": kept}, indent=1) + "\n")
     options = {**autocast, "torch.fp32_modules": str(study.mixed_path)}
     study.arms.append(arm(ctx, "mixed", fp32, "torch", ctx.precision, options))
-    if not kept:
-        study.lines.append("torch: no leaf module's exclusion helps (the sensitive operators are not modules)")
     return study
