@@ -11,6 +11,7 @@ node kept in FP32 is simply not wrapped (and its own weights are not rounded).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,24 @@ def named_model(source: Path, target: Path) -> Path:
     return target
 
 
-def _float_tensors(model: Any) -> set[str]:
+@functools.lru_cache(maxsize=4)
+def _loaded(path: str, mtime_ns: int) -> tuple[bytes, frozenset[str]]:
+    """A graph file's bytes and its float tensors, read and shape-inferred once (a search evaluates the same
+    graph dozens of times; MiniLM's shape inference alone takes seconds)."""
+    import onnx
+
+    model = onnx.load(path)
+    return model.SerializeToString(), frozenset(_infer_floats(model))
+
+
+def _load(path: Path) -> tuple[Any, frozenset[str]]:
+    import onnx
+
+    data, floats = _loaded(str(path), path.stat().st_mtime_ns)
+    return onnx.load_from_string(data), floats
+
+
+def _infer_floats(model: Any) -> set[str]:
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -56,10 +74,8 @@ def _float_tensors(model: Any) -> set[str]:
 
 def graph_layers(model_path: Path) -> list[Layer]:
     """The nodes with a float output, in the graph's (topological) order: what the search may keep in FP32."""
-    import onnx
 
-    model = onnx.load(str(model_path))
-    floats = _float_tensors(model)
+    model, floats = _load(model_path)
     return [
         Layer(node.name, node.op_type, index)
         for index, node in enumerate(model.graph.node)
@@ -77,12 +93,10 @@ def _round(values: np.ndarray, precision: str) -> np.ndarray:
 
 def emulated(model_path: Path, precision: str, keep: Iterable[str] = ()) -> Any:
     """The graph at `model_path` with `precision` (fp16/bf16) emulated everywhere but the nodes `keep`."""
-    import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(str(model_path))
+    model, floats = _load(model_path)
     graph, kept, to = model.graph, set(keep), TARGET_TYPES[precision]
-    floats = _float_tensors(model)
     consumers: dict[str, list[Any]] = {}
     for node in graph.node:
         for name in node.input:
@@ -109,12 +123,11 @@ def emulated(model_path: Path, precision: str, keep: Iterable[str] = ()) -> Any:
         nodes += [node, *casts]
     del graph.node[:]
     graph.node.extend(nodes)
-    onnx.checker.check_model(model)
     return model
 
 
 def _round_for_reduced_users(
-    helper: Any, node: Any, floats: set[str], consumers: dict[str, list[Any]], kept: set[str], to: int
+    helper: Any, node: Any, floats: frozenset[str], consumers: dict[str, list[Any]], kept: set[str], to: int
 ) -> list[Any]:
     """A kept node's FP32 outputs rounded for the consumers that are not kept: a reduced-precision layer reads
     its inputs in that precision (in a real mixed graph a Cast sits there, and an out-of-range value overflows)."""
@@ -154,8 +167,7 @@ def range_outliers(model_path: Path, samples: SampleSet, limit: float = FP16_MAX
     output; the nodes that write or read a value beyond `limit` (mask constants excepted), in graph order."""
     import onnx
 
-    model = onnx.load(str(model_path))
-    floats = _float_tensors(model)
+    model, floats = _load(model_path)
     listed = {o.name for o in model.graph.output}
     for node in model.graph.node:
         for out in node.output:
