@@ -74,8 +74,8 @@ def rows(name: str, study: EngineStudy) -> list[str]:
     if study.full is None:
         return []
     search = study.search
-    if search is None:
-        kept, cost = "— (within budget)", "—"
+    if search is None or search.full.meets:
+        kept, cost = "— (within budget)", "—" if search is None else f"{search.evaluations}, {search.elapsed_s:.1f}"
     else:
         names = ", ".join(f"{la.name} ({la.op_type})" for la in search.kept) or "none"
         kept = names + (" — capped" if search.capped else "")
@@ -120,7 +120,8 @@ def main() -> None:
                     table += rows(name, study)
                     lines = [*study.lines, *(x for x in (study.parity, study.speed_note) if x)]
                     lines += list(study.search.notes) if study.search else []
-                    notes += [f"- {name} {precision}, {study.engine}: {line}" for line in lines]
+                    notes += [f"- {name} {precision}, {study.engine}: {line.removeprefix(study.engine + ': ')}"
+                              for line in lines]  # fmt: skip
                 print("\n".join(table[-len(outcome.studies) :]), flush=True)
     command = "python benchmarks/precision_fallback.py" + (" --quick" if args.quick else "")
     command += f" --models {args.models} --precisions {args.precisions} --samples {args.samples}"

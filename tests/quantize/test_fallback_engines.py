@@ -118,6 +118,7 @@ def test_decisions_changed_rules() -> None:
     assert decisions_changed(reference, moved, 0.5)[0] == 1
     assert decisions_changed(reference, reference + 0.02, 0.5)[0] == 1  # 0.49 → 0.51 crosses the threshold
     assert decisions_changed(np.ones((3, 1)), np.ones((3, 1)), None)[0] is None
+    assert decisions_changed(reference, moved, None, "embedding")[0] is None  # an embedding has no top-1
 
 
 def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,16 +68,18 @@ class Judgement:
         return self.decisions_changed is None or self.decisions_changed <= budget.max_changed
 
 
-def decisions_changed(reference: np.ndarray, output: np.ndarray, threshold: float | None) -> tuple[int | None, str]:
+def decisions_changed(
+    reference: np.ndarray, output: np.ndarray, threshold: float | None, kind: str = "classification"
+) -> tuple[int | None, str]:
     """(count, rule): the samples whose decision differs from FP32's. With `threshold`, a sample changes when any
-    of its outputs lies on the other side of it; else, for class scores (2-D, several columns), when its top-1
-    class changes; else there is no decision to count (None)."""
+    of its outputs lies on the other side of it; else, for class scores (2-D, several columns, not an embedding),
+    when its top-1 class changes; else there is no decision to count (None)."""
     count = reference.shape[0]
     ref, out = reference.reshape(count, -1), output.reshape(count, -1)
     if threshold is not None:
         crossed = (ref > threshold) != (out > threshold)
         return int(np.sum(crossed.any(axis=1) | ~np.isfinite(out).all(axis=1))), f"threshold {threshold:g}"
-    if reference.ndim == 2 and reference.shape[1] > 1:
+    if kind != "embedding" and reference.ndim == 2 and reference.shape[1] > 1:
         flips = (np.argmax(ref, axis=1) != np.argmax(out, axis=1)) | ~np.isfinite(out).all(axis=1)
         return int(np.sum(flips)), "top-1"
     return None, "none (no class output: judged by cosine)"
@@ -86,7 +88,7 @@ def decisions_changed(reference: np.ndarray, output: np.ndarray, threshold: floa
 def judge(kind: str, reference: np.ndarray, output: np.ndarray, labels: np.ndarray | None, threshold: float | None,
           how: str) -> Judgement:  # fmt: skip
     """`output` scored against the FP32 `reference` (errors, decisions changed), tagged with `how`."""
-    changed, rule = decisions_changed(reference, output, threshold)
+    changed, rule = decisions_changed(reference, output, threshold, kind)
     finite = np.nan_to_num(output.astype(np.float64), nan=np.inf)
     error = float(np.max(np.abs(finite - reference.astype(np.float64)))) if output.size else 0.0
     return Judgement(score(kind, reference, np.nan_to_num(output), labels), changed, rule, how, error)
