@@ -23,6 +23,9 @@ class LayerNormClassifier(nn.Module):
         with torch.no_grad():
             self.fc1.weight.copy_(torch.randn(DIM, DIM, generator=generator) * 100.0)
             self.fc2.weight.copy_(torch.randn(CLASSES, DIM, generator=generator) * 0.3)
+            # Every parameter from the seeded generator: the ONNX export and the torch module must be the same model.
+            self.fc1.bias.copy_(torch.randn(DIM, generator=generator))
+            self.fc2.bias.copy_(torch.randn(CLASSES, generator=generator) * 0.1)
         self.norm = nn.LayerNorm(DIM, elementwise_affine=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -86,11 +86,17 @@ def _study_engine(ctx: StudyContext, engine: str) -> EngineStudy:
     if unavailable and cls.precision_fallback != "tensorrt-layer-precision":  # its constraints are written anyway
         return EngineStudy(engine, ctx.precision, [f"{engine}: not available here: {unavailable}"])
     try:
-        return FALLBACK_PATHS[cls.precision_fallback](ctx)
+        study = FALLBACK_PATHS[cls.precision_fallback](ctx)
     except InfermeterError as exc:
         return EngineStudy(engine, ctx.precision, [f"{engine}: {exc}"])
     except Exception as exc:  # an engine's own failure ends its study, not the others'
         return EngineStudy(engine, ctx.precision, [f"{engine}: failed: {describe_exception(exc)}"])
+    fp32 = study.fp32
+    if fp32 is not None and not fp32.meets(ctx.budget):  # the seeds' first step: FP32 itself must agree
+        changed = "" if fp32.decisions_changed is None else f"{fp32.decisions_changed} decision(s) changed, "
+        study.lines.insert(0, f"{engine}: its own FP32 run misses the budget against the reference ({changed}cosine "
+                              f"{fp32.cosine:.6f}): its reduced-precision figures mix in that difference")  # fmt: skip
+    return study
 
 
 def time_arms(study: EngineStudy) -> None:
