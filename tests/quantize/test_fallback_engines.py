@@ -134,3 +134,20 @@ def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: p
     if study.speed_note:
         assert results[2].precision_effective == "fp32"
         assert any("fp32 compute (fp16 storage)" in note for note in results[2].notes), results[2].notes
+
+
+def test_openvino_marks_the_kept_layers_and_reads_back_whether_they_held(tmp_path: Path) -> None:
+    model = layernorm_classifier(tmp_path / "ln.onnx")
+    # A cosine budget between full BF16's and FP32's, so that the search runs and OpenVINO gets marked layers.
+    request = FallbackRequest(str(model), "bf16", ("openvino",), tmp_path / "out", Budget(min_cosine=0.999995),
+                              samples=16, max_evaluations=12, latency=False)  # fmt: skip
+    study = study_fallback(request).studies[0]
+    if study.full is None:
+        pytest.skip("this CPU runs OpenVINO in fp32 only")
+    text = "\n".join(study.lines)
+    if study.full.meets(request.budget):  # another CPU's BF16 kernels may be closer to FP32
+        pytest.skip("full bf16 within the budget here")
+    assert study.mixed_path.suffix == ".xml" and study.mixed_path.is_file()
+    assert "FP32 fallback honoured for" in text and study.mixed.how.startswith("computed by openvino")
+    written = study.mixed_path.read_text()  # the mark is in the IR (its name differs across OpenVINO versions)
+    assert 'name="precise"' in written or 'name="DisablePrecisionConversion"' in written

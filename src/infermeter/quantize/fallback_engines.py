@@ -94,9 +94,13 @@ def _runtime_precisions(compiled: object) -> dict[str, str]:
     return ran
 
 
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:8]) + ("…" if len(names) > 8 else "")
+
+
 def openvino_study(ctx: StudyContext) -> EngineStudy:
     """The precision hint, read back with every layer's runtime precision; when the full run misses the budget,
-    the layers found on the emulated graph marked FP32 (rt_info `disable_fp16_compression`) and what the runtime
+    the layers found on the emulated graph marked FP32 (the DisableFP16Compression rt_info, written into the IR) and what the runtime
     really did with each mark read back."""
     import openvino as ov
 
@@ -138,10 +142,14 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
     search = emulated_search(replace(ctx, precision=ran))
     study.search, study.search_how = search, f"emulated {ran} on the ONNX graph; the result computed by openvino"
     keep = _kept(study)
+    if not keep or not search.verdict.meets:
+        return study  # the search's notes say why (the budget is out of reach even with every layer in FP32)
     model = core.read_model(str(ctx.fp32_onnx))
     for op in model.get_ordered_ops():
         if op.get_friendly_name() in keep:
-            op.get_rt_info()["disable_fp16_compression_0"] = ""
+            # OpenVINO's DisableFP16Compression mark ("precise" in an IR, DisablePrecisionConversion once read):
+            # the key is what makes it a typed attribute that save_model writes into the IR.
+            op.get_rt_info()["precise_0"] = ""
     study.mixed_path = ctx.file(".openvino-mixed.xml")
     ov.save_model(model, str(study.mixed_path), compress_to_fp16=False)
     mixed = core.compile_model(core.read_model(str(study.mixed_path)), "CPU", config)
@@ -149,10 +157,15 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
     runtime = _runtime_precisions(mixed)
     honoured = sorted(name for name in keep if runtime.get(name) == "fp32")
     study.lines.append(f"openvino: FP32 fallback honoured for {len(honoured)} of {len(keep)} chosen layers")
-    if len(honoured) < len(keep):
-        ignored = sorted(name for name in keep if runtime.get(name) != "fp32")
-        study.lines.append("openvino has no per-node precision call; the IR's FP32 mark did not hold for: "
-                           + ", ".join(ignored[:8]) + ("…" if len(ignored) > 8 else ""))  # fmt: skip
+    reduced = sorted(name for name in keep if runtime.get(name) not in (None, "fp32"))
+    unseen = sorted(name for name in keep if name not in runtime)
+    if reduced:
+        study.lines.append(f"openvino has no per-node precision call; the IR's FP32 mark did not hold for: "
+                           f"{_listed(reduced)} (ran {ran})")  # fmt: skip
+    if unseen:
+        study.lines.append(
+            f"openvino: not in the runtime model under their names (fused or renamed): {_listed(unseen)}"
+        )
     study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
     return study
 
