@@ -100,8 +100,8 @@ def _listed(names: list[str]) -> str:
 
 def openvino_study(ctx: StudyContext) -> EngineStudy:
     """The precision hint, read back with every layer's runtime precision; when the full run misses the budget,
-    the layers found on the emulated graph marked FP32 (the DisableFP16Compression rt_info, written into the IR) and what the runtime
-    really did with each mark read back."""
+    the layers found on the emulated graph marked FP32 (the DisableFP16Compression rt_info, written into the IR)
+    and what the runtime really did with each mark read back."""
     import openvino as ov
 
     from infermeter.backends.openvino_backend import read_back_precision
