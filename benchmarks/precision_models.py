@@ -46,3 +46,28 @@ def fragile_layernorm() -> tuple[nn.Module, dict[str, tuple[str, tuple[object, .
 def fused_layernorm() -> tuple[nn.Module, dict[str, tuple[str, tuple[object, ...]]]]:
     """The same classifier with the fused LayerNorm (nothing to keep in FP32)."""
     return LayerNormClassifier(fused=True), {"x": ("float32", ("batch", DIM))}
+
+
+class _Centre(nn.Module):
+    """Subtracts the offset the first layer added."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - 1000.0
+
+
+def bf16_offset() -> tuple[nn.Module, dict[str, tuple[str, tuple[object, ...]]]]:
+    """A model that breaks in BF16 (8 bits of mantissa): its first Linear adds 1000 to small values, which BF16
+    rounds away before `centre` subtracts it. For `optimize -b torch`: its bf16 case misses the budget and the
+    FP32-fallback variant (fc1 excluded from autocast) becomes the candidate."""
+    generator = torch.Generator().manual_seed(0)
+    fc1, fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+    with torch.no_grad():
+        for layer in (fc1, fc2):
+            layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) * 0.25)
+            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.1)
+        fc1.bias.add_(1000.0)
+    model = nn.Sequential()
+    model.add_module("fc1", fc1)
+    model.add_module("centre", _Centre())
+    model.add_module("fc2", fc2)
+    return model, {"x": ("float32", ("batch", 16))}
