@@ -134,6 +134,7 @@ def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: p
     if study.speed_note:
         assert results[2].precision_effective == "fp32"
         assert any("fp32 compute (fp16 storage)" in note for note in results[2].notes), results[2].notes
+        assert "fp32_compute_storage" in [w.code for w in results[2].warnings]
 
 
 def test_openvino_marks_the_kept_layers_and_reads_back_whether_they_held(tmp_path: Path) -> None:

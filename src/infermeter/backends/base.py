@@ -44,6 +44,8 @@ class Session(ABC):
     def __init__(self) -> None:
         self.load_phases_s: dict[str, float] = {}
         self.notes: list[str] = []
+        # (code, message) pairs of `stats.WARNING_CODES` that the case measured on this session carries.
+        self.warnings: list[tuple[str, str]] = []
         self.cache_hit: bool | None = None
 
     def prepare(self, feeds: Feeds) -> Any:

@@ -255,6 +255,7 @@ class OnnxRuntimeBackend(Backend):
         storage = self.storage_note(onnx_graph_precision(str(source.path)))
         if storage:
             result.notes.append(storage)
+            result.warnings.append(("fp32_compute_storage", storage))
         return result
 
     def effective_precision(self, onnx_path: str, case: Case) -> str:
