@@ -131,8 +131,9 @@ def main() -> None:
 def write(table: list[str], notes: list[str], command: str, args: argparse.Namespace) -> None:
     """Print the section; with --write-docs, write it as docs/precision-fallback.md (head kept)."""
     budget = Budget().describe()
+    smoke = " A --quick run is a smoke run: few samples, a small cap, no timings." if args.quick else ""
     body = [SECTION, "", f"`{command}`, {args.threads} thread(s), budget: {budget} (mean cosine ≥ 0.999 for "
-            "an embedding). Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.", "",
+            f"an embedding). Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.{smoke}", "",
             *table, "", "Per engine, what it said:", "", *notes, ""]  # fmt: skip
     print("\n".join(body))
     if args.write_docs:
