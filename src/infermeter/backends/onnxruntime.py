@@ -9,6 +9,7 @@ operators chosen for this CPU. Without the cache, `load` creates the session fro
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ PROFILE = Switch(key="onnxruntime.profile", default=False,
 
 def onnx_graph_precision(path: str) -> str:
     """The precision an ONNX graph computes in, read from the graph itself: int8 when it holds quantization
-    operators, fp16/bf16 when its float weights are stored so, else fp32."""
+    operators, fp16/bf16 when most of its float weights are stored so, else fp32."""
     import onnx
 
     graph = onnx.load(path, load_external_data=False).graph
@@ -51,12 +52,13 @@ def onnx_graph_precision(path: str) -> str:
     }
     if any(node.op_type in quant_ops for node in graph.node):
         return "int8"
-    float_types = {init.data_type for init in graph.initializer} & {1, 10, 16}
-    if float_types == {10}:
-        return "fp16"
-    if float_types == {16}:
-        return "bf16"
-    return "fp32"
+    # By weight elements: a mixed FP16 graph keeps a few layers' (small) weights in FP32 and is still FP16.
+    elements = {1: 0, 10: 0, 16: 0}
+    for init in graph.initializer:
+        if init.data_type in elements:
+            elements[init.data_type] += math.prod(init.dims)
+    stored = max(elements, key=elements.__getitem__)
+    return {10: "fp16", 16: "bf16"}.get(stored, "fp32") if elements[stored] else "fp32"
 
 
 def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:
@@ -136,6 +138,7 @@ class OnnxRuntimeBackend(Backend):
     # Whether `load` keeps ORT's optimized graph in the cache (CPU only: GPU graphs are partitioned per session).
     optimized_model_cache: ClassVar[bool] = True
     int8_quantizer: ClassVar[str | None] = "ort-qdq"
+    precision_fallback: ClassVar[str | None] = "ort-fp16-graph"
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((PROFILE.key, "on"),)
     # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantize.onthefly`); no x86 fp16/bf16.
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
@@ -249,11 +252,29 @@ class OnnxRuntimeBackend(Backend):
         result.notes.append(f"graph optimization level: {level_name}; providers: {', '.join(session.get_providers())}")
         if artifact is not None:
             result.notes.append("session created from the optimized graph of the build stage")
+        storage = self.storage_note(onnx_graph_precision(str(source.path)))
+        if storage:
+            result.notes.append(storage)
+            result.warnings.append(("fp32_compute_storage", storage))
         return result
 
     def effective_precision(self, onnx_path: str, case: Case) -> str:
-        """What the session computes in: the CPU provider runs the graph in the precision it is stored in."""
-        return onnx_graph_precision(onnx_path)
+        """What the session computes in: the graph's precision, except that the CPU provider computes an FP16/BF16
+        graph in FP32 on a CPU without that arithmetic (its profiler shows float32 MatMuls between inserted casts):
+        "fp32", with `storage_note` saying so, and no reduced-precision speedup is claimed for it."""
+        stored = onnx_graph_precision(onnx_path)
+        return "fp32" if self.storage_note(stored) else stored
+
+    def storage_note(self, stored: str) -> str | None:
+        """ "fp32 compute (fp16 storage)..." when this provider computes a `stored` FP16/BF16 graph in FP32."""
+        from infermeter.backends._common import cpu_precision_reason
+
+        if stored not in ("fp16", "bf16") or self.providers[0] != "CPUExecutionProvider":
+            return None
+        if cpu_precision_reason(stored, self.name) is None:
+            return None
+        return (f"fp32 compute ({stored} storage): this CPU has no {stored} arithmetic, so ONNX Runtime's CPU "
+                f"provider casts around its kernels and computes in fp32; no {stored} speedup is claimed")  # fmt: skip
 
     def check_providers(self, session: Any) -> None:
         """Refuse a session that silently fell back from the requested execution provider."""
