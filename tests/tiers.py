@@ -63,6 +63,7 @@ INTEGRATION_CALLS = frozenset(
         "record_run",
         "bench",
         "run_child",
+        "time_arms",
     }
 )
 # Tests that start no process but still take seconds of pure computation (property tests with many examples).
