@@ -16,7 +16,7 @@ COMPILERS_STAMP := $(VENV)/.compilers-installed-stamp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit clean benchmarks browser install-llm test-llm dist
+.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm dist benchmark-deps
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -75,11 +75,17 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-# The packaging tests (tests/packaging) build and reuse venvs with a subset of the extras under .venv-matrix/.
-unit: $(TEST_STAMP) browser
+# The fast tier (tests/tiers.py): every test that starts no process, server, engine build, Ray cluster or venv.
+# Under two minutes; run it while you work.
+unit: $(TEST_STAMP)
+	$(BIN)/python -m pytest -q -m "not integration"
+
+# Every test, both tiers. The packaging tests (tests/packaging) build and reuse venvs with a subset of the extras
+# under .venv-matrix/.
+pytest-all: $(TEST_STAMP) browser
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+test: lint typecheck pytest-all
 
 # Debian's chromium for the HTML report test (the browser test skips, saying why, where it cannot be installed).
 browser:
@@ -87,6 +93,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; fi; \
+	fi
+
+# Debian's hey, the independent load tool of benchmarks/load_crosscheck.py (the script installs it too as root).
+benchmark-deps:
+	@if ! command -v hey >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey >/dev/null; \
+	  else echo "hey is missing and cannot be installed here (needs root and apt-get): apt-get install hey"; exit 1; fi; \
 	fi
 
 # The wheel and sdist, checked (tests/packaging/test_distribution.py builds and installs them too).

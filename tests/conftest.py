@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tiers import INTEGRATION, fast_tier_starts_no_process, mark_tiers
+
 # Set at import time so that spawned worker processes inherit it too.
 _CACHE = Path(tempfile.mkdtemp(prefix="infermeter-test-cache-"))
 os.environ.setdefault("INFERMETER_CACHE_DIR", str(_CACHE))
@@ -18,3 +20,26 @@ os.environ.setdefault("INFERMETER_HISTORY", "off")
 def cache_dir() -> Path:
     """The converted-model cache of this test session."""
     return Path(os.environ["INFERMETER_CACHE_DIR"])
+
+
+@pytest.fixture
+def own_compile_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A converted-model and compile cache of this test alone (its workers inherit it), so that what the test
+    builds is a cache miss whatever other tests built before it, in any order."""
+    folder = tmp_path / "compile-cache"
+    folder.mkdir()
+    monkeypatch.setenv("INFERMETER_CACHE_DIR", str(folder))
+    return folder
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{INTEGRATION}: processes, servers, engines compiling, Ray, venvs (tests/tiers.py)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_tiers(items)
+
+
+__all__ = ["fast_tier_starts_no_process"]

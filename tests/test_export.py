@@ -181,3 +181,10 @@ def test_zoo_model_exports_verified(name: str, tmp_path: Path) -> None:
     if name == "minilm":
         assert _dims(out)["input_ids"] == ["batch", "seq"]
         assert any(c.name == "dynamic axis seq" and c.status == "pass" for c in report.checks)
+
+
+def test_unsupported_operator_names_the_module_that_calls_it(sources: Path, tmp_path: Path) -> None:
+    report = export_model(resolve_model(f"{sources}:wobbly"), tmp_path / "w.onnx")
+    assert len(report.unsupported_op_modules) == 1
+    assert report.unsupported_op_modules[0].startswith("(root) (Wobbly, export_models.py:")
+    assert f"called in {report.unsupported_op_modules[0]}" in report.checks[0].detail

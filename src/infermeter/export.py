@@ -64,6 +64,7 @@ class ExportReport:
     exporter: str | None = None
     fallback_reason: str | None = None
     unsupported_op: str | None = None
+    unsupported_op_modules: list[str] = field(default_factory=list)
     simplified: bool = False
     max_abs_error: float | None = None
     max_rel_error: float | None = None
@@ -371,6 +372,7 @@ def export_model(
         report.add("export", True, detail)
     except ExportError as exc:
         report.unsupported_op = exc.unsupported_op
+        report.unsupported_op_modules = list(exc.op_modules)
         report.add("export", False, str(exc))
     if report.ok and _check_and_infer(report, output):
         if simplify:

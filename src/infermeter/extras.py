@@ -43,6 +43,8 @@ MODULE_EXTRAS: dict[str, str] = {
     "llama_cpp": "llm",
     "gguf": "llm",
     "httpx": "serve",
+    "tritonclient": "serve",
+    "grpc": "serve",
     "ray": "cluster",
     "iree": "compilers",
     "tvm": "compilers",
@@ -50,7 +52,7 @@ MODULE_EXTRAS: dict[str, str] = {
 }
 
 # What `infermeter serve` imports (and `load` / `tune-batching` when they serve a model here).
-SERVE_MODULES = ("starlette", "uvicorn", "prometheus_client")
+SERVE_MODULES = ("starlette", "uvicorn", "prometheus_client", "tritonclient", "grpc")
 
 # Extras that bring torch: PyPI's Linux torch is the CUDA build, so the CPU build has to be installed before them.
 _TORCH_EXTRAS = frozenset({"torch", "text-models", "llm", "all-cpu"})

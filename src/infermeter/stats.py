@@ -54,6 +54,11 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "the engine runs a different precision than requested",
         "its speed is not a figure for the requested precision; compare it with cases of its own precision",
     ),
+    "fp32_compute_storage": (
+        "fp32 compute (fp16/bf16 storage): the engine computes this reduced-precision graph in fp32",
+        "its speed is fp32 compute over smaller weights, not a reduced-precision figure: no such speedup is claimed; "
+        "judge its accuracy with `quantize --to` (emulated) and time it on hardware with that arithmetic",
+    ),
     "generic_cpu_target": (
         "a compiler built the model for a generic CPU, not this one",
         "its code leaves this CPU's vector units unused, so its speed is not this machine's: build for the host "

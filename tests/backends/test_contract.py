@@ -71,7 +71,6 @@ def test_a_backend_that_reads_onnx_takes_an_onnx_file_as_it_is(name: str) -> Non
     spec = onnx_file_model()
     assert spec.kind == "onnx"
     assert ".onnx" in cls.model_files, "a backend that reads ONNX loads .onnx files as they are"
-    # Batch 7: a shape no other test compiles (test_openvino counts on its batch-3 load being a cache miss).
     check_runs(cls, spec, contract_case(spec, name, batch=7))
 
 

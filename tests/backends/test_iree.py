@@ -20,8 +20,8 @@ pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
 
-def test_fp32_outputs_match_torch_and_the_build_is_cached(tiny_cnn, make_case):
-    case = make_case("iree", batch=3, threads=1)  # a shape no other test compiles: the first build is a miss
+def test_fp32_outputs_match_torch_and_the_build_is_cached(tiny_cnn, make_case, own_compile_cache):
+    case = make_case("iree", batch=3, threads=1)  # a cache of this test's own: the first build is a miss
     first = build_artifact(tiny_cnn, case)
     assert first is not None and first.cache == "built" and first.build_phases_s["compile_s"] > 0
     assert Path(first.path).suffix == ".vmfb" and Path(first.path).stat().st_size > 0

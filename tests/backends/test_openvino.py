@@ -57,8 +57,8 @@ def test_bf16_unsupported_without_the_isa(tiny_cnn, make_case, monkeypatch):
     assert OpenVinoBackend.unsupported_reason(tiny_cnn, make_case("openvino", precision="int8")) is None
 
 
-def test_compiled_blob_built_once_imported_and_truncated_blob_rebuilt(tiny_cnn, make_case, cache_dir):
-    case = make_case("openvino", batch=3)  # a shape no other test compiles, so the first build is a miss
+def test_compiled_blob_built_once_imported_and_truncated_blob_rebuilt(tiny_cnn, make_case, own_compile_cache):
+    case = make_case("openvino", batch=3)  # a cache of this test's own: the first build is a miss
     first = build_artifact(tiny_cnn, case)
     assert first is not None and first.cache == "built" and first.build_phases_s["compile_s"] > 0
     second = build_artifact(tiny_cnn, case)

@@ -33,10 +33,10 @@ def test_compiles_in_load_and_matches_torch(tiny_cnn, make_case):
 
 
 @pytest.mark.slow
-def test_second_process_hits_the_inductor_cache(tmp_path):
+def test_second_process_hits_the_inductor_cache(tmp_path, own_compile_cache):
     """Across processes (the default isolation) the on-disk FX-graph cache serves the second compile. In one
-    process Dynamo would reuse its in-memory code instead, which tests nothing about the disk cache. Batch 5: a
-    shape no other test compiles, so the first run is a miss."""
+    process Dynamo would reuse its in-memory code instead, which tests nothing about the disk cache. The test's
+    own cache makes the first run a miss whatever other tests compiled."""
     hits = []
     for run in range(2):
         out = tmp_path / f"r{run}.json"
@@ -60,8 +60,6 @@ def test_second_process_hits_the_inductor_cache(tmp_path):
             "--no-roofline",
             "-o",
             str(out),
-            # A cache of this test's own: other tests compile the same model into the session's shared cache.
-            env={"INFERMETER_CACHE_DIR": str(tmp_path / "cache")},
         )
         assert done.returncode == 0, done.stderr
         case = load_json(out)["cases"][0]

@@ -102,6 +102,9 @@ def test_deploy_md_lists_files_and_replays_the_measured_load(kserve_deploy: Path
         assert name in text
     line = next(x for x in text.splitlines() if x.startswith("perf_analyzer"))
     assert "-m tiny_cnn" in line and "-b 1" in line and "--concurrency-range 8:8" in line
+    grpc_line = next(x for x in text.splitlines() if x.startswith("perf_analyzer") and "-i grpc" in x)
+    assert "-u localhost:8001" in grpc_line and "--concurrency-range 8:8" in grpc_line
+    assert "--grpc-port 8001" in text and "--shared-memory" in text  # what only a real Triton has
     load = next(c for c in load_json(load_file)["cases"] if c["id"] == LOAD_ID)
     assert f"P99 {load['latency_ms']['p99']:.3f} ms" in text
 

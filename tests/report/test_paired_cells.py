@@ -69,3 +69,11 @@ def test_a_p50_wider_than_its_target_shows_its_interval() -> None:
     p50 = table.columns.index("P50 ms")
     assert "±" in table.rows[0][p50] and "±" not in table.rows[1][p50]
     assert any(note.startswith("± P50 interval wider") for note in table.footnotes)
+
+
+def test_fp32_compute_of_an_fp16_graph_refuses_the_speedup() -> None:
+    base, case = _pair(1.3, 1.2, 1.4)
+    case.warnings.append(CaseWarning("fp32_compute_storage", "fp32 compute (fp16 storage): ...", "fp16 storage"))
+    table = summary_table([base, case])
+    assert table.rows[1][table.columns.index("speedup")] == "n/a¶"
+    assert any(note.startswith("¶ no speedup: fp32 compute (fp16 storage)") for note in table.footnotes)

@@ -15,10 +15,12 @@ from infermeter.serve.server import ServerThread
 
 
 def make_server(model: str = "tiny_cnn", backend: str = "null", **overrides: Any) -> ServerThread:
-    """A ServerThread for `model` (null backend by default); keyword arguments override ServeConfig fields."""
+    """A ServerThread for `model` (null backend by default); keyword arguments override ServeConfig fields
+    (`grpc=True` starts the gRPC service too)."""
     options = overrides.pop("options", ())
+    grpc = overrides.pop("grpc", False)
     config = ServeConfig(model=model, backend=backend, threads=1, options=tuple(sorted(options)), **overrides)
-    return ServerThread(config)
+    return ServerThread(config, grpc=grpc)
 
 
 def post_many(url: str, bodies: list[tuple[bytes, dict[str, str]]], timeout_s: float = 30.0) -> list[httpx.Response]:

@@ -101,6 +101,23 @@ def test_load_command_writes_a_results_file(tmp_path: Path) -> None:
     assert url_with_backend.returncode == 2 and "--backend is for a MODEL" in url_with_backend.stderr
 
 
+def test_load_command_over_grpc(tmp_path: Path) -> None:
+    """`load MODEL --protocol grpc` serves MODEL with --grpc-port and loads it through KServe v2 gRPC."""
+    out = tmp_path / "load.json"
+    result = run_cli(
+        "load", "tiny_cnn", "-b", "null", "--protocol", "grpc", "--scenario", "offline",
+        "--concurrency", "2", "--duration", "0.5", "-o", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "grpc://127.0.0.1:" in result.stdout
+    case = read_results(out).cases[0]
+    assert case.backend == "null" and case.extra["load"]["errors"] == {} and case.samples_ms
+    wrong = run_cli("load", "http://127.0.0.1:1", "--protocol", "grpc", "--scenario", "offline")
+    assert wrong.returncode == 2 and "grpc://HOST:PORT" in wrong.stderr
+    json_grpc = run_cli("load", "grpc://127.0.0.1:1", "--json", "--scenario", "offline")
+    assert json_grpc.returncode == 2 and "--json is for HTTP targets" in json_grpc.stderr
+
+
 def test_tune_batching_recommends_a_policy() -> None:
     result = run_cli(
         "tune-batching", "tiny_cnn", "-b", "null", "-O", "null.latency_ms=5", "-O", "null.wait=sleep",

@@ -44,6 +44,8 @@ class Session(ABC):
     def __init__(self) -> None:
         self.load_phases_s: dict[str, float] = {}
         self.notes: list[str] = []
+        # (code, message) pairs of `stats.WARNING_CODES` that the case measured on this session carries.
+        self.warnings: list[tuple[str, str]] = []
         self.cache_hit: bool | None = None
 
     def prepare(self, feeds: Feeds) -> Any:
@@ -146,6 +148,9 @@ class Backend(BackendInfo):
     # The engine's own INT8 quantizer, which makes the graph of `--precision int8` on a float model in the build
     # stage (`quantize.onthefly.QUANTIZERS`: "ort-qdq", "trt-qdq", "nncf"); None: a float model cannot run int8 here.
     int8_quantizer: ClassVar[str | None] = None
+    # How `quantize --to fp16|bf16` keeps chosen layers in FP32 on this engine: a key of
+    # `quantize.fallback_engines.FALLBACK_PATHS` (None: no reduced-precision fallback path here).
+    precision_fallback: ClassVar[str | None] = None
     # Options that make a session collect per-node counters (`Session.layer_profile`); None: no per-node profile.
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
     # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before

@@ -121,6 +121,7 @@ class OnnxRuntimeBackend(Backend):
     # Whether `load` keeps ORT's optimized graph in the cache (CPU only: GPU graphs are partitioned per session).
     optimized_model_cache: ClassVar[bool] = True
     int8_quantizer: ClassVar[str | None] = "ort-qdq"
+    precision_fallback: ClassVar[str | None] = "ort-fp16-graph"
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((PROFILE.key, "on"),)
     # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantize.onthefly`); no x86 fp16/bf16.
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
@@ -234,11 +235,29 @@ class OnnxRuntimeBackend(Backend):
         result.notes.append(f"graph optimization level: {level_name}; providers: {', '.join(session.get_providers())}")
         if artifact is not None:
             result.notes.append("session created from the optimized graph of the build stage")
+        storage = self.storage_note(onnx_graph_precision(str(source.path)))
+        if storage:
+            result.notes.append(storage)
+            result.warnings.append(("fp32_compute_storage", storage))
         return result
 
     def effective_precision(self, onnx_path: str, case: Case) -> str:
-        """What the session computes in: the CPU provider runs the graph in the precision it is stored in."""
-        return onnx_graph_precision(onnx_path)
+        """What the session computes in: the graph's precision, except that the CPU provider computes an FP16/BF16
+        graph in FP32 on a CPU without that arithmetic (its profiler shows float32 MatMuls between inserted casts):
+        "fp32", with `storage_note` saying so, and no reduced-precision speedup is claimed for it."""
+        stored = onnx_graph_precision(onnx_path)
+        return "fp32" if self.storage_note(stored) else stored
+
+    def storage_note(self, stored: str) -> str | None:
+        """ "fp32 compute (fp16 storage)..." when this provider computes a `stored` FP16/BF16 graph in FP32."""
+        from infermeter.backends._common import cpu_precision_reason
+
+        if stored not in ("fp16", "bf16") or self.providers[0] != "CPUExecutionProvider":
+            return None
+        if cpu_precision_reason(stored, self.name) is None:
+            return None
+        return (f"fp32 compute ({stored} storage): this CPU has no {stored} arithmetic, so ONNX Runtime's CPU "
+                f"provider casts around its kernels and computes in fp32; no {stored} speedup is claimed")  # fmt: skip
 
     def check_providers(self, session: Any) -> None:
         """Refuse a session that silently fell back from the requested execution provider."""

@@ -149,6 +149,7 @@ class OpenVinoBackend(Backend):
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ()
     triton = TritonTarget("backend", "openvino", "model.onnx")
     distribution = "openvino"
+    precision_fallback: ClassVar[str | None] = "openvino-hint"
     install_extra = "openvino"
     precisions = ("fp32", "bf16", "fp16", "int8")
     int8_quantizer = "nncf"

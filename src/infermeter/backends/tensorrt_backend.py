@@ -9,6 +9,7 @@ where a GPU is lent (see the closing note of the change that added this file).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,6 +55,40 @@ def _shape_option(which: str) -> Text:
 PROFILE_WHICH = ("min", "opt", "max")
 SHAPE_OPTIONS = {which: _shape_option(which) for which in PROFILE_WHICH}
 WORKSPACE_MB = Integer(key="tensorrt.workspace_mb", default=2048, minimum=1, help="builder workspace pool, MiB")
+FP32_LAYERS = Text(key="tensorrt.fp32_layers", describe="path",
+                   help="at fp16: a JSON file whose `fp32_layers` list names layers kept in fp32 (per-layer precision "
+                        "constraints; `infermeter quantize --to fp16` writes it)")  # fmt: skip
+
+
+def fp32_layers_of(path: str | None) -> list[str]:
+    """The `fp32_layers` list of a study's TensorRT constraints file (none without a file)."""
+    if not path:
+        return []
+    import json
+
+    try:
+        return [str(name) for name in json.loads(Path(path).read_text())["fp32_layers"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BackendError(f"tensorrt.fp32_layers={path}: not a file with an fp32_layers list ({exc})") from exc
+
+
+def constrain_layers(trt: Any, network: Any, config: Any, names: list[str]) -> list[str]:
+    """Per-layer precision constraints: the layers named `names` (TensorRT's ONNX parser names a layer after its
+    node) compute and write their outputs in FP32, and the builder must obey (OBEY_PRECISION_CONSTRAINTS).
+    Returns the names that match no layer of `network`."""
+    wanted = set(names)
+    found: set[str] = set()
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        if layer.name not in wanted:
+            continue
+        found.add(layer.name)
+        layer.precision = trt.float32
+        for output in range(layer.num_outputs):
+            layer.set_output_type(output, trt.float32)
+    if found:
+        config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    return sorted(wanted - found)
 
 
 def profile_shapes(model: ModelSpec, case: Case) -> ProfileShapes:
@@ -210,8 +245,11 @@ class TensorRTSession(Session):
         self._engine = None
 
 
-def build_engine(trt: Any, onnx_path: str, precision: str, profile: ProfileShapes, workspace_mb: int) -> bytes:
-    """Build and serialize an engine (raises BackendError with the parser's or builder's errors)."""
+def build_engine(
+    trt: Any, onnx_path: str, precision: str, profile: ProfileShapes, workspace_mb: int, fp32_layers: Sequence[str] = ()
+) -> bytes:
+    """Build and serialize an engine (raises BackendError with the parser's or builder's errors); at fp16, the
+    layers `fp32_layers` are constrained to FP32 (`constrain_layers`)."""
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
     major = int(trt.__version__.split(".")[0])
@@ -228,6 +266,9 @@ def build_engine(trt: Any, onnx_path: str, precision: str, profile: ProfileShape
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_mb << 20)
     if precision == "fp16" and major < 11:
         config.set_flag(trt.BuilderFlag.FP16)
+        missing = constrain_layers(trt, network, config, list(fp32_layers))
+        if missing:
+            raise BackendError(f"tensorrt.fp32_layers names no layer of this network: {', '.join(missing[:5])}")
     optimization_profile = builder.create_optimization_profile()
     for name, (low, opt, high) in profile.items():
         optimization_profile.set_shape(name, low, opt, high)
@@ -248,7 +289,7 @@ class TensorRTBackend(Backend):
     `max_shapes` (trtexec syntax), `tensorrt.workspace_mb` (default 2048); `cache=off` rebuilds the engine."""
 
     name = "tensorrt"
-    options = (*SHAPE_OPTIONS.values(), WORKSPACE_MB, CACHE, *QUANTIZE_OPTIONS)
+    options = (*SHAPE_OPTIONS.values(), WORKSPACE_MB, FP32_LAYERS, CACHE, *QUANTIZE_OPTIONS)
     int8_quantizer: ClassVar[str | None] = "trt-qdq"
     consumes_onnx = True
     shape_aware = True
@@ -257,6 +298,7 @@ class TensorRTBackend(Backend):
     triton = TritonTarget("platform", "tensorrt_plan", "model.plan", writable=False)
     device = "cuda"
     distribution = "tensorrt"
+    precision_fallback: ClassVar[str | None] = "tensorrt-layer-precision"
     precisions = ("fp32", "fp16", "int8")
     description = "NVIDIA TensorRT (native builder, serialized engines)"
 
@@ -303,7 +345,9 @@ class TensorRTBackend(Backend):
                 raise BackendError("TensorRT int8 needs Q/DQ nodes in the ONNX graph; quantize the model first")
         start = time.perf_counter()
         profile = profile_shapes(model, case)
-        target.write_bytes(build_engine(trt, str(source.path), case.precision, profile, WORKSPACE_MB.value(case)))
+        fp32 = fp32_layers_of(FP32_LAYERS.value(case))
+        workspace = WORKSPACE_MB.value(case)
+        target.write_bytes(build_engine(trt, str(source.path), case.precision, profile, workspace, fp32))
         return BuildOutput(
             {Phase.COMPILE: time.perf_counter() - start}, [f"engine built with TensorRT {trt.__version__}"]
         )

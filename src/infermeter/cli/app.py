@@ -12,6 +12,7 @@ import click
 from infermeter import __version__
 from infermeter.cli import advise as advise_cmd
 from infermeter.cli import bench as bench_cmd
+from infermeter.cli import check as check_cmd
 from infermeter.cli import compare as compare_cmd
 from infermeter.cli import deploy as deploy_cmd
 from infermeter.cli import export as export_cmd
@@ -45,6 +46,7 @@ app.add_command(info.backends)
 app.add_command(info.env)
 app.add_command(info.models)
 app.add_command(export_cmd.export)
+app.add_command(check_cmd.check)
 app.add_command(inspect_cmd.inspect_cmd)
 app.add_command(peak_cmd.peak)
 app.add_command(parity_cmd.parity)

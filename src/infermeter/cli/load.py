@@ -54,11 +54,14 @@ def _model_args(
 
 
 @contextlib.contextmanager
-def _served(target: str, backend: str | None, serve_args: list[str]) -> Iterator[str]:
-    """The URL to load: TARGET itself, or a server this command starts for MODEL (stopped afterwards)."""
-    if target.startswith(("http://", "https://")):
+def _served(target: str, backend: str | None, serve_args: list[str], protocol: str = "http") -> Iterator[str]:
+    """The URL to load: TARGET itself, or a server this command starts for MODEL (stopped afterwards); with
+    --protocol grpc, that server's gRPC address as grpc://HOST:PORT."""
+    if target.startswith(("http://", "https://", "grpc://")):
         if backend:
             raise UsageError("--backend is for a MODEL target; a URL target is already served")
+        if protocol == "grpc" and not target.startswith("grpc://"):
+            raise UsageError(f"--protocol grpc: give the gRPC address as grpc://HOST:PORT, not {target}")
         yield target
         return
     if not backend:
@@ -67,9 +70,9 @@ def _served(target: str, backend: str | None, serve_args: list[str]) -> Iterator
     from infermeter.serve.server import spawn_server
 
     with stderr.status(f"serving {escape(target)} with {escape(backend)} on 127.0.0.1 …"):
-        server = spawn_server(serve_args)
+        server = spawn_server(serve_args, grpc=protocol == "grpc")
     try:
-        yield server.url
+        yield f"grpc://{server.grpc_address}" if protocol == "grpc" else server.url
     finally:
         server.stop()
 
@@ -193,6 +196,13 @@ OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms"
     "streaming /v1/completions or /v1/chat/completions.",
 )
 @click.option("--backend", "-b", help="Serve TARGET (a model) with this backend first; omit for a URL.")
+@click.option(
+    "--protocol",
+    type=click.Choice(["http", "grpc"]),
+    default="http",
+    show_default=True,
+    help="--api kserve: KServe v2 over HTTP or gRPC (a grpc://HOST:PORT target is gRPC already).",
+)
 @click.option("--scenario", type=click.Choice(SCENARIOS), default="server", show_default=True)
 @click.option("--qps", type=float, help="Target queries per second (server scenario; top of a QPS sweep).")
 @click.option(
@@ -229,6 +239,7 @@ def load(
     target: str,
     api: str,
     backend: str | None,
+    protocol: str,
     scenario: str,
     qps: float | None,
     concurrency: str | None,
@@ -257,8 +268,8 @@ def load(
     slo_tpot_ms: float | None,
     ignore_eos: bool,
 ) -> None:
-    """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME])
-    or a MODEL served here with --backend.
+    """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
+    grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).
 
     With --api openai, TARGET is the URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server): streamed
     completions at each --concurrency level give TTFT, TPOT, tokens/s, requests/s, goodput under the SLO, errors.
@@ -293,7 +304,7 @@ def load(
     overrides, values = parse_input_flags(inputs)
     serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue, data)
     started = now_iso()
-    with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))]) as url:
+    with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))], protocol) as url:
         prepared = prepare_target(
             url, model_name, batch, overrides, use_json, key, seed, input_values=values, data=data
         )

@@ -24,6 +24,10 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 GGUF_PARAMS = {"model", "format_", "output", "levels", "compare", "prompt_len", "gen_len", "requests"}
 GGUF_PARAMS |= {"threads", "results"}
 GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
+# With --to fp16|bf16 (the reduced-precision study), quantize takes these parameters.
+TO_PARAMS = {"model", "to", "backends", "output", "data", "threshold", "max_changed", "min_cosine", "max_evals"}
+TO_PARAMS |= {"samples", "no_latency", "threads", "seed", "format_"}
+TO_ONLY = ("backends", "threshold", "max_changed", "min_cosine", "max_evals", "samples")
 
 
 @click.command("quantize")
@@ -45,7 +49,8 @@ GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
 @click.option("--engine", default="onnxruntime", show_default=True, help="onnxruntime (QDQ) or openvino (NNCF, IR).")
 @click.option("--mode", default="static", show_default=True, help="static (calibrated) or dynamic.")
 @click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
-@click.option("--data", help="Real inputs, as bench takes them: calibration data when --calib is not given.")
+@click.option("--data", help="Real inputs, as bench takes them (image folder, .npz/.npy, file.py:function): INT8's "
+              "calibration data when --calib is not given; --to's samples (default generated).")  # fmt: skip
 @click.option(
     "--input",
     "inputs",
@@ -73,6 +78,19 @@ GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
     is_flag=True,
     help="--format gguf: measure each level (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16).",
 )
+@click.option(
+    "--to",
+    type=click.Choice(["fp16", "bf16"]),
+    help="Reduced-precision study instead of INT8: decisions changed vs FP32, layers kept in FP32.",
+)
+@click.option(
+    "-b", "--backends", multiple=True, help="--to: engines, comma-separated (default: each with a path here)."
+)
+@click.option("--threshold", type=float, help="--to: decision threshold on a probability output (e.g. 0.5).")
+@click.option("--max-changed", type=int, default=0, show_default=True, help="--to: decisions allowed to change.")
+@click.option("--min-cosine", type=float, help="--to: budget as a mean cosine with FP32 instead of decisions.")
+@click.option("--max-evals", type=int, default=64, show_default=True, help="--to: cap on the search's evaluations.")
+@click.option("--samples", type=int, default=64, show_default=True, help="--to: samples judged.")
 @click.option("--prompt-len", type=int, default=64, show_default=True, help="--compare: prompt tokens.")
 @click.option("--gen-len", type=int, default=32, show_default=True, help="--compare: tokens generated per request.")
 @click.option("--requests", type=int, default=5, show_default=True, help="--compare: timed requests per level.")
@@ -104,17 +122,38 @@ def quantize(
     seed: int,
     levels: str,
     compare: bool,
+    to: str | None,
+    backends: tuple[str, ...],
+    threshold: float | None,
+    max_changed: int,
+    min_cosine: float | None,
+    max_evals: int,
+    samples: int,
     prompt_len: int,
     gen_len: int,
     requests: int,
 ) -> None:
     """Quantize MODEL to INT8 and show accuracy against FP32 next to latency.
 
+    With --to fp16|bf16, a reduced-precision study instead: on each engine of -b, the decisions FP16/BF16 changes
+    against FP32, the few layers that must stay in FP32 (range pre-pass, operator types, bisection), the mixed
+    model written to the -o folder, and FP32, full and mixed precision timed interleaved.
+
     With --format gguf, MODEL is an LLM (tiny-llama, a Hugging Face Llama folder, or an F32/F16 .gguf): writes
     its llama.cpp variants at --levels to the -o folder; --compare measures and compares them.
     """
     from infermeter.cli.generate import reject_flags
 
+    if to is not None:
+        from infermeter.cli.quantize_fallback import run_fallback_study
+
+        reject_flags(ctx, [p.name for p in ctx.command.params if p.name and p.name not in TO_PARAMS], "without --to")
+        if format_ != "onnx":
+            raise UsageError("--to studies an ONNX or PyTorch model; drop --format gguf")
+        run_fallback_study(model, to, backends, output, data, threshold, max_changed, min_cosine, max_evals,
+                           samples, not no_latency, threads, seed)  # fmt: skip
+        return
+    reject_flags(ctx, TO_ONLY, "with --to fp16|bf16")
     if format_ == "gguf":
         from infermeter.cli.generate import run_gguf_quantize
 

@@ -65,7 +65,7 @@ def _from_repository(
     workers: int,
     threads: int,
     name: str | None,
-) -> tuple[str, str, str, tuple[str, ...], int, float, int, int, str]:
+) -> tuple[str, str, str, tuple[str, ...], int, float, int, int, str, str, str | None]:
     """Serve settings from a Triton model repository; flags given on the command line still win for
     batching, workers and threads, as for an optimize folder."""
     from infermeter.deploy.repository import read_repository
@@ -88,6 +88,8 @@ def _from_repository(
         workers if "workers" in explicit else model.workers,
         threads if "threads" in explicit else model.threads,
         model.name,
+        str(model.config),
+        str(repo) if model.config.parent.parent.resolve() == repo.resolve() else None,
     )
 
 
@@ -129,6 +131,11 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker threads (one session each).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
 @click.option("--port", type=int, default=8000, show_default=True, help="Port (0: a free one, printed).")
+@click.option(
+    "--grpc-port",
+    type=int,
+    help="Also serve the KServe v2 gRPC protocol on this port (Triton's is 8001; 0: a free one, printed).",
+)
 @click.option("--name", help="The model's protocol name (default: zoo name or file stem).")
 @click.option("--api-key", help="Require this key on every endpoint but health (default: $INFERMETER_API_KEY).")
 @click.option("--max-body-mb", type=float, default=64.0, show_default=True, help="Largest request body accepted.")
@@ -149,6 +156,7 @@ def serve(
     workers: int,
     host: str,
     port: int,
+    grpc_port: int | None,
     name: str | None,
     api_key: str | None,
     max_body_mb: float,
@@ -163,7 +171,9 @@ def serve(
     or OpenVINO model is served with its dynamic batching, instance count and engine parameters.
 
     Endpoints: /v2/health/live, /v2/health/ready, /v2/models/NAME, /v2/models/NAME/ready,
-    POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus).
+    POST /v2/models/NAME/infer (JSON tensors or the binary tensor extension), /metrics (Prometheus), and Triton's
+    GET /v2/models/NAME/config, GET /v2/models/NAME/stats, POST /v2/repository/index. With --grpc-port, the same
+    over gRPC (inference.GRPCInferenceService, as tritonclient.grpc and perf_analyzer -i grpc call it).
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
     """
     from infermeter.extras import SERVE_MODULES, require_extra
@@ -172,12 +182,15 @@ def serve(
     from infermeter.deploy.repository import is_repository
     from infermeter.serve.model import ServeConfig
     from infermeter.serve.protocol import API_KEY_VARIABLE
-    from infermeter.serve.server import LISTENING_PREFIX, serve_foreground
+    from infermeter.serve.server import GRPC_LISTENING_PREFIX, LISTENING_PREFIX, serve_foreground
 
+    triton_config = repository = None
     if model and is_repository(Path(model)):
-        model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = _from_repository(
+        settings = _from_repository(
             Path(model), backend, precision, option, max_batch, max_delay_ms, workers, threads, name
         )
+        model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = settings[:9]
+        triton_config, repository = settings[9:]
     elif model and _is_deploy_folder(model):
         from infermeter.optimize.deploy import serve_settings
 
@@ -204,8 +217,9 @@ def serve(
     require_positive(max_queue, "--max-queue")
     require_positive(max_body_mb, "--max-body-mb")
     require_positive(threads, "--threads", allow_zero=True)
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} must be between 0 and 65535")
+    for flag, value in (("--port", port), ("--grpc-port", grpc_port)):
+        if value is not None and not 0 <= value <= 65535:
+            raise UsageError(f"{flag} {value} must be between 0 and 65535")
     shapes, values = parse_input_flags(inputs)
     config = ServeConfig(
         model=model,
@@ -225,17 +239,21 @@ def serve(
         data=data,
         input_values=values,
         reshape=reshaped,
+        triton_config=triton_config,
+        repository=repository,
     )
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
-    def listening(url: str) -> None:
+    def listening(url: str, grpc_address: str | None) -> None:
         # Plain print, flushed: tools that spawn the server read this line to learn the port.
         print(f"{LISTENING_PREFIX}{url}", flush=True)
+        if grpc_address is not None:
+            print(f"{GRPC_LISTENING_PREFIX}{grpc_address}", flush=True)
         stderr.print(
             f"serving {escape(model)} with {escape(backend)} at {escape(url)} "
             f"(max-batch {max_batch}, max-delay {max_delay_ms:g} ms, workers {workers}); "
             "ready when /v2/health/ready says so; Ctrl-C to stop"
         )
 
-    serve_foreground(config, host, port, listening, log_level)
+    serve_foreground(config, host, port, listening, log_level, grpc_port)
     sys.stdout.flush()

@@ -13,12 +13,24 @@ from infermeter.deploy.triton import Repository, batchable, engine_parameters, p
 MEASUREMENT_INTERVAL_MS = 5000
 
 
-def perf_analyzer_command(source: DeploySource, url: str = "localhost:8000") -> str:
+# What the replay needs from the server, and what only Triton has (checked against perf_analyzer's Triton client
+# backend: server metadata, model metadata and config, infer with binary tensors, statistics).
+REPLAY_NOTE = (
+    "The perf_analyzer lines replay the measured load against either server: `infermeter serve` answers every "
+    "call they make, over HTTP (port 8000) and gRPC (8001): server and model metadata, the model configuration, "
+    "inference with binary tensors and Triton's statistics (perf_analyzer's server-side queue and compute "
+    "times). Only Triton has what these lines leave out: `--shared-memory system|cuda` (the shared-memory "
+    "extensions), `--collect-metrics` (GPU metrics on port 8002) and, in the repository, engines other than "
+    "ONNX Runtime and OpenVINO."
+)
+
+
+def perf_analyzer_command(source: DeploySource, url: str = "localhost:8000", protocol: str = "http") -> str:
     """perf_analyzer replaying the measured load: the load run's concurrency or request rate and rows per
     request when `--load` was given, else the bench case's batch and stream count; shapes of dynamic dims."""
     case = source.load.case if source.load else source.case
     batched = batchable(source)
-    parts = ["perf_analyzer", f"-m {source.name}", f"-u {url}", "-i http", f"-b {case.batch if batched else 1}"]
+    parts = ["perf_analyzer", f"-m {source.name}", f"-u {url}", f"-i {protocol}", f"-b {case.batch if batched else 1}"]
     for spec in source.inputs:
         dims = spec.dims[1:] if batched else spec.dims
         measured = source.case.input_shapes.get(spec.name)
@@ -120,10 +132,13 @@ def render_deploy_md(
         "## Check it before shipping, then check production against the measured figures",
         "",
         "```",
-        f"infermeter serve {repo.root}          # the same repository on this machine (ONNX Runtime / OpenVINO)",
+        f"infermeter serve {repo.root} --grpc-port 8001   # this repository on this machine, on Triton's ports",
         f"tritonserver --model-repository={repo.root}",
         perf_analyzer_command(source),
+        perf_analyzer_command(source, "localhost:8001", "grpc"),
         "```",
+        "",
+        REPLAY_NOTE,
         "",
         _figures(source),
     ]

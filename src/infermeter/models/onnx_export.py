@@ -29,13 +29,21 @@ DynamicAxes = dict[str, dict[int, str]]
 
 
 class ExportError(ModelError):
-    """Both exporters failed. `unsupported_op` names the operator neither could translate, when that was the cause;
-    `attempts` holds (exporter, reason) for each try."""
+    """Both exporters failed. `unsupported_op` names the operator neither could translate, when that was the cause,
+    and `op_modules` where the model calls it (`models.op_origin`); `attempts` holds (exporter, reason) for each
+    try."""
 
-    def __init__(self, message: str, unsupported_op: str | None, attempts: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        message: str,
+        unsupported_op: str | None,
+        attempts: list[tuple[str, str]],
+        op_modules: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.unsupported_op = unsupported_op
         self.attempts = attempts
+        self.op_modules = op_modules
 
 
 @dataclass(frozen=True)
@@ -208,11 +216,17 @@ def export_to_onnx(
             attempts.append((label, summarize_exception(exc)))
             unsupported = unsupported or unsupported_operator(exc)
     tried = "; ".join(f"{name}: {reason}" for name, reason in attempts)
+    origins: tuple[str, ...] = ()
     if unsupported:
+        from infermeter.models.op_origin import operator_origins
+
+        origins = tuple(operator_origins(module, args, unsupported))
+        called = f", called in {'; '.join(origins)}" if origins else ""
         message = (
             f"could not export {spec.ref!r} to ONNX: operator {unsupported} is not supported by the ONNX exporters "
-            f"(opset {opset}); replace it with standard torch ops or register an ONNX translation for it [{tried}]"
+            f"(opset {opset}){called}; replace it with standard torch ops or register an ONNX translation for it "
+            f"[{tried}]"
         )
     else:
         message = f"could not export {spec.ref!r} to ONNX: {tried}"
-    raise ExportError(message, unsupported, attempts)
+    raise ExportError(message, unsupported, attempts, origins)

@@ -132,19 +132,20 @@ _INT8_WEIGHT_ELEMENTS = 64  # int8 initializers this large are quantized weights
 
 def onnx_precision(graph: Any) -> str:
     """What an ONNX graph computes in, from the graph itself (no weights read): int8 when it holds quantization
-    operators (QDQ pairs, QLinear*, *Integer) or int8 weights, fp16/bf16 when its float weights are all stored
-    so, else fp32."""
+    operators (QDQ pairs, QLinear*, *Integer) or int8 weights, fp16/bf16 when most of its float weight elements
+    are stored so, else fp32."""
     if any(node.op_type in _QUANT_OPS or node.op_type.startswith("QLinear") for node in graph.node):
         return "int8"
     for init in graph.initializer:
         if init.data_type == 3 and _elements(init.dims) >= _INT8_WEIGHT_ELEMENTS:
             return "int8"
-    float_types = {init.data_type for init in graph.initializer} & {1, 10, 16}
-    if float_types == {10}:
-        return "fp16"
-    if float_types == {16}:
-        return "bf16"
-    return "fp32"
+    # By weight elements: a mixed FP16 graph keeps a few layers' (small) weights in FP32 and is still FP16.
+    elements = {1: 0, 10: 0, 16: 0}
+    for init in graph.initializer:
+        if init.data_type in elements:
+            elements[init.data_type] += _elements(init.dims)
+    stored = max(elements, key=elements.__getitem__)
+    return {10: "fp16", 16: "bf16"}.get(stored, "fp32") if elements[stored] else "fp32"
 
 
 def _elements(dims: Any) -> int:

@@ -10,6 +10,7 @@ from infermeter.backends.registry import get_backend
 from infermeter.models.spec import file_sha256
 from infermeter.optimize.candidates import admissible, hardware_precision_reason, p50, plan_backends
 from infermeter.optimize.pipeline import FP32_ONNX, OptimizeEvent, Run, case_variant_label
+from infermeter.optimize.steps_fallback import fallback_candidate
 from infermeter.results.records import Accuracy, OptimizeStep, copy_record, read_record
 from infermeter.results.schema import CaseResult
 
@@ -228,6 +229,7 @@ def step_half(run: Run) -> None:
             if result is not None and result.ok:
                 run.gains.record(precision, backend, fp32, result)
                 _score_half(run, result)
+                fallback_candidate(run, result)
     finish(run, "half")
 
 

@@ -19,7 +19,9 @@ EMBEDDING_TASKS = ("embedding", "sentence-embedding", "feature-extraction")
 class ModelRunner:
     """One loaded model file (ONNX Runtime for .onnx, OpenVINO for .xml) that maps samples to its first output."""
 
-    def __init__(self, path: Path, threads: int = 1) -> None:
+    def __init__(self, path: Path, threads: int = 1, optimize: bool = True) -> None:
+        """`optimize` False runs an ONNX graph as written (an emulated reduced-precision graph: a fusion would
+        remove its casts)."""
         self.path = path
         self._kind = "openvino" if path.suffix.lower() == ".xml" else "onnx"
         try:
@@ -30,6 +32,8 @@ class ModelRunner:
                 options.intra_op_num_threads = threads
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3
+                if not optimize:
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
                 self._ort: Any = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
                 fixed = _fixed_batch([(i.name, list(i.shape)) for i in self._ort.get_inputs()])
                 self.output_names = [o.name for o in self._ort.get_outputs()]

@@ -171,7 +171,7 @@ def parity_failed(case: CaseResult) -> bool:
 class Speedup:
     """A case's speedup over its group's baseline: `ratio` (baseline P50 / case P50, or the paired geometric mean
     when the group ran interleaved), `mark` (empty; "mixed" across precisions; "precision", "parity" or
-    "interference" when refused, ratio None) and the paired interval when there is one."""
+    "interference" or "storage" when refused, ratio None) and the paired interval when there is one."""
 
     ratio: float | None
     mark: str = ""
@@ -181,6 +181,11 @@ class Speedup:
 def interfered(case: CaseResult) -> bool:
     """True when other work on the machine disturbed the case's timed loop (an `interference` warning)."""
     return any(w.code == "interference" for w in case.warnings)
+
+
+def storage_only(case: CaseResult) -> bool:
+    """True when the engine computed the case's FP16/BF16 graph in FP32 (an `fp32_compute_storage` warning)."""
+    return any(w.code == "fp32_compute_storage" for w in case.warnings)
 
 
 def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> dict[str, Speedup]:
@@ -204,6 +209,8 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
             out[case.id] = Speedup(None, "precision")
         elif interfered(case) or interfered(base):
             out[case.id] = Speedup(None, "interference")
+        elif storage_only(case) != storage_only(base):  # FP16 storage, FP32 compute: no FP16 speedup to claim
+            out[case.id] = Speedup(None, "storage")
         else:
             mark = "" if base.precision_effective == case.precision_effective else "mixed"
             out[case.id] = Speedup(ratio, mark, paired)
@@ -215,7 +222,7 @@ def speedup_cell(speedup: Speedup | None) -> str:
     `n/a†`/`n/a‡`/`n/a§` when refused, `—` when there is nothing to compare."""
     if speedup is None:
         return "—"
-    refused = {"precision": "n/a†", "parity": "n/a‡", "interference": "n/a§"}
+    refused = {"precision": "n/a†", "parity": "n/a‡", "interference": "n/a§", "storage": "n/a¶"}
     if speedup.mark in refused:
         return refused[speedup.mark]
     assert speedup.ratio is not None
@@ -318,6 +325,9 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         )
     if "interference" in marks:
         footnotes.append("§ no speedup: other work on this machine disturbed this case or its baseline (interference)")
+    if "storage" in marks:
+        footnotes.append("¶ no speedup: fp32 compute (fp16 storage): the engine computes this reduced-precision "
+                         "graph in fp32 on this CPU, so its speed is no fp16/bf16 figure")  # fmt: skip
     if wide:
         footnotes.append(
             "± P50 interval wider than --target-ci: --max-time ran out first; raise --max-time for a tighter one"

@@ -43,6 +43,11 @@ class BatchStats:
     queue_s: list[float]
     compute_s: float
     failed: bool
+    # The parts of compute_s (Triton's compute_input / compute_infer / compute_output): concatenating the
+    # requests' feeds, the backend run, splitting the outputs back.
+    input_s: float = 0.0
+    infer_s: float = 0.0
+    output_s: float = 0.0
 
 
 @dataclass
@@ -171,12 +176,15 @@ class DynamicBatcher:
         started = time.perf_counter()
         queue_s = [started - item.enqueued for item in batch]
         rows = sum(item.rows for item in batch)
+        marks = [started]
         try:
             if len(batch) == 1:
                 feeds = batch[0].feeds
             else:
                 feeds = {name: np.concatenate([item.feeds[name] for item in batch]) for name in batch[0].feeds}
+            marks.append(time.perf_counter())
             outputs = self._runner(index, feeds)
+            marks.append(time.perf_counter())
             pieces = split_outputs(outputs, [item.rows for item in batch])
         except Exception as exc:  # any backend failure fails this batch only; the worker lives on
             error = BatchFailed(f"{type(exc).__name__}: {str(exc).strip() or 'no message'}")
@@ -185,10 +193,11 @@ class DynamicBatcher:
                 item.finish(None, error)
             self._observe(BatchStats(rows, len(batch), queue_s, compute_s, failed=True))
             return
-        compute_s = time.perf_counter() - started
+        ended = time.perf_counter()
         for item, piece in zip(batch, pieces, strict=True):
             item.finish(piece, None)
-        self._observe(BatchStats(rows, len(batch), queue_s, compute_s, failed=False))
+        input_s, infer_s, output_s = marks[1] - marks[0], marks[2] - marks[1], ended - marks[2]
+        self._observe(BatchStats(rows, len(batch), queue_s, ended - started, False, input_s, infer_s, output_s))
 
     def _observe(self, stats: BatchStats) -> None:
         if self._observer is not None:

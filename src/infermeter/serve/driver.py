@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from infermeter.errors import BackendError, UsageError
 from infermeter.models.inputs import InputSpec, resolve_shapes
-from infermeter.serve.httpclient import ConnectionPool, build_request, fetch
+from infermeter.serve.httpclient import ConnectionPool, RequestPool, build_request, fetch
 from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
 from infermeter.serve.summary import LoadSummary, summarize
@@ -33,6 +33,15 @@ class LoadTarget:
     batch: int
     notes: tuple[str, ...] = ()  # how the request bodies were made from --data, when given
     data: DataSource | None = None
+    call_metadata: tuple[tuple[str, str], ...] = ()  # gRPC targets: the API key, sent with every call
+
+    def open_pool(self, max_connections: int) -> RequestPool:
+        """Keep-alive HTTP connections, or one gRPC channel for a grpc:// target."""
+        if self.base_url.startswith("grpc://"):
+            from infermeter.serve.grpcclient import GrpcPool
+
+            return GrpcPool(self.base_url.removeprefix("grpc://"), self.call_metadata)
+        return ConnectionPool(self.base_url, max_connections)
 
     @property
     def backend(self) -> str:
@@ -55,7 +64,9 @@ def split_target_url(url: str, model_name: str | None) -> tuple[str, str | None]
     """(base URL, model name) from `http://host:port[/v2/models/NAME[/...]]` and an optional --model-name."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
-        raise UsageError(f"TARGET {url!r} is not an http:// URL (https is not supported by the load generator)")
+        raise UsageError(
+            f"TARGET {url!r} is not an http:// or grpc:// URL (https is not supported by the load generator)"
+        )
     base = f"http://{parts.hostname}:{parts.port or 80}"
     segments = [s for s in parts.path.split("/") if s]
     if len(segments) >= 3 and segments[:2] == ["v2", "models"]:
@@ -82,8 +93,50 @@ def prepare_target(
     """Read the model's metadata from the server and pre-build `distinct` request bodies of `batch` rows:
     generated, or `batch` samples of `data` each (as many bodies as the samples fill, up to MAX_DATA_REQUESTS);
     `input_values` set constant inputs, and the constants the server fills in itself are left out."""
-    base, name = split_target_url(url, model_name)
     headers = _auth(api_key)
+    grpc = url.startswith("grpc://")
+    if grpc:
+        from infermeter.serve.grpcclient import call_metadata, grpc_model_metadata, split_grpc_url
+
+        if use_json:
+            raise UsageError("--json is for HTTP targets: gRPC carries tensors as raw bytes")
+        address, name = split_grpc_url(url, model_name)
+        base = f"grpc://{address}"
+        name, metadata = grpc_model_metadata(address, name, api_key)
+    else:
+        base, name, metadata = _http_metadata(url, model_name, headers)
+    inputs = []
+    for entry in metadata.get("inputs", []):
+        if entry.get("datatype") not in DATATYPES:
+            raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
+        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
+        dims = tuple(
+            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
+            for axis, d in enumerate(entry["shape"])
+        )
+        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
+    feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
+    if grpc:
+        from infermeter.serve.grpc_protocol import encode_grpc_request
+
+        requests = [encode_grpc_request(name, feeds).SerializeToString() for feeds in feed_sets]
+        return LoadTarget(base, name, metadata, requests, batch, notes, source, call_metadata(api_key))
+    path = f"/v2/models/{name}/infer"
+    parts = urlsplit(base)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    requests = []
+    for feeds in feed_sets:
+        if use_json:
+            body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
+        else:
+            body, extra = encode_binary_request(feeds)
+        requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
+    return LoadTarget(base, name, metadata, requests, batch, notes, source)
+
+
+def _http_metadata(url: str, model_name: str | None, headers: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
+    """(base URL, model name, model metadata) of an HTTP target."""
+    base, name = split_target_url(url, model_name)
 
     async def get(path: str) -> tuple[int, bytes]:
         return await fetch(base + path, headers=headers)
@@ -100,29 +153,7 @@ def prepare_target(
         raise BackendError(f"cannot reach {base}: {exc.strerror or exc}") from exc
     if status != 200:
         raise BackendError(f"{base}/v2/models/{name} answered HTTP {status}: {body[:200].decode(errors='replace')}")
-    metadata = json.loads(body)
-    inputs = []
-    for entry in metadata.get("inputs", []):
-        if entry.get("datatype") not in DATATYPES:
-            raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
-        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
-        dims = tuple(
-            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
-            for axis, d in enumerate(entry["shape"])
-        )
-        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
-    feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
-    path = f"/v2/models/{name}/infer"
-    parts = urlsplit(base)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    requests = []
-    for feeds in feed_sets:
-        if use_json:
-            body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
-        else:
-            body, extra = encode_binary_request(feeds)
-        requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
-    return LoadTarget(base, name, metadata, requests, batch, notes, source)
+    return base, name, json.loads(body)
 
 
 # Request bodies made from --data at most: enough to rotate a few hundred samples without holding a data set twice.
@@ -168,13 +199,13 @@ def _request_feeds(
 
 def _measure(
     target: LoadTarget,
-    body: Callable[[ConnectionPool], Any],
+    body: Callable[[RequestPool], Any],
     warmup_s: float,
     warmup_concurrency: int,
     max_connections: int,
 ) -> LoadRun:
     async def main() -> LoadRun:
-        pool = ConnectionPool(target.base_url, max_connections)
+        pool = target.open_pool(max_connections)
         try:
             if warmup_s > 0:
                 warm = await run_closed_loop(pool, target.requests, warmup_concurrency, warmup_s, scenario="warmup")
@@ -184,7 +215,7 @@ def _measure(
             run: LoadRun = await body(pool)
             return run
         finally:
-            pool.close()
+            await pool.aclose()
 
     return run_async(main)
 

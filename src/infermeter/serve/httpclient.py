@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 # done(status or None, error kind or None, completion time in ns)
@@ -93,6 +93,16 @@ class _Connection(asyncio.Protocol):
             self._fail("connection_closed")
 
 
+class RequestPool(Protocol):
+    """What the load generator sends through: HTTP connections or a gRPC channel."""
+
+    def request(self, request: bytes, done: DoneCallback) -> None:
+        """Send one pre-built request now (or queue it); `done` is called once it answers or fails."""
+
+    async def aclose(self) -> None:
+        """Release the connections (on the loop that opened them)."""
+
+
 class ConnectionPool:
     """Keep-alive connections to one server, opened on demand up to `max_connections`; requests beyond that
     wait in order (and their waiting counts in their latency, which the caller measures from its own clock)."""
@@ -155,6 +165,10 @@ class ConnectionPool:
         if self._waiting and self._open < self.max_connections:
             request, done = self._waiting.popleft()
             self.request(request, done)
+
+    async def aclose(self) -> None:
+        """Close every idle connection (the same call as the gRPC pool's)."""
+        self.close()
 
     def close(self) -> None:
         """Close every idle connection."""

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from infermeter.serve.httpclient import ConnectionPool
+from infermeter.serve.httpclient import RequestPool
 
 T = TypeVar("T")
 # Sleep through gaps longer than this; spin (yielding to the loop) through shorter ones: the loop's timers
@@ -125,7 +125,7 @@ class _Tracker:
 
 
 async def run_server(
-    pool: ConnectionPool,
+    pool: RequestPool,
     requests: list[bytes],
     qps: float,
     duration_s: float,
@@ -169,7 +169,7 @@ async def run_server(
 
 
 async def run_closed_loop(
-    pool: ConnectionPool,
+    pool: RequestPool,
     requests: list[bytes],
     concurrency: int,
     duration_s: float,

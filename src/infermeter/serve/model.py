@@ -56,6 +56,8 @@ class ServeConfig:
     data: str | None = None  # real samples for the warm-up (`--data`)
     input_values: tuple[tuple[str, str], ...] = ()  # constants a request may leave out (`--input NAME=VALUE`)
     reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # declared dims rewritten (`--reshape`, models.reshape)
+    triton_config: str | None = None  # the config.pbtxt the model came from (`serve REPO`)
+    repository: str | None = None  # the Triton repository it belongs to, when a whole one was given
 
 
 def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:

@@ -22,10 +22,12 @@ import uvicorn
 
 from infermeter.errors import BackendError, UsageError
 from infermeter.results.env import default_threads
-from infermeter.serve.app import ServerState, build_app
+from infermeter.serve.app import build_app
 from infermeter.serve.model import ServeConfig, ServedModel
+from infermeter.serve.state import ServerState
 
 LISTENING_PREFIX = "infermeter serve: listening on "
+GRPC_LISTENING_PREFIX = "infermeter serve: gRPC listening on "
 
 
 class _Server(uvicorn.Server):
@@ -79,17 +81,36 @@ def build_state(config: ServeConfig) -> ServerState:
     return ServerState(ServedModel(config), threads)
 
 
+def start_grpc(state: ServerState, host: str, port: int | None) -> str | None:
+    """Start the gRPC service beside HTTP when `port` is given (0: a free one); its host:port, or None. It stops
+    when the state closes, before the batcher."""
+    if port is None:
+        return None
+    from infermeter.serve.grpc_server import GrpcServer
+
+    server = GrpcServer(state, host, port)
+    server.start()
+    state.on_close.insert(0, server.stop)
+    return server.address
+
+
 def serve_foreground(
     config: ServeConfig,
     host: str,
     port: int,
-    on_listening: Callable[[str], None],
+    on_listening: Callable[[str, str | None], None],
     log_level: str = "warning",
+    grpc_port: int | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; then finish every accepted request and return. Raises BackendError when the
-    model fails to load (after the listener has been closed)."""
+    model fails to load (after the listener has been closed). With `grpc_port`, the gRPC service listens too."""
     state = build_state(config)
     sock = bind_socket(host, port)
+    try:
+        grpc_address = start_grpc(state, host, grpc_port)
+    except BaseException:
+        sock.close()
+        raise
     bound_host, bound_port = sock.getsockname()[:2]
     server = _uvicorn(state, log_level)
 
@@ -98,7 +119,7 @@ def serve_foreground(
 
     state.on_load_failed = load_failed
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-    on_listening(f"http://{shown_host}:{bound_port}")
+    on_listening(f"http://{shown_host}:{bound_port}", grpc_address)
     server.run(sockets=[sock])
     if state.load_error:
         raise BackendError(f"the model could not be served: {state.load_error}")
@@ -107,9 +128,13 @@ def serve_foreground(
 class ServerThread:
     """A server on 127.0.0.1 (free port) in a background thread: `with ServerThread(config) as url: ...`."""
 
-    def __init__(self, config: ServeConfig, host: str = "127.0.0.1", ready_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, config: ServeConfig, host: str = "127.0.0.1", ready_timeout_s: float = 120.0, grpc: bool = False
+    ) -> None:
         self.state = build_state(config)
         self._sock = bind_socket(host, 0)
+        # The gRPC service's host:port (a free port) when asked for.
+        self.grpc_address = start_grpc(self.state, host, 0 if grpc else None)
         port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{port}"
         self.server = _uvicorn(self.state, "error")
@@ -150,6 +175,7 @@ class ServerProcess:
 
     process: subprocess.Popen[str]
     url: str
+    grpc_address: str | None = None  # host:port of the gRPC service, when started with it
 
     def stop(self, timeout_s: float = 60.0) -> int:
         """SIGTERM (graceful shutdown) and wait; kill when it does not end in time. Returns the exit code."""
@@ -164,13 +190,15 @@ class ServerProcess:
 
 
 def spawn_server(
-    serve_args: list[str], ready_timeout_s: float = 300.0, env: dict[str, str] | None = None
+    serve_args: list[str], ready_timeout_s: float = 300.0, env: dict[str, str] | None = None, grpc: bool = False
 ) -> ServerProcess:
-    """Start `infermeter serve ARGS --port 0` in a child process and wait until it reports ready.
+    """Start `infermeter serve ARGS --port 0` (and `--grpc-port 0` with `grpc`) in a child process and wait until
+    it reports ready.
 
     A child process, not a thread: the load generator and the server would otherwise share one interpreter
     lock and each would distort the other's figures."""
     command = [sys.executable, "-m", "infermeter", "serve", *serve_args, "--host", "127.0.0.1", "--port", "0"]
+    command += ["--grpc-port", "0"] if grpc else []
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -185,6 +213,13 @@ def spawn_server(
         process.wait(30)
         raise BackendError(f"the server did not start: {process.stderr.read().strip() or line.strip()}")
     server = ServerProcess(process, match.group(1))
+    if grpc:
+        second = process.stdout.readline()
+        found = re.search(re.escape(GRPC_LISTENING_PREFIX) + r"(\S+)", second)
+        if not found:
+            server.stop()
+            raise BackendError(f"the server did not start its gRPC service: {second.strip() or 'no message'}")
+        server.grpc_address = found.group(1)
     # Drain the child's output in the background so that a chatty server never blocks on a full pipe; keep the
     # tail of stderr for the error message.
     stderr_tail: list[str] = []

@@ -1,0 +1,53 @@
+"""optimize's step 4b through the real CLI: a BF16 case that misses the budget gets its FP32-fallback variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import load_json, run_cli
+
+FACTORY = """
+import torch
+from torch import nn
+
+class Centre(nn.Module):
+    def forward(self, x):
+        return x - 1000.0
+
+def build():
+    generator = torch.Generator().manual_seed(0)
+    fc1, fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+    with torch.no_grad():
+        for layer in (fc1, fc2):
+            layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) * 0.25)
+            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.1)
+        fc1.bias.add_(1000.0)  # BF16 rounds the small values away before `centre` subtracts the offset
+    model = nn.Sequential()
+    model.add_module("fc1", fc1)
+    model.add_module("centre", Centre())
+    model.add_module("fc2", fc2)
+    return model, {"x": ("float32", ("batch", 16))}
+"""
+QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "2", "--max-time", "2", "--threads", "1",
+         "--target-ci", "0"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_bf16_missing_the_budget_gets_its_fp32_fallback_candidate(tmp_path: Path) -> None:
+    from infermeter.backends._common import cpu_precision_reason
+
+    if cpu_precision_reason("bf16", "torch"):
+        pytest.skip("this CPU has no bf16 arithmetic: optimize skips bf16")
+    factory = tmp_path / "offset.py"
+    factory.write_text(FACTORY)
+    out = tmp_path / "opt"
+    proc = run_cli("optimize", f"{factory}:build", "-b", "torch", "--max-accuracy-drop", "1", "-o", str(out), *QUICK,
+                   timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "FP32-fallback variant with 1 layer(s) in FP32 (fc1)" in proc.stdout + proc.stderr
+    results = load_json(out / "results.json")
+    fallback = [c for c in results["cases"] if dict(c.get("options") or {}).get("torch.autocast") == "on"]
+    assert len(fallback) == 1 and fallback[0]["status"] == "ok"
+    assert fallback[0]["accuracy"]["drop_pct"] <= 1.0
