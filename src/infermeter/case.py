@@ -32,6 +32,17 @@ class MeasureSettings:
     rounds: int = 10  # interleaved comparisons: at least this many rounds (see measure.interleave)
     interleave: bool = True  # a comparison group of 2+ cases runs in interleaved rounds
     build_timeout_s: float = 3600.0  # one artifact's build (compile, engine build, auto-tuning), apart from the case
+    # A soak (`bench --soak N`, measure.soak_case) instead of the stop rule: N requests (0: no soak), or minutes.
+    soak_requests: int = 0
+    soak_minutes: float = 0.0
+    soak_lengths: str = "uniform"  # the distribution of the --dynamic sizes (measure.soak_stream.LENGTHS)
+    soak_sample_every: int = 100  # memory sampled every this many requests (and at least every 2 s)
+    memory_limit_mb: float = 0.0  # each case under this much memory (measure.memlimit); 0: no limit
+
+    @property
+    def soaking(self) -> bool:
+        """Whether cases run a soak rather than the stop rule."""
+        return self.soak_requests > 0 or self.soak_minutes > 0
 
     @property
     def burst_s(self) -> float:
@@ -66,7 +77,7 @@ class Case:
     concurrent inference requests (`--streams N`). `data` names real inputs (`--data`), rotated and batched
     instead of generated ones, and `input_values` the inputs set to a constant (`--input NAME=VALUE`).
     `machine` is the class of cluster node the case runs on (`bench --cluster --machines`), None to run here or on
-    any node.
+    any node. `allocator` is the malloc its worker runs with (`--allocator`, measure.allocator; empty: the default).
     """
 
     model: str
@@ -84,6 +95,7 @@ class Case:
     data: DataSource | None = None
     input_values: tuple[tuple[str, str], ...] = ()
     machine: str | None = None
+    allocator: str = ""
 
     @property
     def id(self) -> str:
@@ -111,6 +123,8 @@ class Case:
             identity["input_values"] = [list(kv) for kv in self.input_values]
         if self.machine is not None:
             identity["machine"] = self.machine
+        if self.allocator:
+            identity["allocator"] = self.allocator
         digest = identity_digest(json.dumps(identity, sort_keys=True))
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 

@@ -56,7 +56,8 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
         threads=case.threads,
         status=status,
         error=error,
-        options=dict(case.options),
+        # The allocator is shown with the options, which label the variants of one backend in tables.
+        options=dict(case.options) | ({"allocator": case.allocator} if case.allocator else {}),
         input_shapes={name: list(dims) for name, dims in case.input_shapes},
         started=now_iso(),
         streams=case.streams,
