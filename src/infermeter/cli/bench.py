@@ -6,6 +6,7 @@ import datetime as dt
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,6 +22,7 @@ from infermeter.cli.common import (
 )
 from infermeter.cli.console import ConsoleDisplay, print_summary, print_table
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
+from infermeter.cli.soak import allocators, print_soak, soak_options, soak_settings
 from infermeter.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
@@ -183,6 +185,7 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
 @click.option("--requests", type=int, default=5, show_default=True, help="--task generate: timed requests per case.")
 @click.option("--slo-ttft-ms", type=float, help="--task generate: goodput SLO, time to first token at most this.")
 @click.option("--slo-tpot-ms", type=float, help="--task generate: goodput SLO, time per output token at most this.")
+@soak_options
 @click.pass_context
 def bench(
     ctx: click.Context,
@@ -231,6 +234,7 @@ def bench(
     requests: int,
     slo_ttft_ms: float | None,
     slo_tpot_ms: float | None,
+    **soak_flags: Any,
 ) -> None:
     """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time.
 
@@ -272,6 +276,7 @@ def bench(
             not no_interleave,
             build_timeout,
         )
+        settings = soak_settings(settings, soak_flags, not no_isolation)
         shapes, values = parse_input_flags(inputs)
         request = BenchRequest(
             models=tuple(split_values(models)),
@@ -290,6 +295,7 @@ def bench(
             settings=settings,
             data=data,
             input_values=values,
+            allocators=allocators(soak_flags),
         )
         matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]
@@ -316,6 +322,7 @@ def bench(
         )
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
+        print_soak(shown)
     if run.trace.moved is not None:
         paired = any(case.paired is not None for case in shown)
         stdout.print(

@@ -213,6 +213,8 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
         end_rss_mb=round(samples[-1].rss_mb, 2),
         windows=latency_windows(ms),
         allocator=loaded_allocator(),
+        size_range={name: [min(sizes), max(sizes)] for name, sizes in case.dynamic},
+        buckets={name: list(sizes) for name, sizes in case.buckets},
         heap=glibc_heap_mb(),
         notes=notes,
     )

@@ -39,6 +39,8 @@ class SoakRecord(Record):
     end_rss_mb: float
     windows: list[list[float]]
     allocator: str = "glibc"
+    size_range: dict[str, list[int]] = field(default_factory=dict)  # per --dynamic dim: [smallest, largest]
+    buckets: dict[str, list[int]] = field(default_factory=dict)
     heap: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
