@@ -35,7 +35,9 @@ def _library(name: str) -> str | None:
 def allocator_unavailable(name: str) -> str | None:
     """Why `name` cannot run here (its library is not installed), or None."""
     if name in _PRELOADED and _library(name) is None:
-        return f"--allocator {name}: lib{_PRELOADED[name][0]} is not installed (Debian: apt install {_PRELOADED[name][1]})"
+        return (
+            f"--allocator {name}: lib{_PRELOADED[name][0]} is not installed (Debian: apt install {_PRELOADED[name][1]})"
+        )
     return None
 
 

@@ -190,7 +190,7 @@ class CaseRunner:
             self.session = load_session(spec, case, self.artifact)
             result.load_s = time.perf_counter() - load_start
             result.load_phases_s = dict(self.session.load_phases_s)
-            result.notes = list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
+            result.notes += list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
             result.cache_hit = self.session.cache_hit
             self.prepared = [self.session.prepare(feeds) for feeds in feed_sets]
             # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.

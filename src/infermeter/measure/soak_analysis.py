@@ -6,6 +6,7 @@ caching shapes seen for the first time is not called a leak: the seed's probe fo
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def latency_windows(latency_ms: Sequence[float], windows: int = LATENCY_WINDOWS)
         return []
     edges = np.linspace(0, count, min(windows, count) + 1).astype(int)
     out = []
-    for start, end in zip(edges[:-1], edges[1:], strict=True):
+    for start, end in itertools.pairwise(edges):
         chunk = np.asarray(latency_ms[start:end])
         p50, p99 = np.percentile(chunk, [50, 99])
         out.append([int(start), int(end - 1), round(float(p50), 4), round(float(p99), 4)])

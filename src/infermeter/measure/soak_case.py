@@ -87,9 +87,7 @@ def stream_feeds(spec: ModelSpec, case: Case, stream: SoakStream) -> dict[tuple[
     return out
 
 
-def soak_loop(
-    session: Session, stream: SoakStream, prepared: dict[tuple[int, ...], Any], case: Case
-) -> SoakRun:
+def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ...], Any], case: Case) -> SoakRun:
     """Feed the stream until --soak requests or --soak-minutes (whichever first), timing each request alone
     (`run(); sync()` between two clock reads) and sampling memory between requests."""
     settings = case.settings

@@ -71,7 +71,9 @@ def _weights(sizes: Sequence[int], lengths: str, data_lengths: Sequence[int]) ->
     elif lengths == "data":
         if not data_lengths:
             raise UsageError("--soak-lengths data needs --data whose samples have lengths in the --dynamic range")
-        found = np.asarray([min(sizes, key=lambda s, n=n: abs(s - n)) for n in data_lengths])
+        ordered = np.asarray(sizes)
+        # Each length found in the data, at the nearest size of the range.
+        found = ordered[np.abs(ordered[None, :] - np.asarray(data_lengths)[:, None]).argmin(axis=1)]
         weights = np.asarray([np.count_nonzero(found == s) for s in sizes], float)
     else:
         raise UsageError(f"--soak-lengths {lengths!r}: use one of {', '.join(LENGTHS)}")
@@ -96,7 +98,9 @@ def soak_stream(
     probabilities = [_weights(sizes, lengths, data_lengths) for _, sizes in dynamic]
 
     def draw(count: int) -> list[tuple[int, ...]]:
-        columns = [rng.choice(np.asarray(sizes), count, p=p) for (_, sizes), p in zip(dynamic, probabilities, strict=True)]
+        columns = [
+            rng.choice(np.asarray(sizes), count, p=p) for (_, sizes), p in zip(dynamic, probabilities, strict=True)
+        ]
         return [tuple(int(c[i]) for c in columns) for i in range(count)]
 
     warm = draw(min(warmup, max(requests // 10, 1)) if requests else warmup)

@@ -13,6 +13,7 @@ from typing import Any
 
 from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
+from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.build import BuildFailure
 from infermeter.measure.execute import (
     CaseRunner,
@@ -22,7 +23,6 @@ from infermeter.measure.execute import (
     record_failure,
     unavailable_reason,
 )
-from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
 from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit, mark_oom
 from infermeter.measure.stoprule import Burst, StopState, run_until_stopped

@@ -1,6 +1,7 @@
 """Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8,
-node, soak, footprint), each stored in the case's `extra` in its on-disk form, so files written before these records existed read
-unchanged. Read one with `read_record(case, ParityRecord)`, store one with `write_record(case, record)`.
+node, soak, footprint), each stored in the case's `extra` in its on-disk form, so files written before these
+records existed read unchanged. Read one with `read_record(case, ParityRecord)`, store one with
+`write_record(case, record)`.
 
 `CASE_RECORDS` is the registry: every record a case may carry. `tests/results/test_records.py` round-trips each
 through JSON; a new record is added here.
