@@ -92,7 +92,8 @@ def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ..
     (`run(); sync()` between two clock reads) and sampling memory between requests."""
     settings = case.settings
     total = settings.soak_requests or float("inf")
-    every = max(settings.soak_sample_every, 1)
+    # At least ~100 samples over a bounded soak, so that a short replay still gets its slope.
+    every = max(min(settings.soak_sample_every, settings.soak_requests // 100 or settings.soak_sample_every), 1)
     process = psutil.Process()
     clock = time.perf_counter_ns
     start = clock()
