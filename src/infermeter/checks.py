@@ -29,6 +29,7 @@ SETTING_FLAGS = {
     "soak_minutes": "--soak-minutes",
     "soak_lengths": "--soak-lengths",
     "soak_sample_every": "--soak-sample-every",
+    "soak_recycle_after": "--soak-recycle",
     "memory_limit_mb": "--memory-limit",
 }
 
@@ -111,6 +112,7 @@ def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setti
     require_positive(settings.soak_requests, name("soak_requests"), allow_zero=True)
     require_positive(settings.soak_minutes, name("soak_minutes"), allow_zero=True)
     require_positive(settings.soak_sample_every, name("soak_sample_every"))
+    require_positive(settings.soak_recycle_after, name("soak_recycle_after"), allow_zero=True)
     require_positive(settings.memory_limit_mb, name("memory_limit_mb"), allow_zero=True)
 
 

@@ -74,9 +74,9 @@ def test_slope_interval_plateau_and_warning_on_synthetic_memory() -> None:
     assert windows == [[0, 49, 1.0, 1.0], [50, 99, 2.0, 2.0]]
 
 
-def _soak(options: tuple[tuple[str, str], ...], requests: int = 2500) -> tuple[SoakRecord, list[str]]:
+def _soak(options: tuple[tuple[str, str], ...], requests: int = 2500, recycle: int = 0) -> tuple[SoakRecord, list[str]]:
     spec = resolve_model("bert_tiny")
-    settings = MeasureSettings(soak_requests=requests, soak_sample_every=50)
+    settings = MeasureSettings(soak_requests=requests, soak_sample_every=50, soak_recycle_after=recycle)
     case = Case(spec.ref, "null", shape_mode="dynamic", dynamic=SEQ, settings=settings,
                 options=(("null.latency_ms", "0.02"), *options))  # fmt: skip
     result = soak_case(spec, case)
@@ -102,6 +102,13 @@ def test_a_simulated_plateau_is_found_and_not_called_growth() -> None:
     assert record.plateau_at is not None and 550 <= record.plateau_at <= 700
     assert record.slope_mb_per_1k is not None and abs(record.slope_mb_per_1k) < 1.0
     assert record.peak_rss_mb - record.start_rss_mb > 30  # it did grow, before the plateau
+
+
+def test_recycling_the_session_stops_a_simulated_leak_from_growing() -> None:
+    record, warnings = _soak((("null.leak_kb", "64"),), recycle=400)
+    assert not record.growing and "memory_growing" not in warnings
+    assert record.peak_rss_mb - record.start_rss_mb < 40  # at most ~400 requests' worth held at once (25 MB)
+    assert any("reloaded every 400 requests" in note for note in record.notes)
 
 
 def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_plateau_and_chart(tmp_path: Path) -> None:

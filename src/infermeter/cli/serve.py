@@ -128,6 +128,12 @@ def _max_batch_for(model: str, max_batch: int) -> int:
 @click.option("--api-key", help="Require this key on every endpoint but health (default: $INFERMETER_API_KEY).")
 @click.option("--max-body-mb", type=float, default=64.0, show_default=True, help="Largest request body accepted.")
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--recycle-after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Reload a worker's session after N batches, giving its memory back (a remedy for growth; 0: never).",
+)
 def serve(
     model: str,
     backend: str | None,
@@ -147,6 +153,7 @@ def serve(
     api_key: str | None,
     max_body_mb: float,
     log_level: str,
+    recycle_after: int,
 ) -> None:
     """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
 
@@ -216,6 +223,7 @@ def serve(
         max_body_mb=max_body_mb,
         data=data,
         input_values=values,
+        recycle_after=recycle_after,
     )
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 

@@ -39,6 +39,12 @@ _OPTIONS = (
         help="Sample RSS/USS every N requests (and at least every 2 s).",
     ),
     click.option(
+        "--soak-recycle",
+        type=int,
+        default=0,
+        help="Soak: reload the session after every N requests, as `serve --recycle-after N` does (0: never).",
+    ),
+    click.option(
         "--memory-limit",
         help="Run each case under this much memory (e.g. 512MB): cgroup v2 memory.max where writable, else "
         "RLIMIT_AS (address space). A case past it is recorded as `oom` with the peak it reached.",
@@ -68,6 +74,7 @@ def soak_settings(settings: MeasureSettings, flags: dict[str, Any], isolated: bo
         soak_minutes=flags["soak_minutes"],
         soak_lengths=flags["soak_lengths"],
         soak_sample_every=flags["soak_sample_every"],
+        soak_recycle_after=flags["soak_recycle"],
         memory_limit_mb=limit,
     )
     if (settings.soaking or limit) and not isolated:

@@ -17,7 +17,7 @@ from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
-from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator
+from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, release_memory
 from infermeter.measure.build import build_artifact, discard_private, load_session
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure, stored_samples
 from infermeter.measure.footprint import EnergyReading, disk_mb, distribution_mb, energy_between, read_energy
@@ -87,10 +87,16 @@ def stream_feeds(spec: ModelSpec, case: Case, stream: SoakStream) -> dict[tuple[
     return out
 
 
-def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ...], Any], case: Case) -> SoakRun:
+Loaded = tuple[Session, dict[tuple[int, ...], Any]]
+
+
+def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ...], Any], case: Case,
+              reload: Callable[[Session], Loaded] | None = None) -> SoakRun:  # fmt: skip
     """Feed the stream until --soak requests or --soak-minutes (whichever first), timing each request alone
-    (`run(); sync()` between two clock reads) and sampling memory between requests."""
+    (`run(); sync()` between two clock reads) and sampling memory between requests. With --soak-recycle N,
+    `reload` replaces the session every N requests (untimed), as `serve --recycle-after` does."""
     settings = case.settings
+    recycle = settings.soak_recycle_after if reload is not None else 0
     total = settings.soak_requests or float("inf")
     # At least ~100 samples over a bounded soak, so that a short replay still gets its slope.
     every = max(min(settings.soak_sample_every, settings.soak_requests // 100 or settings.soak_sample_every), 1)
@@ -125,6 +131,9 @@ def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ..
         if deadline is not None and t1 >= deadline:
             stopped_by = "minutes"
             break
+        if recycle and done % recycle == 0 and reload is not None:
+            session, prepared = reload(session)
+            run, sync = session.run, session.sync
     if samples[-1].request != done:
         sample(done, clock())
     return SoakRun(latencies, samples, stopped_by, (before, read_energy()))
@@ -155,8 +164,17 @@ def soak_case(
         result.notes += list(session.notes)
         prepared = {sizes: session.prepare(f) for sizes, f in feeds.items()}
         result.precision_effective = session.effective_precision()
+
+        def reload(old: Session) -> Loaded:
+            nonlocal session
+            old.close()
+            session = None
+            release_memory()
+            session = load_session(spec, case, artifact)
+            return session, {sizes: session.prepare(f) for sizes, f in feeds.items()}
+
         phase("soaking")
-        soaked = soak_loop(session, stream, prepared, case)
+        soaked = soak_loop(session, stream, prepared, case, reload)
     except Exception as exc:
         record_failure(result, exc)
         return result
@@ -191,6 +209,8 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
     tol = tolerance_mb(max(s.rss_mb for s in samples))
     growing = is_growing(slope, replay_requests, tol)
     notes = []
+    if case.settings.soak_recycle_after:
+        notes.append(f"the session was reloaded every {case.settings.soak_recycle_after:,} requests")
     if replay_requests == 0:
         notes.append("the soak stopped before its replay: no growth slope (raise --soak or --soak-minutes)")
     record = SoakRecord(
