@@ -21,6 +21,7 @@ from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import InfermeterError, describe_exception
 from infermeter.measure.build import build_artifact, discard_private, load_session
+from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_record import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.loop import timed_loop, warm_up
@@ -171,6 +172,7 @@ class CaseRunner:
         self.interference = NO_INTERFERENCE
         self._meter = CpuMeter()
         self._sampler: RssSampler | None = None
+        self._energy_start: EnergyReading | None = None
         self._started = time.perf_counter()
 
     def load(self) -> bool:
@@ -211,6 +213,7 @@ class CaseRunner:
             return False
         if case.shape_mode == "dynamic" or case.streams > 1:
             self._sampler = RssSampler().__enter__()
+        self._energy_start = read_energy()
         self.phase("measuring")
         return True
 
@@ -261,6 +264,7 @@ class CaseRunner:
             self._sampler.__exit__()
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
         peak_mb = peak_rss_mb()
+        energy_end = read_energy()
         try:
             if self.case.settings.check_parity:
                 from infermeter.parity.run import check_case_parity
@@ -278,6 +282,12 @@ class CaseRunner:
         result.duration_s = time.perf_counter() - self._started
         if result.status == "ok" and self.samples_ns:
             result.peak_rss_mb = peak_mb
+            # RAPL counts the socket: interleaved, the other cases' bursts would be in this case's energy.
+            energy = None if interleaved or self._energy_start is None else (self._energy_start, energy_end)
+            footprint = case_footprint(self.spec, self.case, self.artifact, energy, len(self.samples_ns))
+            if interleaved:
+                footprint = replace(footprint, energy_reason="interleaved with other cases: use --no-interleave")
+            write_record(result, footprint)
             if interleaved:
                 result.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
             _fill_measurements(self, state)

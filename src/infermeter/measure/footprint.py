@@ -7,6 +7,14 @@ import importlib.metadata
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infermeter.results.records.soak import Footprint
+
+if TYPE_CHECKING:
+    from infermeter.backends.artifact import Artifact
+    from infermeter.case import Case
+    from infermeter.models.spec import ModelSpec
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -82,3 +90,36 @@ def energy_between(before: EnergyReading, after: EnergyReading) -> float | None:
     for start, end, wrap in zip(before.counters, after.counters, after.ranges_uj, strict=True):
         total += end - start if end >= start else end + wrap - start
     return total / 1e6
+
+
+def case_footprint(
+    spec: ModelSpec,
+    case: Case,
+    artifact: Artifact | None,
+    energy: tuple[EnergyReading, EnergyReading] | None,
+    inferences: int,
+) -> Footprint:
+    """The disk size of what the case loads (its built artifact, else the model file) and of its engine's
+    distribution, and the energy per inference between the two `energy` readings (RAPL's package counters count
+    the whole socket: other work on the machine is in the figure)."""
+    from infermeter.backends.registry import get_backend
+
+    loaded = artifact.path if artifact is not None and artifact.own else (spec.path or None)
+    model_mb = disk_mb(Path(loaded)) if loaded and Path(loaded).exists() else None
+    distribution = get_backend(case.backend).distribution
+    runtime_mb = distribution_mb(distribution) if distribution else None
+    energy_mj, reason = None, None
+    if energy is not None:
+        joules = energy_between(*energy)
+        if joules is None:
+            reason = energy[0].reason or energy[1].reason
+        elif inferences:
+            energy_mj = round(joules * 1e3 / inferences, 4)
+    return Footprint(
+        model_mb=None if model_mb is None else round(model_mb, 3),
+        model_path=loaded,
+        runtime_mb=None if runtime_mb is None else round(runtime_mb, 2),
+        runtime_packages=[distribution] if distribution else [],
+        energy_mj_per_inference=energy_mj,
+        energy_reason=reason,
+    )

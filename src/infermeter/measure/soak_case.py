@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,12 +14,11 @@ import psutil
 
 from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
-from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, release_memory
 from infermeter.measure.build import build_artifact, discard_private, load_session
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure, stored_samples
-from infermeter.measure.footprint import EnergyReading, disk_mb, distribution_mb, energy_between, read_energy
+from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.shapes import asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.soak_analysis import (
     MemorySample,
@@ -35,7 +33,7 @@ from infermeter.measure.soak_analysis import (
 from infermeter.measure.soak_stream import SoakStream, soak_stream
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
-from infermeter.results.records import Footprint, SoakRecord, write_record
+from infermeter.results.records import SoakRecord, write_record
 from infermeter.results.schema import CaseResult
 from infermeter.stats import latency_stats
 
@@ -183,7 +181,7 @@ def soak_case(
             session.close()
         discard_private(artifact)
     _fill(result, case, stream, soaked)
-    write_record(result, footprint(spec, case, artifact, soaked))
+    write_record(result, case_footprint(spec, case, artifact, soaked.energy, len(soaked.latencies_ns)))
     return result
 
 
@@ -241,27 +239,3 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
     warning = growth_warning(growing, slope, replay_requests)
     if warning is not None:
         result.warnings.append(warning)
-
-
-def footprint(spec: ModelSpec, case: Case, artifact: Artifact | None, soaked: SoakRun | None) -> Footprint:
-    """The disk size of what the case loads (its built artifact, else the model file) and of its engine's
-    runtime, and the energy per inference over the soak where RAPL counters can be read."""
-    loaded = artifact.path if artifact is not None and artifact.own else (spec.path or None)
-    model_mb = disk_mb(Path(loaded)) if loaded and Path(loaded).exists() else None
-    distribution = get_backend(case.backend).distribution
-    runtime_mb = distribution_mb(distribution) if distribution else None
-    energy_mj, reason = None, None
-    if soaked is not None:
-        joules = energy_between(*soaked.energy)
-        if joules is None:
-            reason = soaked.energy[0].reason or soaked.energy[1].reason
-        elif soaked.latencies_ns:
-            energy_mj = round(joules * 1e3 / len(soaked.latencies_ns), 4)
-    return Footprint(
-        model_mb=None if model_mb is None else round(model_mb, 3),
-        model_path=loaded,
-        runtime_mb=None if runtime_mb is None else round(runtime_mb, 2),
-        runtime_packages=[distribution] if distribution else [],
-        energy_mj_per_inference=energy_mj,
-        energy_reason=reason,
-    )
