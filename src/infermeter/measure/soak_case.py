@@ -207,8 +207,6 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
     tol = tolerance_mb(max(s.rss_mb for s in samples))
     growing = is_growing(slope, replay_requests, tol)
     notes = []
-    if case.settings.soak_recycle_after:
-        notes.append(f"the session was reloaded every {case.settings.soak_recycle_after:,} requests")
     if replay_requests == 0:
         notes.append("the soak stopped before its replay: no growth slope (raise --soak or --soak-minutes)")
     record = SoakRecord(
@@ -232,6 +230,7 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
         allocator=loaded_allocator(),
         size_range={name: [min(sizes), max(sizes)] for name, sizes in case.dynamic},
         buckets={name: list(sizes) for name, sizes in case.buckets},
+        recycle_after=case.settings.soak_recycle_after,
         heap=glibc_heap_mb(),
         notes=notes,
     )

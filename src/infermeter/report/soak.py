@@ -50,6 +50,8 @@ def soak_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
         label = base[case.id] + (f" b{case.batch}" if len(batches) > 1 else "")
         if record is not None and record.buckets:
             label += " buckets"
+        if record is not None and record.recycle_after:
+            label += f" recycle={record.recycle_after}"
         if record is not None and len(ranges) > 1:
             label += " " + ",".join(f"{d}={lo}..{hi}" for d, (lo, hi) in record.size_range.items())
         labels[case.id] = label

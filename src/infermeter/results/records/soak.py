@@ -41,6 +41,7 @@ class SoakRecord(Record):
     allocator: str = "glibc"
     size_range: dict[str, list[int]] = field(default_factory=dict)  # per --dynamic dim: [smallest, largest]
     buckets: dict[str, list[int]] = field(default_factory=dict)
+    recycle_after: int = 0  # --soak-recycle: the session was reloaded every this many requests
     heap: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
