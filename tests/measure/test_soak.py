@@ -175,3 +175,41 @@ def test_an_allocator_is_a_case_of_its_own_run_with_its_environment() -> None:
     assert replace(base, allocator="jemalloc").id != base.id
     reason = allocator_unavailable("jemalloc")
     assert reason is None or "libjemalloc2" in reason
+
+
+def test_a_timed_soak_stops_at_its_minutes_and_data_lengths_shape_the_stream() -> None:
+    spec = resolve_model("bert_tiny")
+    settings = MeasureSettings(soak_minutes=0.02, soak_sample_every=50)
+    case = Case(spec.ref, "null", shape_mode="dynamic", dynamic=SEQ, settings=settings,
+                options=(("null.latency_ms", "0.5"),))  # fmt: skip
+    record = read_record(soak_case(spec, case), SoakRecord)
+    assert record is not None and record.stopped_by == "minutes" and 0 < record.requests < 5000
+    # Lengths found in data: only those sizes are drawn (beyond the exploration's one of each).
+    stream = soak_stream(SEQ, (), 2000, "data", seed=0, data_lengths=[10] * 90 + [60] * 10)
+    drawn = [s[0] for s in stream.exploration]
+    assert drawn.count(10) > 5 * drawn.count(60) > 0 and set(drawn) == set(SEQ[0][1])
+
+
+def test_a_cgroup_v2_limit_on_a_fake_tree(tmp_path: Path) -> None:
+    from infermeter.measure import memlimit
+
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    (root / "cgroup.subtree_control").write_text("memory\n")
+    # This process's cgroup is read from /proc/self/cgroup; point it at the fake root.
+    own = memlimit._own_cgroup
+    memlimit._own_cgroup = lambda _root: root  # type: ignore[assignment]
+    try:
+        limit = memlimit.make_limit(256, "case-1", root)
+    finally:
+        memlimit._own_cgroup = own  # type: ignore[assignment]
+    assert limit.cgroup is not None and "cgroup v2 memory.max" in limit.how
+    folder = Path(limit.cgroup)
+    assert (folder / "memory.max").read_text() == str(256 * 2**20)
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    (folder / "memory.peak").write_text(str(300 * 2**20))
+    assert memlimit.cgroup_outcome(limit) == (True, 300.0)
+    # Without a writable cgroup v2 the worker falls back to RLIMIT_AS, and says what it counts.
+    fallback = memlimit.make_limit(256, "case-2", tmp_path / "absent")
+    assert fallback.cgroup is None and "counts address space" in fallback.how
