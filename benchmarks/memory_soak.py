@@ -140,7 +140,16 @@ def findings(by_part: dict[str, list[CaseResult]]) -> list[str]:
                     flat.append(f"{labels[other.id]} ({name}: {found.slope_mb_per_1k:+.2f} MB/1k)")
         if record.growing:
             line += "; stayed flat: " + (", ".join(flat) if flat else "none of its variants")
+        bucketed = next((c for c in by_part.get("buckets", []) if c.backend == case.backend and c.ok), None)
+        if bucketed is not None and case.latency_ms is not None and bucketed.latency_ms is not None:
+            cost = bucketed.latency_ms.mean / case.latency_ms.mean - 1
+            line += f"; padding into buckets cost {cost:+.0%} mean latency"
         lines.append(line)
+    growing = [c.backend for c in free if (r := records[("free", c.id)]) is not None and r.growing]
+    if free:
+        lines.insert(0, f"The seed's growth with free lengths is reproduced here by: {', '.join(growing)}."
+                     if growing else "No engine kept growing with free lengths on this machine: the seed's growth "
+                     "is not reproduced here (the charts show the replays flat).")  # fmt: skip
     crashed = [(n, c) for n, cases in by_part.items() for c in cases if c.status != "ok"]
     for name, case in crashed:
         lines.append(f"{soak_labels(by_part[name])[case.id]} ({name}): {case.status}: {case.error}")
@@ -182,12 +191,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("soak-results"))
     parser.add_argument("--only", help="comma-separated parts to run (free,buckets,narrow,allocators,arenas,recycle)")
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="keep a part's results file in --out instead of rerunning")
     args = parser.parse_args()
     model = args.model or ("bert_tiny" if args.quick else "minilm")
     requests = args.requests or (300 if args.quick else 5000)
     args.out.mkdir(parents=True, exist_ok=True)
     chosen = [p for p in parts(args.quick) if not args.only or p.name in args.only.split(",")]
-    files = {part.name: run_part(part, model, requests, args.out) for part in chosen}
+    files = {
+        part.name: path if args.reuse and (path := args.out / f"{part.name}.json").exists()
+        else run_part(part, model, requests, args.out)
+        for part in chosen
+    }  # fmt: skip
     by_part = {name: read_results(path).cases for name, path in files.items()}
     report = args.out / "report.html"
     subprocess.run([sys.executable, "-m", "infermeter", "report", *map(str, files.values()), "-o", str(report)],

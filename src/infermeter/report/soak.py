@@ -48,6 +48,9 @@ def soak_labels(cases: Sequence[CaseResult]) -> dict[str, str]:
     for case in cases:
         record = records[case.id]
         label = base[case.id] + (f" b{case.batch}" if len(batches) > 1 else "")
+        allocator = case.options.get("allocator")
+        if allocator and f"allocator={allocator}" not in label:  # shown even when every case shares it
+            label += f" allocator={allocator}"
         if record is not None and record.buckets:
             label += " buckets"
         if record is not None and record.recycle_after:
