@@ -123,6 +123,7 @@ def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_platea
     plain, leaking = (c["soak"] for c in cases)
     assert not plain["growing"] and leaking["growing"]
     assert plain["buckets"] == {"seq": [16, 32, 64]} and plain["requests"] == 1500
+    assert cases[0]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
     assert "soak: memory over the replay" in proc.stdout and "stayed flat" in proc.stdout
     html = tmp_path / "r.html"
     proc = run_cli("report", str(out), "-o", str(html))

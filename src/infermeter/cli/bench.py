@@ -26,7 +26,7 @@ from infermeter.cli.soak import allocators, print_soak, soak_options, soak_setti
 from infermeter.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
-from infermeter.measure.shapes import parse_sizes
+from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
 from infermeter.models.feeds_data import parse_input_flags
 from infermeter.models.spec import resolve_model
 from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
@@ -45,8 +45,8 @@ def _default_output() -> Path:
     return Path("results") / f"bench-{stamp}.json"
 
 
-def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    parsed = [parse_sizes(text, flag) for text in values]
+def _sizes(values: tuple[str, ...], flag: str, points: int = 8) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    parsed = [parse_sizes(text, flag, points) for text in values]
     return tuple((name, tuple(sizes)) for name, sizes in parsed)
 
 
@@ -289,7 +289,7 @@ def bench(
             threads=threads,
             inputs=shapes,
             options=parse_options([*flag_options, *option]),
-            dynamic=_sizes(dynamic, "--dynamic"),
+            dynamic=_sizes(dynamic, "--dynamic", EVERY_SIZE if settings.soaking else 8),  # a soak: every size
             buckets=_sizes(buckets, "--buckets"),
             seq_len=seq_len,
             settings=settings,
