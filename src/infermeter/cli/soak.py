@@ -24,7 +24,12 @@ _OPTIONS = (
         help="Soak: feed N requests whose --dynamic sizes follow --soak-lengths (seeded, the same for every case): "
         "warm-up, exploration until every size is seen, then a replay; memory sampled throughout.",
     ),
-    click.option("--soak-minutes", type=float, default=0.0, help="Soak for this many minutes (with --soak: first)."),
+    click.option(
+        "--soak-minutes",
+        type=float,
+        default=0.0,
+        help="Soak for this many minutes (with --soak: whichever ends first).",
+    ),
     click.option(
         "--soak-lengths",
         default="uniform",
