@@ -129,6 +129,11 @@ def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_platea
     proc = run_cli("report", str(out), "-o", str(html))
     assert proc.returncode == 0, proc.stderr
     assert "chart-soak-memory" in html.read_text()
+    markdown = tmp_path / "r.md"
+    assert run_cli("report", str(out), "-o", str(markdown)).returncode == 0
+    assert "## Soak: memory over the replay" in markdown.read_text() and "| null leak_kb=64 buckets | growing |" in (
+        markdown.read_text()
+    )
 
 
 def test_soak_usage_errors() -> None:
