@@ -65,6 +65,7 @@ INTEGRATION_CALLS = frozenset(
         "bench",
         "run_child",
         "time_arms",
+        "allocator_unavailable",
     }
 )
 # Tests that start no process but still take seconds of pure computation (property tests with many examples).

@@ -161,6 +161,7 @@ def bench(
     output: str | Path | None = None,
     progress: bool = True,
     allow_mixed_precision: bool = False,
+    allocators: str | Sequence[str] = (),
     **measure: Any,
 ) -> Results:
     """Benchmark `models` (zoo names, files, `hf:` refs; default: the CLI's default model) on `backends`
@@ -172,7 +173,8 @@ def bench(
     `input_values={"sr": 16000}` is `--input sr=16000`, `data="calib.npz"` is `--data calib.npz`,
     `reshape={"images": [1, 3, 480, 640]}` is `--reshape`, `precision=None` each model's own (int8 for a
     quantized model, else fp32),
-    `isolate=False` is `--no-isolation`, `roofline=False` is `--no-roofline`. Measurement settings go as further
+    `isolate=False` is `--no-isolation`, `roofline=False` is `--no-roofline`, `allocators="glibc,jemalloc"` is
+    `--allocator`. Measurement settings go as further
     keywords named as MeasureSettings' fields or as their flags (`min_time_s=0.5` or `min_time=0.5`,
     `iterations=20`, `target_ci=0` or "1%", `rounds`, `interleave=False`), or whole as `settings=`.
 
@@ -184,13 +186,15 @@ def bench(
     arguments = dict(locals())
     from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
     from infermeter.measure.request import build_matrix
-    from infermeter.measure.shapes import parse_sizes
+    from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
     from infermeter.models.input_flags import parse_input_override
     from infermeter.results.env import collect_environment
 
     for key, value in (("threads", threads), ("seq_len", seq_len)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{key}={value!r}: expected an integer")
+    settings = measure_settings(settings, measure)
+    points = EVERY_SIZE if settings.soaking else 8  # a soak draws from every size of a range
     request = BenchRequest(
         models=_names(models),
         backends=_names(backends),
@@ -203,12 +207,13 @@ def bench(
         inputs=_sizes(inputs, "inputs", parse_input_override),
         reshape=_sizes(reshape, "reshape", lambda text: parse_input_override(text, "reshape")),
         options=_options(options),
-        dynamic=_sizes(dynamic, "dynamic", lambda text: parse_sizes(text, "dynamic")),
+        dynamic=_sizes(dynamic, "dynamic", lambda text: parse_sizes(text, "dynamic", points)),
         buckets=_sizes(buckets, "buckets", lambda text: parse_sizes(text, "buckets")),
         seq_len=seq_len,
-        settings=measure_settings(settings, measure),
+        settings=settings,
         data=None if data is None else str(data),
         input_values=_input_values(input_values),
+        allocators=_names(allocators),
     )
     display: BenchDisplay = SilentDisplay()
     if progress:

@@ -32,6 +32,18 @@ class MeasureSettings:
     rounds: int = 10  # interleaved comparisons: at least this many rounds (see measure.interleave)
     interleave: bool = True  # a comparison group of 2+ cases runs in interleaved rounds
     build_timeout_s: float = 3600.0  # one artifact's build (compile, engine build, auto-tuning), apart from the case
+    # A soak (`bench --soak N`, measure.soak_case) instead of the stop rule: N requests (0: no soak), or minutes.
+    soak_requests: int = 0
+    soak_minutes: float = 0.0
+    soak_lengths: str = "uniform"  # the distribution of the --dynamic sizes (measure.soak_stream.LENGTHS)
+    soak_sample_every: int = 100  # memory sampled every this many requests (and at least every 2 s)
+    soak_recycle_after: int = 0  # the soak reloads its session after this many requests (serve --recycle-after)
+    memory_limit_mb: float = 0.0  # each case under this much memory (measure.memlimit); 0: no limit
+
+    @property
+    def soaking(self) -> bool:
+        """Whether cases run a soak rather than the stop rule."""
+        return self.soak_requests > 0 or self.soak_minutes > 0
 
     @property
     def burst_s(self) -> float:
@@ -67,7 +79,8 @@ class Case:
     instead of generated ones, and `input_values` the inputs set to a constant (`--input NAME=VALUE`).
     `machine` is the class of cluster node the case runs on (`bench --cluster --machines`), None to run here or on
     any node. `reshape` holds the dims written over the model's declared ones (`--reshape NAME:DIMS`,
-    `models.reshape`): the model that runs is not the file as it was declared.
+    `models.reshape`): the model that runs is not the file as it was declared. `allocator` is the malloc its
+    worker runs with (`--allocator`, measure.allocator; empty: the default).
     """
 
     model: str
@@ -86,6 +99,7 @@ class Case:
     input_values: tuple[tuple[str, str], ...] = ()
     machine: str | None = None
     reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    allocator: str = ""
 
     @property
     def id(self) -> str:
@@ -115,6 +129,8 @@ class Case:
             identity["machine"] = self.machine
         if self.reshape:
             identity["reshape"] = [[name, list(dims)] for name, dims in self.reshape]
+        if self.allocator:
+            identity["allocator"] = self.allocator
         digest = identity_digest(json.dumps(identity, sort_keys=True))
         return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
 

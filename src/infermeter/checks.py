@@ -25,6 +25,12 @@ SETTING_FLAGS = {
     "target_ci": "--target-ci",
     "rounds": "--rounds",
     "interleave": "--no-interleave",
+    "soak_requests": "--soak",
+    "soak_minutes": "--soak-minutes",
+    "soak_lengths": "--soak-lengths",
+    "soak_sample_every": "--soak-sample-every",
+    "soak_recycle_after": "--soak-recycle",
+    "memory_limit_mb": "--memory-limit",
 }
 
 
@@ -73,6 +79,23 @@ def parse_fraction(text: str, flag: str) -> float:
     return value
 
 
+_MEMORY_UNITS = {"": 1.0, "mb": 1.0, "m": 1.0, "mib": 1.0, "gb": 1024.0, "g": 1024.0, "gib": 1024.0, "kb": 1 / 1024}
+
+
+def parse_memory_mb(text: str, flag: str) -> float:
+    """`512MB`, `1.5GB`, `512` (MB) as MB (binary units: a GB is 1024 MB, as memory.max and RLIMIT_AS count)."""
+    stripped = text.strip().lower().replace(" ", "")
+    number = stripped.rstrip("kmgib")
+    unit = stripped[len(number) :]
+    try:
+        value = float(number) * _MEMORY_UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(f"{flag} {text!r} is not a memory size; write e.g. {flag} 512MB or {flag} 2GB") from None
+    if value <= 0:
+        raise UsageError(f"{flag} {text!r} must be positive")
+    return value
+
+
 def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setting_flag) -> None:
     """UsageError for a loop setting that cannot work (counts and times must make sense before any case runs);
     `name` turns a field into what the user typed (by default its CLI flag)."""
@@ -86,6 +109,11 @@ def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setti
     require_positive(settings.rounds, name("rounds"))
     if not 0 <= settings.target_ci < 1:
         raise UsageError(f"{name('target_ci')} {settings.target_ci:g} must lie in [0, 1)")
+    require_positive(settings.soak_requests, name("soak_requests"), allow_zero=True)
+    require_positive(settings.soak_minutes, name("soak_minutes"), allow_zero=True)
+    require_positive(settings.soak_sample_every, name("soak_sample_every"))
+    require_positive(settings.soak_recycle_after, name("soak_recycle_after"), allow_zero=True)
+    require_positive(settings.memory_limit_mb, name("memory_limit_mb"), allow_zero=True)
 
 
 def check_gate(threshold: str, alpha: float, name: Callable[[str], str] = lambda key: f"--{key}") -> float:

@@ -102,6 +102,11 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "resident memory grew steadily through the run",
         "allocator fragmentation under varying shapes: pad inputs into a few --buckets, or cap the shape range",
     ),
+    "memory_growing": (
+        "memory was still growing at the end of a soak, over shapes already seen",
+        "pad into --buckets, narrow the --dynamic range, try --allocator jemalloc or arenas=2, or recycle the "
+        "worker (serve --recycle-after N)",
+    ),
 }
 # Memory growth worth a warning: at least this many MB and this fraction of the starting RSS, with a significant
 # positive trend (linear regression p-value below DRIFT_P_VALUE).

@@ -4,7 +4,8 @@ Its options (`--option null.KEY=VALUE`, listed by `infermeter backends --options
 its spread, a build to simulate (`null.build_s`: the build stage then makes an artifact for it), and failures to
 inject (fail, crash or hang at build, load or run). `slow_file` names a path: while a file
 exists there, every run takes `slow_factor` times longer (a machine-wide slowdown that tests switch on and off,
-shared by every worker).
+shared by every worker). `load_mb`, `leak_kb` and `leak_until` simulate memory: weights held from load, and a leak
+per run that goes on or stops (a plateau), for the soak's bookkeeping.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ TUNE_TRIALS = Integer(key="null.tune_trials", default=0,
 TUNE_MINUTES = Number(key="null.tune_minutes", default=0.0, help="bound on the simulated tuning's minutes (0: none)")
 TRIAL_S = Number(key="null.trial_s", default=0.01, help="seconds one simulated tuning trial takes")
 TUNED_SPEEDUP = Number(key="null.tuned_speedup", default=2.0, help="how much faster a tuned case runs")
+LOAD_MB = Number(key="null.load_mb", default=0.0, help="MB the session allocates (and touches) at load")
+LEAK_KB = Number(key="null.leak_kb", default=0.0, help="simulated leak: KB each run allocates and keeps")
+LEAK_UNTIL = Integer(key="null.leak_until", default=0,
+                     help="with leak_kb: runs after which the leak stops, a plateau (0: it never stops)")  # fmt: skip
 MISBEHAVIOURS = {"fail": FAIL, "crash": CRASH, "hang": HANG}
 
 
@@ -111,6 +116,10 @@ class NullSession(Session):
         slow_file = SLOW_FILE.value(case)
         self._slow_file = Path(slow_file) if slow_file else None
         self._slow_factor = SLOW_FACTOR.value(case)
+        # Simulated memory, touched so that it is resident: a model's weights, then a leak or a plateau.
+        self._held = [np.ones(int(LOAD_MB.value(case) * 2**20), np.uint8)]
+        self._leak_bytes = int(LEAK_KB.value(case) * 1024)
+        self._leak_until = LEAK_UNTIL.value(case)
 
     def run(self, prepared: Any) -> Any:
         if self._on_run and self._runs >= self._after:
@@ -119,6 +128,8 @@ class NullSession(Session):
         if self._slow_file is not None and self._slow_file.exists():
             latency *= self._slow_factor
         self._runs += 1
+        if self._leak_bytes and (not self._leak_until or self._runs <= self._leak_until):
+            self._held.append(np.ones(self._leak_bytes, np.uint8))
         if self._sleep:
             time.sleep(latency)
         else:
@@ -143,6 +154,7 @@ class NullBackend(Backend):
         *(LATENCY_MS, DIST, SIGMA, WAIT, LOAD_S, BUILD_S, SEED),
         *(FAIL, CRASH, CRASH_SIGNAL, HANG, AFTER, PRECISION, SLOW_FILE, SLOW_FACTOR),
         *(TUNE_TRIALS, TUNE_MINUTES, TRIAL_S, TUNED_SPEEDUP),
+        *(LOAD_MB, LEAK_KB, LEAK_UNTIL),
     )
     auto_tuning = AutoTuning(TUNE_TRIALS.key, TUNE_MINUTES.key, prior_s_per_trial=0.01)
 

@@ -33,6 +33,15 @@ OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all
 PROFILE = Switch(key="onnxruntime.profile", default=False,
                  help="SessionOptions.enable_profiling: per-node kernel times (the untimed INT8 profile pass "
                       "turns it on)")  # fmt: skip
+# Memory settings (issue 32's soak compares them): the CPU arena grows by powers of two and never gives back.
+CPU_ARENA = Switch(key="onnxruntime.cpu_arena", default=True, help="SessionOptions.enable_cpu_mem_arena")
+MEM_PATTERN = Switch(key="onnxruntime.mem_pattern", default=True, help="SessionOptions.enable_mem_pattern")
+ARENA_EXTEND = Choice(key="onnxruntime.arena_extend", choices=("next_power_of_two", "same_as_requested"),
+                      default="next_power_of_two",
+                      help="the CPU arena's arena_extend_strategy (an OrtArenaCfg, per process)")  # fmt: skip
+ARENA_SHRINK = Switch(key="onnxruntime.arena_shrink", default=False,
+                      help="run option memory.enable_memory_arena_shrinkage=cpu:0: give arena memory back after "
+                           "each run")  # fmt: skip
 
 
 def onnx_graph_precision(path: str) -> str:
@@ -59,16 +68,32 @@ def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:
     return target
 
 
+def _register_arena(ort: Any, strategy: str) -> None:
+    """A CPU arena allocator with `strategy` registered on ONNX Runtime's process-wide environment (the only way
+    to set a CPU arena's extend strategy from Python); sessions use it through `session.use_env_allocators`.
+    Registered once per process: a second registration is refused by ONNX Runtime and ignored here."""
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    config = ort.OrtArenaCfg(0, 1 if strategy == "same_as_requested" else 0, -1, -1)
+    try:
+        ort.create_and_register_allocator(info, config)
+    except Exception as exc:  # already registered in this process
+        if "already" not in str(exc).lower():
+            raise BackendError(f"ONNX Runtime refused the arena setting {strategy}: {exc}") from exc
+
+
 class OnnxRuntimeSession(Session):
     """An `onnxruntime.InferenceSession`; inputs are made contiguous numpy arrays in `prepare`.
 
     For concurrent use (streams): `ort_session.run` is thread-safe in ONNX Runtime, so N threads may call
     `run(prepared)` on the same session at once (give each thread its own prepared feeds)."""
 
-    def __init__(self, session: Any, precision: str, optimized_graph: str | None = None) -> None:
+    def __init__(
+        self, session: Any, precision: str, optimized_graph: str | None = None, run_options: Any = None
+    ) -> None:
         super().__init__()
         self.ort_session = session
         self._session = session
+        self._run_options = run_options  # made once, outside the timed region
         self._precision = precision
         # The graph ONNX Runtime optimized and saved in the build stage, when the session was created from it.
         self._optimized_graph = optimized_graph
@@ -77,7 +102,7 @@ class OnnxRuntimeSession(Session):
         return {name: np.ascontiguousarray(value) for name, value in feeds.items()}
 
     def run(self, prepared: Any) -> Any:
-        return self._session.run(None, prepared)
+        return self._session.run(None, prepared, self._run_options)
 
     def effective_precision(self) -> str:
         return self._precision
@@ -104,7 +129,7 @@ class OnnxRuntimeBackend(Backend):
     optimized-model cache; `quantize.*` tune int8 made on the fly."""
 
     name = "onnxruntime"
-    options = (OPT_LEVEL, CACHE, PROFILE, *QUANTIZE_OPTIONS)
+    options = (OPT_LEVEL, CACHE, PROFILE, CPU_ARENA, MEM_PATTERN, ARENA_EXTEND, ARENA_SHRINK, *QUANTIZE_OPTIONS)
     consumes_onnx = True
     shape_aware = True
     runs_quantized_onnx = True
@@ -161,6 +186,11 @@ class OnnxRuntimeBackend(Backend):
         options.intra_op_num_threads = case.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.enable_cpu_mem_arena = CPU_ARENA.value(case)
+        options.enable_mem_pattern = MEM_PATTERN.value(case)
+        if ARENA_EXTEND.value(case) != ARENA_EXTEND.default:
+            _register_arena(ort, ARENA_EXTEND.value(case))
+            options.add_session_config_entry("session.use_env_allocators", "1")
         if PROFILE.value(case):
             options.enable_profiling = True
             options.profile_file_prefix = str(Path(tempfile.gettempdir()) / "infermeter-ort-profile")
@@ -225,7 +255,13 @@ class OnnxRuntimeBackend(Backend):
         created = time.perf_counter()
         self.check_providers(session)
         precision = self.effective_precision(str(source.path), case)
-        result = OnnxRuntimeSession(session, precision, artifact.path if artifact is not None else None)
+        run_options = None
+        if ARENA_SHRINK.value(case):
+            if not CPU_ARENA.value(case):
+                raise BackendError("onnxruntime.arena_shrink shrinks the CPU arena: it needs cpu_arena on")
+            run_options = ort.RunOptions()
+            run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        result = OnnxRuntimeSession(session, precision, artifact.path if artifact is not None else None, run_options)
         result.load_phases_s = {
             Phase.IMPORT: imported - start,
             Phase.CONVERT: converted - imported,

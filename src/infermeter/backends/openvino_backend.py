@@ -40,6 +40,8 @@ CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
 HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
 STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
+CACHE_CAPACITY = Integer(key="openvino.cache_capacity", default=-1, minimum=-1,
+                         help="CPU_RUNTIME_CACHE_CAPACITY: shapes kept compiled (-1: the default)")  # fmt: skip
 INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own", int8_only=True,
                      help="int8 of a float model: own (NNCF) or qdq (ONNX Runtime's QDQ graph, cross-fed)")  # fmt: skip
 PERF_COUNT = Switch(key="openvino.perf_count", default=False,
@@ -139,7 +141,7 @@ class OpenVinoBackend(Backend):
     shapes before compiling; dynamic keeps its symbolic dimensions."""
 
     name = "openvino"
-    options = (HINT, STREAMS, CACHE, INT8_SOURCE, PERF_COUNT, *QUANTIZE_OPTIONS)
+    options = (HINT, STREAMS, CACHE_CAPACITY, CACHE, INT8_SOURCE, PERF_COUNT, *QUANTIZE_OPTIONS)
     consumes_onnx = True
     shape_aware = True
     runs_quantized_onnx = True
@@ -202,6 +204,8 @@ class OpenVinoBackend(Backend):
         }
         if STREAMS.value(case):
             config["NUM_STREAMS"] = STREAMS.value(case)
+        if CACHE_CAPACITY.value(case) >= 0:
+            config["CPU_RUNTIME_CACHE_CAPACITY"] = CACHE_CAPACITY.value(case)
         return config
 
     def _core(self, case: Case) -> Any:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.advise import OBJECTIVES, Advice, Constraints, advise, describe
-from infermeter.cli.common import require_positive, stdout
+from infermeter.cli.common import MEMORY_BUDGET, memory_budget_mb, require_positive, stdout
 from infermeter.report.summary import case_label
 
 
@@ -39,6 +39,7 @@ def print_advice(advice: Advice) -> None:
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
 @click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
+@MEMORY_BUDGET
 @click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
 @click.option("--min-throughput", type=float, help="Smallest acceptable throughput (inferences/s).")
 @click.option("--max-accuracy-drop", type=float, help="Largest acceptable accuracy drop (percent).")
@@ -49,6 +50,7 @@ def advise_cmd(
     results: Path,
     max_p99_ms: float | None,
     max_memory_mb: float | None,
+    memory_budget: str | None,
     max_load_s: float | None,
     min_throughput: float | None,
     max_accuracy_drop: float | None,
@@ -57,6 +59,7 @@ def advise_cmd(
     """Recommend a configuration from RESULTS.json under constraints, with the reasons in numbers."""
     from infermeter.results.io import read_results
 
+    max_memory_mb = memory_budget_mb(max_memory_mb, memory_budget)
     for value, flag in ((max_p99_ms, "--max-p99-ms"), (max_memory_mb, "--max-memory-mb"), (max_load_s, "--max-load-s"),
                         (min_throughput, "--min-throughput"), (max_accuracy_drop, "--max-accuracy-drop")):  # fmt: skip
         if value is not None:

@@ -6,6 +6,7 @@ import datetime as dt
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,10 +23,11 @@ from infermeter.cli.common import (
 )
 from infermeter.cli.console import ConsoleDisplay, print_summary, print_table
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
+from infermeter.cli.soak import allocators, print_soak, soak_options, soak_settings
 from infermeter.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import BenchRequest, build_matrix, cli_flag
-from infermeter.measure.shapes import parse_sizes
+from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.reshape import parse_reshape
 from infermeter.models.spec import resolve_model
@@ -45,8 +47,8 @@ def _default_output() -> Path:
     return Path("results") / f"bench-{stamp}.json"
 
 
-def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    parsed = [parse_sizes(text, flag) for text in values]
+def _sizes(values: tuple[str, ...], flag: str, points: int = 8) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    parsed = [parse_sizes(text, flag, points) for text in values]
     return tuple((name, tuple(sizes)) for name, sizes in parsed)
 
 
@@ -187,6 +189,7 @@ def _sizes(values: tuple[str, ...], flag: str) -> tuple[tuple[str, tuple[int, ..
 @click.option("--requests", type=int, default=5, show_default=True, help="--task generate: timed requests per case.")
 @click.option("--slo-ttft-ms", type=float, help="--task generate: goodput SLO, time to first token at most this.")
 @click.option("--slo-tpot-ms", type=float, help="--task generate: goodput SLO, time per output token at most this.")
+@soak_options
 @click.pass_context
 def bench(
     ctx: click.Context,
@@ -236,6 +239,7 @@ def bench(
     requests: int,
     slo_ttft_ms: float | None,
     slo_tpot_ms: float | None,
+    **soak_flags: Any,
 ) -> None:
     """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time.
 
@@ -277,6 +281,7 @@ def bench(
             not no_interleave,
             build_timeout,
         )
+        settings = soak_settings(settings, soak_flags, not no_isolation)
         shapes, values = parse_input_flags(inputs)
         request = BenchRequest(
             models=tuple(split_values(models)),
@@ -289,13 +294,14 @@ def bench(
             threads=threads,
             inputs=shapes,
             options=parse_options([*flag_options, *option]),
-            dynamic=_sizes(dynamic, "--dynamic"),
+            dynamic=_sizes(dynamic, "--dynamic", EVERY_SIZE if settings.soaking else 8),  # a soak: every size
             buckets=_sizes(buckets, "--buckets"),
             seq_len=seq_len,
             settings=settings,
             data=data,
             input_values=values,
             reshape=parse_reshape(reshape),
+            allocators=allocators(soak_flags),
         )
         matrix = build_matrix(request, display.note, cli_flag)
     command = ["infermeter", *sys.argv[1:]]
@@ -322,6 +328,7 @@ def bench(
         )
     else:
         print_summary(summary_table(shown, allow_mixed_precision), shown)
+        print_soak(shown)
     if run.trace.moved is not None:
         paired = any(case.paired is not None for case in shown)
         stdout.print(

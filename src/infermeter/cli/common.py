@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+import click
 from rich.console import Console
 
 from infermeter.case import MeasureSettings
@@ -54,3 +55,23 @@ def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
             raise UsageError(f"--option {item!r} is not KEY=VALUE; write e.g. --option onnxruntime.opt_level=basic")
         pairs[key.strip()] = value.strip()
     return tuple(sorted(pairs.items()))
+
+
+MEMORY_BUDGET = click.option(
+    "--memory-budget",
+    help="The target device's memory (e.g. 512MB, 2GB): candidates whose measured peak exceeds it are dropped, "
+    "with the reason (the same as --max-memory-mb, with units).",
+)
+
+
+def memory_budget_mb(max_memory_mb: float | None, memory_budget: str | None) -> float | None:
+    """The peak-memory limit of `--max-memory-mb` or `--memory-budget` (advise, optimize); UsageError when both
+    are given and disagree."""
+    from infermeter.checks import parse_memory_mb
+
+    if memory_budget is None:
+        return max_memory_mb
+    budget = parse_memory_mb(memory_budget, "--memory-budget")
+    if max_memory_mb is not None and abs(max_memory_mb - budget) > 1e-9:
+        raise UsageError(f"--memory-budget {memory_budget} and --max-memory-mb {max_memory_mb:g} disagree: give one")
+    return budget

@@ -12,7 +12,9 @@ from rich.table import Table
 from infermeter.advise import OBJECTIVES
 from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
+    MEMORY_BUDGET,
     RESHAPE_HELP,
+    memory_budget_mb,
     parse_fraction,
     parse_options,
     parse_positive_ints,
@@ -141,6 +143,7 @@ def _print_outcome(outcome: object) -> None:
 @click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
 @click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
+@MEMORY_BUDGET
 @click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True)
 @click.option("--budget-minutes", type=float, default=DEFAULT_BUDGET_MINUTES, show_default=True,
@@ -172,6 +175,7 @@ def optimize(
     reshape: tuple[str, ...],
     max_p99_ms: float | None,
     max_memory_mb: float | None,
+    memory_budget: str | None,
     max_load_s: float | None,
     objective: str,
     budget_minutes: float,
@@ -230,7 +234,7 @@ def optimize(
         calib=calib,
         eval=eval_data,
         max_p99_ms=max_p99_ms,
-        max_memory_mb=max_memory_mb,
+        max_memory_mb=memory_budget_mb(max_memory_mb, memory_budget),
         max_load_s=max_load_s,
         objective=objective,
         budget_s=budget_minutes * 60,

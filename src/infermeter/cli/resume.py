@@ -23,6 +23,8 @@ PLAN_PARAMS = (
     "case_timeout", "build_timeout", "input_sets", "inputs", "data", "option", "compile_mode", "ort_opt_level",
     "ov_hint",
     "check_parity", "seed", "cold_start", "no_isolation", "machines", "reshape",
+    "soak", "soak_minutes", "soak_lengths", "soak_sample_every", "soak_recycle", "memory_limit",
+    "allocator",
 )  # fmt: skip
 
 

@@ -141,6 +141,12 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
 @click.option("--max-body-mb", type=float, default=64.0, show_default=True, help="Largest request body accepted.")
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
+@click.option(
+    "--recycle-after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Reload a worker's session after N batches, giving its memory back (a remedy for growth; 0: never).",
+)
 def serve(
     model: str,
     backend: str | None,
@@ -162,6 +168,7 @@ def serve(
     max_body_mb: float,
     log_level: str,
     reshape: tuple[str, ...],
+    recycle_after: int,
 ) -> None:
     """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
 
@@ -241,6 +248,7 @@ def serve(
         reshape=reshaped,
         triton_config=triton_config,
         repository=repository,
+        recycle_after=recycle_after,
     )
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 

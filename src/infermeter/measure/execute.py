@@ -21,6 +21,7 @@ from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import InfermeterError, describe_exception
 from infermeter.measure.build import build_artifact, discard_private, load_session
+from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_record import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.loop import timed_loop, warm_up
@@ -56,7 +57,8 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
         threads=case.threads,
         status=status,
         error=error,
-        options=dict(case.options),
+        # The allocator is shown with the options, which label the variants of one backend in tables.
+        options=dict(case.options) | ({"allocator": case.allocator} if case.allocator else {}),
         input_shapes={name: list(dims) for name, dims in case.input_shapes},
         started=now_iso(),
         streams=case.streams,
@@ -174,6 +176,7 @@ class CaseRunner:
         self.interference = NO_INTERFERENCE
         self._meter = CpuMeter()
         self._sampler: RssSampler | None = None
+        self._energy_start: EnergyReading | None = None
         self._started = time.perf_counter()
 
     def load(self) -> bool:
@@ -193,7 +196,7 @@ class CaseRunner:
             self.session = load_session(spec, case, self.artifact)
             result.load_s = time.perf_counter() - load_start
             result.load_phases_s = dict(self.session.load_phases_s)
-            result.notes = list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
+            result.notes += list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
             result.warnings += [CaseWarning(code, message) for code, message in self.session.warnings]
             result.cache_hit = self.session.cache_hit
             self.prepared = [self.session.prepare(feeds) for feeds in feed_sets]
@@ -215,6 +218,7 @@ class CaseRunner:
             return False
         if case.shape_mode == "dynamic" or case.streams > 1:
             self._sampler = RssSampler().__enter__()
+        self._energy_start = read_energy()
         self.phase("measuring")
         return True
 
@@ -265,6 +269,7 @@ class CaseRunner:
             self._sampler.__exit__()
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
         peak_mb = peak_rss_mb()
+        energy_end = read_energy()
         try:
             if self.case.settings.check_parity:
                 from infermeter.parity.run import check_case_parity
@@ -282,6 +287,12 @@ class CaseRunner:
         result.duration_s = time.perf_counter() - self._started
         if result.status == "ok" and self.samples_ns:
             result.peak_rss_mb = peak_mb
+            # RAPL counts the socket: interleaved, the other cases' bursts would be in this case's energy.
+            energy = None if interleaved or self._energy_start is None else (self._energy_start, energy_end)
+            footprint = case_footprint(self.spec, self.case, self.artifact, energy, len(self.samples_ns))
+            if interleaved:
+                footprint = replace(footprint, energy_reason="interleaved with other cases: use --no-interleave")
+            write_record(result, footprint)
             if interleaved:
                 result.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
             _fill_measurements(self, state)

@@ -64,15 +64,39 @@ def _parent_main_hidden() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """`variables` set in this process's environment while a worker is spawned (a spawned worker is a fresh exec,
+    which inherits it: LD_PRELOAD and MALLOC_ARENA_MAX must be there from its start), then restored."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 class WorkerProcess:
     """A function run in a fresh `spawn`ed process that talks over a pipe, bounded by a deadline: the one isolation
     runner. `target(conn, *args)` sends `(kind, payload)` messages; `("phase", name)` ones go to `on_phase`.
-    A worker that dies or outlives its deadline is reported as `WorkerGone` with the status and reason."""
+    A worker that dies or outlives its deadline is reported as `WorkerGone` with the status and reason.
+    `environment`: variables the worker starts with (a per-case allocator, `measure.allocator`)."""
 
     def __init__(
-        self, target: Callable[..., None], args: tuple[Any, ...], timeout_s: float, on_phase: PhaseCallback | None
+        self,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        timeout_s: float,
+        on_phase: PhaseCallback | None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.on_phase, self.timeout_s = on_phase, timeout_s
+        # The highest RSS seen while waiting on the worker (polled): what a case killed for memory had reached.
+        self.peak_seen_mb = 0.0
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(target=target, args=(child_conn, *args), daemon=True)
@@ -81,7 +105,7 @@ class WorkerProcess:
         try:
             # A Ctrl-C while the child is still reading its start-up data would make it print an EOFError
             # traceback: held until the start is complete, then delivered, and the fresh worker stopped.
-            with deferred_interrupts(), _parent_main_hidden():
+            with deferred_interrupts(), _parent_main_hidden(), _environment(environment or {}):
                 self.process.start()
         except BaseException:
             self.kill()
@@ -117,6 +141,8 @@ class WorkerProcess:
                         self.on_phase(payload)
                 elif not self.process.is_alive() and not self._conn.poll():
                     break
+                else:
+                    self.peak_seen_mb = max(self.peak_seen_mb, self.rss_mb())
         except BaseException:  # Ctrl-C in the parent: stop the worker, then let the caller save and exit
             self.kill()
             raise

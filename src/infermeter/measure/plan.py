@@ -30,7 +30,8 @@ class PlanItem:
 class Matrix:
     """The user's matrix flags, already parsed and checked. A backend entry is a fallback chain (usually of one).
     `data` (`--data`) and `input_values` (`--input NAME=VALUE`) go to every case. `machines` (`bench --cluster
-    --machines`) are classes of cluster node: every case runs on each (none: wherever the sweep runs)."""
+    --machines`) are classes of cluster node: every case runs on each (none: wherever the sweep runs).
+    `allocators` (`--allocator`): every backend runs under each (none: the default malloc)."""
 
     models: tuple[ModelSpec, ...]
     backends: tuple[tuple[str, ...], ...]
@@ -48,6 +49,7 @@ class Matrix:
     data: DataSource | None = None
     input_values: tuple[tuple[str, str], ...] = ()
     machines: tuple[str, ...] = ()
+    allocators: tuple[str, ...] = ()
 
 
 def seq_overrides(spec: ModelSpec, batch: int, seq_len: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -80,6 +82,8 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
     }
     plan = []
     machines: tuple[str | None, ...] = matrix.machines or (None,)
+    # The default allocator is "" (not in the case id), so a plain run's ids are unchanged.
+    allocators = tuple("" if a == "glibc" else a for a in matrix.allocators) or ("",)
     for machine, spec in ((m, spec) for m in machines for spec in matrix.models):
         names = {i.name for i in spec.inputs}
         base_shapes = tuple((n, d) for n, d in matrix.input_shapes if n in names)
@@ -95,7 +99,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                 for streams in matrix.streams:
                     # No --precision: each model's own (int8 for a quantized graph, else fp32).
                     for precision in matrix.precisions or (spec.default_precision,):
-                        for chain in matrix.backends:
+                        for chain, allocator in ((c, a) for c in matrix.backends for a in allocators):
                             cases = tuple(
                                 Case(
                                     spec.ref,
@@ -114,6 +118,7 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                     tuple((n, v) for n, v in matrix.input_values if n in names),
                                     machine,
                                     spec.reshape,
+                                    allocator,
                                 )
                                 for backend in chain
                             )

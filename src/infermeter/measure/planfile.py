@@ -96,6 +96,8 @@ def _matrix_to_dict(matrix: Matrix) -> dict[str, Any]:
     }
     if matrix.machines:  # only when given: a plan without machines reads the same in an older infermeter
         data["machines"] = list(matrix.machines)
+    if matrix.allocators:
+        data["allocators"] = list(matrix.allocators)
     return data
 
 
@@ -174,6 +176,7 @@ def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec])
         data=_data_from_json(data.get("data")),
         input_values=tuple((str(k), str(v)) for k, v in data.get("input_values", [])),
         machines=tuple(str(m) for m in data.get("machines", [])),
+        allocators=tuple(str(a) for a in data.get("allocators", [])),
     )
 
 

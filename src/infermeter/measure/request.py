@@ -30,6 +30,7 @@ _REQUEST_FLAGS = {
     "inputs": "--input",
     "input_values": "--input",
     "options": "--option",
+    "allocators": "--allocator",
 }
 
 
@@ -70,6 +71,28 @@ class BenchRequest:
     data: str | None = None
     input_values: tuple[tuple[str, str], ...] = ()
     reshape: Sizes = ()  # `--reshape NAME:DIMS`: declared dims rewritten (`models.reshape`)
+    allocators: tuple[str, ...] = ()
+
+
+def _soak_request(request: BenchRequest, name: Callable[[str], str]) -> BenchRequest:
+    """A soak (`settings.soaking`) checked: it needs --dynamic sizes, runs in dynamic mode, one stream."""
+    from infermeter.measure.allocator import check_allocator
+    from infermeter.measure.soak_stream import LENGTHS
+
+    for allocator in request.allocators:
+        check_allocator(allocator)
+    settings = request.settings
+    if not settings.soaking:
+        return request
+    if not request.dynamic:
+        raise UsageError(f"a soak needs {name('dynamic')}: the sizes its requests draw from, e.g. seq=8..512")
+    if settings.soak_lengths not in LENGTHS:
+        raise UsageError(f"soak lengths {settings.soak_lengths!r}: use one of {', '.join(LENGTHS)}")
+    if settings.soak_lengths == "data" and request.data is None:
+        raise UsageError(f"soak lengths `data` draws the lengths found in {name('data')}: give it")
+    if request.streams != (1,):
+        raise UsageError(f"a soak feeds one request at a time: drop {name('streams')}")
+    return replace(request, shape_mode=("dynamic",), batch=request.batch or (1,))
 
 
 def backend_chains(
@@ -160,6 +183,7 @@ def build_matrix(
     from infermeter.models.zoo import DEFAULT_MODEL
     from infermeter.results.env import default_threads
 
+    request = _soak_request(request, name)
     _check_values(request, name)
     specs = _reshaped([resolve_model(ref) for ref in request.models or (DEFAULT_MODEL,)], request.reshape, note)
     chains = backend_chains(request, specs, note)
@@ -196,6 +220,7 @@ def build_matrix(
         settings=request.settings,
         data=data,
         input_values=request.input_values,
+        allocators=request.allocators,
     )
 
 
@@ -236,7 +261,7 @@ def _real_inputs(
         check_input_values(specs[0].inputs, request.input_values)  # names the input no model has
     if request.data is None:
         return None, ()
-    if "dynamic" in request.shape_mode:
+    if "dynamic" in request.shape_mode and not request.settings.soaking:  # a soak draws its lengths from it
         raise UsageError(
             f"{name('data')} feeds {name('shape_mode')} static (its samples fix the shapes); "
             f"drop {name('shape_mode')} dynamic or {name('data')}"

@@ -20,6 +20,8 @@ from infermeter.errors import InputSpecError, UsageError
 from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes, unnamed_dim
 
 MAX_POINTS = 16
+# `points` that keeps every integer of a range (a soak draws its sizes from the whole range).
+EVERY_SIZE = 1 << 30
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 
 

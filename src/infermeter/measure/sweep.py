@@ -114,7 +114,9 @@ def run_sweep(
             else:
                 todo.append(item)
         note = None
-        if isolate and len(todo) > 1 and todo[0].case.settings.interleave:
+        settings = todo[0].case.settings if todo else None
+        # A soak is one long run per case, never interleaved: its memory over time is its own.
+        if isolate and len(todo) > 1 and settings is not None and settings.interleave and not settings.soaking:
 
             def group_phase(index: int, case: Case, name: str, items: list[PlanItem] = todo) -> None:
                 emit(SweepEvent("phase", position[id(items[index])], total, case, phase=name))

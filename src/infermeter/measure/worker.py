@@ -13,6 +13,7 @@ from typing import Any
 
 from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
+from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.build import BuildFailure
 from infermeter.measure.execute import (
     CaseRunner,
@@ -23,6 +24,7 @@ from infermeter.measure.execute import (
     unavailable_reason,
 )
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
+from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit, mark_oom
 from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
@@ -43,14 +45,19 @@ __all__ = [
 
 
 def _child_main(
-    conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case, artifact: dict[str, Any] | None
+    conn: multiprocessing.connection.Connection,
+    spec: ModelSpec,
+    case: Case,
+    artifact: dict[str, Any] | None,
+    limit: MemoryLimit | None = None,
 ) -> None:
     """The worker: load the case (from its built `artifact`), say `ready`, then serve `burst` requests until
-    `finish` (see CaseWorker)."""
+    `finish` (see CaseWorker). `limit`: the case's memory limit, entered before anything is loaded."""
     entered = time.time()
     die_with_parent()
     # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_note = enter_limit(limit) if limit is not None else None
     set_thread_environment(case.threads)
     try:
         import psutil
@@ -60,6 +67,8 @@ def _child_main(
         built = Artifact.from_dict(artifact) if artifact is not None else None
         runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)), artifact=built)
         runner.result.process_start_s = process_start_s
+        if limit_note:
+            runner.result.notes.append(limit_note)
         if not runner.load():
             conn.send(("result", case_to_dict(runner.result)))
             return
@@ -106,6 +115,12 @@ def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
         conn.close()
 
 
+def case_limit(case: Case) -> MemoryLimit | None:
+    """The memory limit `case`'s worker runs under (`--memory-limit`), None without one."""
+    limit_mb = case.settings.memory_limit_mb
+    return make_limit(limit_mb, case.id) if limit_mb > 0 else None
+
+
 class WorkerEnded(Exception):
     """The worker ended before it was asked to finish (failed, crashed, timed out); `result` says how."""
 
@@ -124,7 +139,17 @@ class CaseWorker(WorkerProcess):
     ) -> None:
         self.spec, self.case = spec, case
         payload = artifact.to_dict() if artifact is not None else None
-        super().__init__(_child_main, (spec, case, payload), case.settings.case_timeout_s, on_phase)
+        self.limit = case_limit(case)
+        environment = allocator_environment(case.allocator)
+        super().__init__(
+            _child_main, (spec, case, payload, self.limit), case.settings.case_timeout_s, on_phase, environment
+        )
+
+    def _judged(self, result: CaseResult) -> CaseResult:
+        """A final result, marked `oom` when the case's memory limit stopped it."""
+        if self.limit is not None:
+            mark_oom(result, self.limit, self.peak_seen_mb)
+        return result
 
     def _next(self) -> tuple[str, Any]:
         try:
@@ -133,15 +158,15 @@ class CaseWorker(WorkerProcess):
             error = gone.error.replace(f"within {self.timeout_s:g} s", f"within --case-timeout {self.timeout_s:g} s")
             result = blank_result(self.spec, self.case, gone.status, error)
             result.duration_s = time.perf_counter() - self.started
-            raise WorkerEnded(result) from None
+            raise WorkerEnded(self._judged(result)) from None
 
     def _final(self, kind: str, payload: Any) -> CaseResult:
         self.join()
         if kind == "error":
             result = blank_result(self.spec, self.case, "failed", payload)
             result.duration_s = time.perf_counter() - self.started
-            return result
-        return case_from_dict(payload)
+            return self._judged(result)
+        return self._judged(case_from_dict(payload))
 
     def wait_ready(self) -> CaseResult | None:
         """None once the case is loaded and warmed up; else its final result (unavailable, failed...)."""
@@ -188,7 +213,7 @@ def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None =
 
 def unrunnable_result(spec: ModelSpec, case: Case, built: Artifact | BuildFailure | None) -> CaseResult | None:
     """The result of a case that cannot start (unavailable here, or its artifact's build failed), else None."""
-    reason = unavailable_reason(spec, case)
+    reason = unavailable_reason(spec, case) or allocator_unavailable(case.allocator)
     if reason:
         return blank_result(spec, case, "unavailable", reason)
     if isinstance(built, BuildFailure):
@@ -210,6 +235,10 @@ def run_isolated(
     unrunnable = unrunnable_result(spec, case, built)
     if unrunnable is not None:
         return unrunnable
+    if case.settings.soaking:
+        from infermeter.measure.soak_run import run_soak
+
+        return run_soak(spec, case, on_phase, built_artifact(built))
     worker = CaseWorker(spec, case, on_phase, built_artifact(built))
     try:
         failed = worker.wait_ready()
@@ -231,7 +260,12 @@ def run_in_process(
     if ended is not None:
         return ended
     set_thread_environment(case.threads)
-    result = execute_case(spec, case, on_phase, built_artifact(built))
+    if case.settings.soaking:
+        from infermeter.measure.soak_case import soak_case
+
+        result = soak_case(spec, case, built_artifact(built), on_phase)
+    else:
+        result = execute_case(spec, case, on_phase, built_artifact(built))
     result.isolated = False
     if result.ok:
         result.warnings.append(

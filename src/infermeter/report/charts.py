@@ -291,6 +291,8 @@ def roofline(report: MergedReport, labels: Sequence[str]) -> Chart | None:
 
 def report_charts(report: MergedReport) -> list[Chart]:
     """Every chart the data supports, in page order."""
+    from infermeter.report.soak import soak_chart
+
     labels = case_labels(report)
     charts = [
         latency_distribution(report.cases, labels),
@@ -299,5 +301,6 @@ def report_charts(report: MergedReport) -> list[Chart]:
         latency_throughput(report.cases, labels),
         memory_and_load(report.cases, labels),
         roofline(report, labels),
+        soak_chart(report.cases),
     ]
     return [chart for chart in charts if chart is not None]

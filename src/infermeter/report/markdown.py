@@ -69,6 +69,19 @@ def _p50(case: CaseResult) -> float:
     return case.latency_ms.p50 if case.latency_ms is not None else float("inf")
 
 
+def _soak_section(cases: Sequence[CaseResult]) -> list[str]:
+    """The soak table and each growing case's remedy (nothing when no case soaked)."""
+    from infermeter.report.soak import soak_remedies, soak_table
+
+    table = soak_table(cases)
+    if table is None:
+        return []
+    out = ["## Soak: memory over the replay", "", markdown_table(table.columns, table.rows), ""]
+    remedies = soak_remedies(cases)
+    out += [f"- {_cell(line)}" for line in remedies]
+    return out + ([""] if remedies else [])
+
+
 def render_markdown(report: MergedReport, allow_mixed_precision: bool = False) -> str:
     """The whole markdown report."""
     out = ["# infermeter report", ""]
@@ -91,6 +104,7 @@ def render_markdown(report: MergedReport, allow_mixed_precision: bool = False) -
     out += [f"- {_cell(note)}" for note in table.footnotes]
     if table.footnotes:
         out.append("")
+    out += _soak_section(report.cases)
     fastest = fastest_lines(report.cases, allow_mixed_precision)
     if fastest:
         out += [

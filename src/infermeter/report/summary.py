@@ -61,6 +61,7 @@ class SummaryTable:
 
 _ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs", "cache"}
 _ALWAYS |= {"import s", "load s", "first ms", "to first result s", "cache hit"}
+_ALWAYS |= {"case", "status", "MB/1k req", "95% CI", "plateau at", "start MB", "end MB"}  # the soak's table
 # A constant column at its default value says nothing: dropped, not captioned ("—": not measured for any case).
 _DEFAULT_HIDDEN = {"streams": "1", "GFLOP/s": "—", "% peak": "—"}
 _DEFAULT_HIDDEN |= {column: "—" for column in ("build s", "model init s", "quantize s", "optimize s", "deserialize s")}

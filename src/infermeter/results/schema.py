@@ -22,7 +22,8 @@ def now_iso() -> str:
 
 
 # `lost`: the case's node died under it, twice (`bench --cluster`; the node record says where and why).
-STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost")
+# `oom`: stopped by its --memory-limit (measure.memlimit), with the peak it reached.
+STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom")
 
 
 @dataclass(frozen=True)

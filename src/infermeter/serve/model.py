@@ -58,6 +58,7 @@ class ServeConfig:
     reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # declared dims rewritten (`--reshape`, models.reshape)
     triton_config: str | None = None  # the config.pbtxt the model came from (`serve REPO`)
     repository: str | None = None  # the Triton repository it belongs to, when a whole one was given
+    recycle_after: int = 0  # a worker reloads its session after this many batches (0: never), `--recycle-after`
 
 
 def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
@@ -120,6 +121,8 @@ class ServedModel:
     ready: bool = False
     warmup_errors: list[str] = field(default_factory=list)
     data: tuple[DataSource, SampleSet] | None = None
+    served: list[int] = field(default_factory=list)  # batches each worker's session has run since it was loaded
+    recycles: int = 0
 
     def __post_init__(self) -> None:
         self.spec = resolve_model(self.config.model, self.config.reshape)
@@ -163,6 +166,7 @@ class ServedModel:
         started = time.perf_counter()
         for _ in range(self.config.workers):
             self.sessions.append(open_session(self.spec, case))
+        self.served = [0] * len(self.sessions)
         self.load_s = time.perf_counter() - started
         self.precision_effective = self.sessions[0].effective_precision()
         for feeds in self._warmup_feeds():
@@ -221,6 +225,29 @@ class ServedModel:
         outputs = session.run(session.prepare(feeds))
         session.sync()
         return session.outputs_to_numpy(outputs)
+
+    def count_and_recycle(self, worker: int, threads: int) -> bool:
+        """Count a batch run by `worker`; after `recycle_after` of them, close its session, give the freed heap
+        back to the system and load a fresh one, warmed up (only that worker's thread calls this, so no other
+        request is using the session). Releases what an engine's arena, shape caches and a fragmented heap held;
+        True when it recycled."""
+        self.served[worker] += 1
+        if not self.config.recycle_after or self.served[worker] < self.config.recycle_after:
+            return False
+        from infermeter.measure.allocator import release_memory
+
+        self.sessions[worker].close()
+        release_memory()
+        session = open_session(self.spec, self.case(threads))
+        for feeds in self._warmup_feeds():
+            try:
+                self.run(session, feeds)
+            except Exception:  # as at load: real requests warm up what generated inputs could not
+                continue
+        self.sessions[worker] = session
+        self.served[worker] = 0
+        self.recycles += 1
+        return True
 
     def close(self) -> None:
         """Close every session."""

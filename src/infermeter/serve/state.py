@@ -88,7 +88,10 @@ class ServerState:
             self.loaded.set()
 
     def _run_batch(self, worker: int, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self.model.run(self.model.sessions[worker], feeds)
+        outputs = self.model.run(self.model.sessions[worker], feeds)
+        if self.model.count_and_recycle(worker, worker_threads(self.threads, self.model.config.workers)):
+            log.info("worker %d recycled its session (%d recycles so far)", worker, self.model.recycles)
+        return outputs
 
     def _observe_batch(self, stats: BatchStats) -> None:
         self.metrics.observe_batch(stats)

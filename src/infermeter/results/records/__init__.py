@@ -1,6 +1,7 @@
 """Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8,
-node), each stored in the case's `extra` in its on-disk form, so files written before these records existed read
-unchanged. Read one with `read_record(case, ParityRecord)`, store one with `write_record(case, record)`.
+node, soak, footprint), each stored in the case's `extra` in its on-disk form, so files written before these
+records existed read unchanged. Read one with `read_record(case, ParityRecord)`, store one with
+`write_record(case, record)`.
 
 `CASE_RECORDS` is the registry: every record a case may carry. `tests/results/test_records.py` round-trips each
 through JSON; a new record is added here.
@@ -17,6 +18,7 @@ from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
 from infermeter.results.records.roofline import Roofline, RooflineError
+from infermeter.results.records.soak import Footprint, SoakRecord
 
 CASE_RECORDS: tuple[type[Record], ...] = (
     ParityRecord,
@@ -33,6 +35,8 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     TunePoint,
     Int8Run,
     NodeRecord,
+    SoakRecord,
+    Footprint,
 )
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "Accuracy",
     "AccuracyError",
     "Distribution",
+    "Footprint",
     "GenerationCase",
     "GenerationSummary",
     "GgufQuality",
@@ -59,6 +64,7 @@ __all__ = [
     "Record",
     "Roofline",
     "RooflineError",
+    "SoakRecord",
     "Tolerance",
     "TunePoint",
     "copy_record",

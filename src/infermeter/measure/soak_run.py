@@ -1,0 +1,86 @@
+"""A soak case in a worker process of its own (`measure.soak_case` there), under its allocator and memory limit:
+a crash, a timeout or a kill for memory is the case's recorded result (`crashed`, `timeout`, `oom`), and the sweep
+goes on."""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import signal
+import time
+from typing import Any
+
+from infermeter.backends.artifact import Artifact
+from infermeter.case import Case
+from infermeter.measure.allocator import allocator_environment
+from infermeter.measure.execute import PhaseCallback, blank_result
+from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
+from infermeter.measure.memlimit import MemoryLimit, enter_limit, mark_oom
+from infermeter.models.spec import ModelSpec
+from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
+
+# Beyond --soak-minutes, the time a worker may take to start, load and report (a timed soak's own bound).
+_SLACK_S = 600.0
+
+
+def _soak_main(
+    conn: multiprocessing.connection.Connection,
+    spec: ModelSpec,
+    case: Case,
+    artifact: dict[str, Any] | None,
+    limit: MemoryLimit | None,
+) -> None:
+    """The soak worker: enter the memory limit, soak the case, send its result."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
+    note = enter_limit(limit) if limit is not None else None
+    set_thread_environment(case.threads)
+    try:
+        from infermeter.measure.soak_case import soak_case
+
+        built = Artifact.from_dict(artifact) if artifact is not None else None
+        result = soak_case(spec, case, built, on_phase=lambda name: conn.send(("phase", name)))
+        if note:
+            result.notes.append(note)
+        conn.send(("result", case_to_dict(result)))
+    except BaseException as exc:  # anything at all, a MemoryError included: report it rather than die silently
+        from infermeter.errors import describe_exception
+
+        conn.send(("error", describe_exception(exc)))
+    finally:
+        conn.close()
+
+
+def soak_timeout_s(case: Case) -> float:
+    """The worker's whole life: --case-timeout, or --soak-minutes plus slack when that is longer."""
+    settings = case.settings
+    return max(settings.case_timeout_s, settings.soak_minutes * 60 + _SLACK_S)
+
+
+def run_soak(
+    spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
+) -> CaseResult:
+    """Soak `case` in a fresh worker with its allocator's environment and its memory limit; never raises for the
+    case's own failures."""
+    from infermeter.measure.worker import case_limit
+
+    limit = case_limit(case)
+    payload = artifact.to_dict() if artifact is not None else None
+    worker = WorkerProcess(
+        _soak_main, (spec, case, payload, limit), soak_timeout_s(case), on_phase, allocator_environment(case.allocator)
+    )
+    try:
+        kind, message = worker.receive()
+        worker.join()
+        if kind == "result":
+            result = case_from_dict(message)
+        else:
+            result = blank_result(spec, case, "failed", message)
+    except WorkerGone as gone:
+        result = blank_result(spec, case, gone.status, gone.error)
+    except BaseException:
+        worker.kill()
+        raise
+    result.duration_s = time.perf_counter() - worker.started
+    if limit is not None:
+        mark_oom(result, limit, worker.peak_seen_mb)
+    return result
