@@ -95,12 +95,15 @@ browser:
 	  else echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; fi; \
 	fi
 
-# Debian's hey, the independent load tool of benchmarks/load_crosscheck.py (the script installs it too as root).
+# Debian's packages the benchmarks use: hey, the independent load tool of benchmarks/load_crosscheck.py (the script
+# installs it too as root), and jemalloc and tcmalloc, the preloaded allocators of benchmarks/memory_soak.py.
+BENCHMARK_DEBS := hey libjemalloc2 libtcmalloc-minimal4
 benchmark-deps:
-	@if ! command -v hey >/dev/null 2>&1; then \
+	@missing=$$(for deb in $(BENCHMARK_DEBS); do dpkg -s $$deb >/dev/null 2>&1 || echo $$deb; done); \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey >/dev/null; \
-	  else echo "hey is missing and cannot be installed here (needs root and apt-get): apt-get install hey"; exit 1; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing and cannot be installed here (needs root and apt-get): apt-get install $$missing"; exit 1; fi; \
 	fi
 
 # The wheel and sdist, checked (tests/packaging/test_distribution.py builds and installs them too).
