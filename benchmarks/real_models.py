@@ -163,6 +163,11 @@ def inspect_cell(run: Run, outcome: Outcome) -> str | None:
     # The output holds stderr too (an engine's log lines may carry braces): the report starts on a line of its own.
     start = next(i for i, line in enumerate(outcome.output.splitlines(keepends=True)) if line.rstrip() == "{")
     report, _end = json.JSONDecoder().raw_decode("".join(outcome.output.splitlines(keepends=True)[start:]))
+    if "totals" not in report:  # a .tflite is inspected through OpenVINO's runtime model: no ONNX graph to count
+        mix = ", ".join(f"{count} {precision}" for precision, count in sorted(report.get("mix", {}).items()))
+        return (
+            f"{report['node_count']} OpenVINO nodes; compute layers by runtime precision: {mix} (no MACs: no ONNX form)"
+        )
     uncounted: dict[str, int] = {}
     for node in report.get("nodes", []):
         if node["op"] in HEAVY_OPS and not node["macs"]:

@@ -69,11 +69,20 @@ class ModelRunner:
         return runner
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
-        """The first output for one batch of feeds."""
-        if self._kind == "onnx":
-            return np.asarray(self._ort.run(self.output_names[:1], feeds)[0])
-        result = self._compiled(feeds)
-        return np.asarray(result[self._compiled.outputs[0]])
+        """The first output for one batch of feeds. An engine that refuses them raises BackendError with its own
+        message and the shapes fed: inputs whose symbolic dims have different names but must agree (input_ids'
+        `sequence` and attention_mask's `attention_mask_dim1`) are sized apart unless `--input` gives each."""
+        try:
+            if self._kind == "onnx":
+                return np.asarray(self._ort.run(self.output_names[:1], feeds)[0])
+            result = self._compiled(feeds)
+            return np.asarray(result[self._compiled.outputs[0]])
+        except Exception as exc:
+            shapes = ", ".join(f"{name}:{'x'.join(map(str, array.shape))}" for name, array in feeds.items())
+            raise BackendError(
+                f"{self.path.name} did not run on the samples ({shapes}): {describe_exception(exc)}; if inputs "
+                "must agree in a dim, give each its shape with --input NAME:DIMS"
+            ) from exc
 
     def predict(self, samples: SampleSet, batch_size: int = 64) -> np.ndarray:
         """The first output for every sample, concatenated; token states are mean-pooled into embeddings."""
