@@ -223,3 +223,20 @@ def test_a_cgroup_v2_limit_on_a_fake_tree(tmp_path: Path) -> None:
     # Without a writable cgroup v2 the worker falls back to RLIMIT_AS, and says what it counts.
     fallback = memlimit.make_limit(256, "case-2", tmp_path / "absent")
     assert fallback.cgroup is None and "counts address space" in fallback.how
+
+
+def test_a_soak_longer_than_its_case_timeout_goes_on_while_it_reports_progress_and_a_hung_one_is_stopped() -> None:
+    from infermeter.measure.soak_run import run_soak
+
+    spec = resolve_model("bert_tiny")
+    # 500 requests slept 40 ms each: 20 s of soak whatever the load, over twice the 8 s --case-timeout, which
+    # bounds the worker's silences only (it reports progress at each memory sample, every 5 requests here).
+    settings = MeasureSettings(soak_requests=500, soak_sample_every=20, case_timeout_s=8.0)
+    case = Case(spec.ref, "null", shape_mode="dynamic", dynamic=SEQ, settings=settings,
+                options=(("null.latency_ms", "40"), ("null.wait", "sleep")))  # fmt: skip
+    result = run_soak(spec, case)
+    assert result.status == "ok", result.error
+    assert result.duration_s is not None and result.duration_s > settings.case_timeout_s
+    hung = replace(case, options=(("null.hang", "run"),), settings=replace(settings, case_timeout_s=3.0))
+    stopped = run_soak(spec, hung)
+    assert stopped.status == "timeout" and "no progress reported for 3 s" in (stopped.error or "")

@@ -117,7 +117,11 @@ def _sizes(values: tuple[str, ...], flag: str, points: int = 8) -> tuple[tuple[s
     help="Maximum seconds of timed loop (wins over --iterations).",
 )
 @click.option(
-    "--case-timeout", type=float, default=600.0, show_default=True, help="Seconds before a case's worker is killed."
+    "--case-timeout",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Seconds before a case's worker is killed (a soak's: seconds without progress).",
 )
 @click.option(
     "--build-timeout",

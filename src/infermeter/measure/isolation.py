@@ -84,7 +84,9 @@ class WorkerProcess:
     """A function run in a fresh `spawn`ed process that talks over a pipe, bounded by a deadline: the one isolation
     runner. `target(conn, *args)` sends `(kind, payload)` messages; `("phase", name)` ones go to `on_phase`.
     A worker that dies or outlives its deadline is reported as `WorkerGone` with the status and reason.
-    `environment`: variables the worker starts with (a per-case allocator, `measure.allocator`)."""
+    `environment`: variables the worker starts with (a per-case allocator, `measure.allocator`).
+    `idle_timeout`: the deadline counts from the worker's last message rather than its start, so a long run that
+    keeps reporting progress (a soak of N requests) is bounded by its silences, not by a total guessed beforehand."""
 
     def __init__(
         self,
@@ -93,8 +95,9 @@ class WorkerProcess:
         timeout_s: float,
         on_phase: PhaseCallback | None,
         environment: dict[str, str] | None = None,
+        idle_timeout: bool = False,
     ) -> None:
-        self.on_phase, self.timeout_s = on_phase, timeout_s
+        self.on_phase, self.timeout_s, self.idle_timeout = on_phase, timeout_s, idle_timeout
         # The highest RSS seen while waiting on the worker (polled): what a case killed for memory had reached.
         self.peak_seen_mb = 0.0
         context = multiprocessing.get_context("spawn")
@@ -135,6 +138,8 @@ class WorkerProcess:
                         kind, payload = self._conn.recv()
                     except EOFError:
                         break  # the worker died without a word: judged below from its exit code
+                    if self.idle_timeout:
+                        self.deadline = time.perf_counter() + self.timeout_s
                     if kind != "phase":
                         return kind, payload
                     if self.on_phase:
@@ -153,7 +158,8 @@ class WorkerProcess:
         self.process.join(timeout=max(0.0, min(5.0, self.deadline - time.perf_counter())))
         if self.process.is_alive():
             self.kill()
-            return WorkerGone("timeout", f"no result within {self.timeout_s:g} s; the worker was killed")
+            waited = "no progress reported for" if self.idle_timeout else "no result within"
+            return WorkerGone("timeout", f"{waited} {self.timeout_s:g} s; the worker was killed")
         code = self.process.exitcode or 0
         how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
         return WorkerGone("crashed", f"the worker process {how} before reporting a result")

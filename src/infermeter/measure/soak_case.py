@@ -89,10 +89,12 @@ Loaded = tuple[Session, dict[tuple[int, ...], Any]]
 
 
 def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ...], Any], case: Case,
-              reload: Callable[[Session], Loaded] | None = None) -> SoakRun:  # fmt: skip
+              reload: Callable[[Session], Loaded] | None = None,
+              progress: Callable[[int], None] | None = None) -> SoakRun:  # fmt: skip
     """Feed the stream until --soak requests or --soak-minutes (whichever first), timing each request alone
     (`run(); sync()` between two clock reads) and sampling memory between requests. With --soak-recycle N,
-    `reload` replaces the session every N requests (untimed), as `serve --recycle-after` does."""
+    `reload` replaces the session every N requests (untimed), as `serve --recycle-after` does. `progress` is told
+    the requests done at every memory sample (the parent's sign of life)."""
     settings = case.settings
     recycle = settings.soak_recycle_after if reload is not None else 0
     total = settings.soak_requests or float("inf")
@@ -107,6 +109,8 @@ def soak_loop(session: Session, stream: SoakStream, prepared: dict[tuple[int, ..
     def sample(done: int, now_ns: int) -> None:
         info = process.memory_full_info()
         samples.append(MemorySample(done, (now_ns - start) / 1e9, info.rss / 2**20, info.uss / 2**20))
+        if progress is not None:
+            progress(done)
 
     before = read_energy()
     sample(0, start)
@@ -172,7 +176,8 @@ def soak_case(
             return session, {sizes: session.prepare(f) for sizes, f in feeds.items()}
 
         phase("soaking")
-        soaked = soak_loop(session, stream, prepared, case, reload)
+        total = f"/{case.settings.soak_requests:,}" if case.settings.soak_requests else ""
+        soaked = soak_loop(session, stream, prepared, case, reload, lambda done: phase(f"soaking {done:,}{total}"))
     except Exception as exc:
         record_failure(result, exc)
         return result

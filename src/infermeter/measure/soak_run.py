@@ -18,9 +18,6 @@ from infermeter.measure.memlimit import MemoryLimit, enter_limit, mark_oom
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
 
-# Beyond --soak-minutes, the time a worker may take to start, load and report (a timed soak's own bound).
-_SLACK_S = 600.0
-
 
 def _soak_main(
     conn: multiprocessing.connection.Connection,
@@ -50,23 +47,23 @@ def _soak_main(
         conn.close()
 
 
-def soak_timeout_s(case: Case) -> float:
-    """The worker's whole life: --case-timeout, or --soak-minutes plus slack when that is longer."""
-    settings = case.settings
-    return max(settings.case_timeout_s, settings.soak_minutes * 60 + _SLACK_S)
-
-
 def run_soak(
     spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
 ) -> CaseResult:
     """Soak `case` in a fresh worker with its allocator's environment and its memory limit; never raises for the
-    case's own failures."""
+    case's own failures. --case-timeout bounds the worker's silences, not its life: the soak reports its progress
+    at every memory sample, so 5,000 slow requests are not killed while they advance, and a hung engine still is."""
     from infermeter.measure.worker import case_limit
 
     limit = case_limit(case)
     payload = artifact.to_dict() if artifact is not None else None
     worker = WorkerProcess(
-        _soak_main, (spec, case, payload, limit), soak_timeout_s(case), on_phase, allocator_environment(case.allocator)
+        _soak_main,
+        (spec, case, payload, limit),
+        case.settings.case_timeout_s,
+        on_phase,
+        allocator_environment(case.allocator),
+        idle_timeout=True,
     )
     try:
         kind, message = worker.receive()
