@@ -54,8 +54,10 @@ def parts(quick: bool) -> list[Part]:
         Part("buckets", f"Lengths padded into buckets ({buckets})",
              (*engines, "--dynamic", wide, "--buckets", buckets)),
         Part("narrow", f"Narrow bounds ({narrow})", (*engines, "--dynamic", narrow)),
+        # torch goes through glibc malloc, and ONNX Runtime's arena shrinkage hands memory back to it: the two
+        # cases where the allocator decides (OpenVINO and ONNX Runtime's default arena keep their own pools).
         Part("allocators", f"Malloc variants ({allocators})",
-             (*engines, "-b", "onnxruntime:arena_shrink=on", "--dynamic", wide, "--allocator", allocators)),
+             ("-b", "torch", "-b", "onnxruntime:arena_shrink=on", "--dynamic", wide, "--allocator", allocators)),
         Part("arenas", "ONNX Runtime arena settings, OpenVINO's shape cache",
              ("-b", "onnxruntime:arena_shrink=on", "-b", "onnxruntime:cpu_arena=off",
               "-b", "onnxruntime:arena_extend=same_as_requested", "-b", "openvino:cache_capacity=0",
