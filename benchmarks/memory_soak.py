@@ -120,6 +120,13 @@ def svg_chart(cases: list[CaseResult], title: str) -> str:
     return "\n".join([*out, "</svg>"]) + "\n"
 
 
+def exploration_growth_mb(record: SoakRecord) -> float:
+    """RSS at the start of the replay minus RSS at the start: what the first sight of each length cost."""
+    replay_start = record.warmup_requests + record.exploration_requests
+    before = [row[2] for row in record.samples if row[0] <= replay_start]
+    return (before[-1] if before else record.start_rss_mb) - record.start_rss_mb
+
+
 def findings(by_part: dict[str, list[CaseResult]]) -> list[str]:
     """What the figures say, per engine: did free lengths grow, and which variant stayed flat."""
     lines = []
@@ -133,7 +140,9 @@ def findings(by_part: dict[str, list[CaseResult]]) -> list[str]:
         verdict = "kept growing" if record.growing else "did not keep growing"
         plateau = f", plateau from request {record.plateau_at:,}" if record.plateau_at is not None else ""
         line = (f"{case.backend} with free lengths {verdict} over the replay: {record.slope_mb_per_1k:+.2f} MB per "
-                f"1,000 requests{plateau}; RSS {record.start_rss_mb:.0f} → {record.end_rss_mb:.0f} MB")  # fmt: skip
+                f"1,000 requests{plateau}; RSS {record.start_rss_mb:.0f} → {record.end_rss_mb:.0f} MB, "
+                f"{exploration_growth_mb(record):+.0f} MB of it while new lengths were still arriving "
+                "(the exploration)")  # fmt: skip
         flat = []
         for name, cases in by_part.items():
             labels = soak_labels(cases)
