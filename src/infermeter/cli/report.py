@@ -9,8 +9,8 @@ from rich.markup import escape
 
 from infermeter.cli.common import stderr, stdout
 from infermeter.errors import UsageError
+from infermeter.files import write_text_atomically
 from infermeter.report.merged import MergedReport, SourceFile, merge_results, report_table
-from infermeter.results.io import write_text_atomically
 
 FORMATS = ("table", "md", "html", "csv")
 _SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}

@@ -141,8 +141,8 @@ class Results:
         """Write the report `infermeter report` writes: html, md or csv (default: from the suffix)."""
         from infermeter.cli.report import format_of, render
         from infermeter.errors import UsageError
+        from infermeter.files import write_text_atomically
         from infermeter.report.merged import SourceFile, merge_results
-        from infermeter.results.io import write_text_atomically
 
         target = Path(path)
         fmt = format or format_of(target)
