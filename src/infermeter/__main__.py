@@ -1,6 +1,6 @@
-"""`python -m infermeter` runs the command-line interface."""
+"""`python -m infermeter` runs the command-line interface (the one module outside `cli/` that may import it)."""
 
-from infermeter.cli.app import main
+import infermeter.cli.app
 
 if __name__ == "__main__":
-    main()
+    infermeter.cli.app.main()

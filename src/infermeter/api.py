@@ -45,7 +45,7 @@ def _names(value: Names) -> tuple[str, ...]:
 def _ints(value: int | str | Iterable[int], name: str) -> tuple[int, ...]:
     """Positive integers given as one, a list, or a string in the CLI's syntax (`"1,16"`)."""
     if isinstance(value, str):
-        from infermeter.cli.common import parse_positive_ints
+        from infermeter.checks import parse_positive_ints
 
         return tuple(parse_positive_ints([value], name))
     items = [value] if isinstance(value, int) else list(value)
@@ -65,7 +65,7 @@ def _sizes(value: SizesArg, name: str, parse: Callable[[str], tuple[str, Sequenc
 
 def _options(value: Mapping[str, object] | Sequence[str] | None) -> tuple[tuple[str, str], ...]:
     """Backend options as a mapping ({"onnxruntime.opt_level": "basic"}) or `KEY=VALUE` strings."""
-    from infermeter.cli.common import parse_options
+    from infermeter.checks import parse_options
 
     if value is None:
         return ()
@@ -217,7 +217,7 @@ def bench(
     )
     display: BenchDisplay = SilentDisplay()
     if progress:
-        from infermeter.cli.console import ConsoleDisplay
+        from infermeter.terminal import ConsoleDisplay
 
         display = ConsoleDisplay(exit_on_interrupt=False)
     # Messages name a setting as the caller spelled it (`iterations`, not `min_iterations`).

@@ -129,3 +129,28 @@ def check_gate(threshold: str, alpha: float, name: Callable[[str], str] = lambda
     if not 0 < alpha < 1:
         raise UsageError(f"{name('alpha')} {alpha:g} must be between 0 and 1")
     return limit
+
+
+def parse_positive_ints(values: Iterable[str] | None, flag: str) -> list[int]:
+    """Positive integers from a matrix flag, or UsageError naming the flag and the bad value."""
+    out = []
+    for item in split_values(values):
+        try:
+            number = int(item)
+        except ValueError:
+            raise UsageError(f"{flag} {item!r} is not an integer; write e.g. {flag} 1,16") from None
+        if number <= 0:
+            raise UsageError(f"{flag} {number} must be positive")
+        out.append(number)
+    return out
+
+
+def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
+    """`--option key=value` pairs, sorted so the case identity does not depend on flag order."""
+    pairs = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--option {item!r} is not KEY=VALUE; write e.g. --option onnxruntime.opt_level=basic")
+        pairs[key.strip()] = value.strip()
+    return tuple(sorted(pairs.items()))

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.errors import UsageError, describe_exception, engine_message
+from infermeter.files import write_text_atomically
 from infermeter.models.inputs import Feeds, generate_feeds
 from infermeter.models.onnx_export import (
     DEFAULT_OPSET,
@@ -392,7 +393,5 @@ def report_path(output: Path) -> Path:
 def write_report(report: ExportReport, output: Path) -> Path:
     """Write the report as JSON next to the model (atomically) and return its path."""
     path = report_path(output)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(report.to_dict(), indent=2, default=str))
     return path

@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infermeter.files import write_text_atomically
+
 # Files of the tuning database (MetaSchedule's JSONDatabase names) and of our own records in an artifact folder.
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -220,9 +222,7 @@ def median_ms(run_secs: Any) -> float | None:
 
 def write_progress(work_dir: Path, tune_s: float) -> None:
     """Record the seconds spent so far (read back by `spent_s` when the tuning is resumed)."""
-    tmp = work_dir / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps({"tune_s": tune_s, "at": time.time()}))
-    os.replace(tmp, work_dir / PROGRESS_FILE)
+    write_text_atomically(work_dir / PROGRESS_FILE, json.dumps({"tune_s": tune_s, "at": time.time()}))
 
 
 @contextlib.contextmanager

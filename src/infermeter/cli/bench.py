@@ -21,7 +21,6 @@ from infermeter.cli.common import (
     stderr,
     stdout,
 )
-from infermeter.cli.console import ConsoleDisplay, print_summary, print_table
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
 from infermeter.cli.soak import allocators, print_soak, soak_options, soak_settings
 from infermeter.errors import UsageError
@@ -33,6 +32,7 @@ from infermeter.models.reshape import parse_reshape
 from infermeter.models.spec import resolve_model
 from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
 from infermeter.report.summary import SummaryTable, summary_table
+from infermeter.terminal import ConsoleDisplay, print_summary, print_table
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {

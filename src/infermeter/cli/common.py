@@ -3,58 +3,29 @@ shares are in `infermeter.checks`, re-exported here)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable
-
 import click
-from rich.console import Console
 
 from infermeter.case import MeasureSettings
 from infermeter.checks import check_settings
 from infermeter.checks import choose as choose
 from infermeter.checks import parse_fraction as parse_fraction
+from infermeter.checks import parse_options as parse_options
+from infermeter.checks import parse_positive_ints as parse_positive_ints
 from infermeter.checks import require_positive as require_positive
 from infermeter.checks import split_values as split_values
 from infermeter.errors import UsageError
+from infermeter.terminal import stderr as stderr
+from infermeter.terminal import stdout as stdout
 
 RESHAPE_HELP = (
     "Rewrite dims the model file declares fixed, NAME:DIMS (e.g. images:1x3x480x640), before it is loaded: "
     "ONNX via onnx.tools.update_model_dims, OpenVINO IR via Model.reshape. --input sizes symbolic dims only."
 )
 
-# Piped output (a file, CI logs) gets a wide console so that tables are never cut to 80 columns.
-stdout = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, highlight=False)
-
-
-def parse_positive_ints(values: Iterable[str] | None, flag: str) -> list[int]:
-    """Positive integers from a matrix flag, or UsageError naming the flag and the bad value."""
-    out = []
-    for item in split_values(values):
-        try:
-            number = int(item)
-        except ValueError:
-            raise UsageError(f"{flag} {item!r} is not an integer; write e.g. {flag} 1,16") from None
-        if number <= 0:
-            raise UsageError(f"{flag} {number} must be positive")
-        out.append(number)
-    return out
-
 
 def require_measure_flags(warmup: int, iterations: int, min_time: float, max_time: float, case_timeout: float) -> None:
     """The loop flags `bench` and `optimize` share: counts and times must make sense before any case runs."""
     check_settings(MeasureSettings(warmup, iterations, min_time, max_time, case_timeout_s=case_timeout))
-
-
-def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
-    """`--option key=value` pairs, sorted so the case identity does not depend on flag order."""
-    pairs = {}
-    for item in values or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--option {item!r} is not KEY=VALUE; write e.g. --option onnxruntime.opt_level=basic")
-        pairs[key.strip()] = value.strip()
-    return tuple(sorted(pairs.items()))
 
 
 MEMORY_BUDGET = click.option(

@@ -6,81 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from infermeter.checks import check_gate
-from infermeter.cli.common import stdout
-from infermeter.compare import DEFAULT_ALPHA, METRICS, CaseChange, Comparison, compare_results
+from infermeter.compare import DEFAULT_ALPHA, METRICS, Comparison, compare_results
 from infermeter.errors import UsageError
-from infermeter.report.summary import format_ms
-
-_STYLES = {
-    "slower": "red",
-    "faster": "green",
-    "not significant": "dim",
-    "unreplicated": "yellow",
-    "precision differs": "yellow",
-}
-
-
-def _value(change: CaseChange, value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.1f}/s" if change.metric == "throughput" else f"{format_ms(value)} ms"
-
-
-def print_comparison(comparison: Comparison, console: Console = stdout) -> None:
-    """The comparison table, the environment caveat and the unpaired cases, on `console` (stdout)."""
-    if comparison.env_differences:
-        console.print(
-            f"[yellow]warning[/] the environments differ: {escape('; '.join(comparison.env_differences))}; "
-            "a change may come from the machine or the versions, not from the code",
-            soft_wrap=True,
-        )
-    table = Table(header_style="bold", caption=f"metric {comparison.metric} · threshold {comparison.threshold:.0%} · "
-                  f"alpha {comparison.alpha:g}", caption_justify="left")  # fmt: skip
-    for column in ("case", "base", "new", "new/base [95% CI]", "p", "verdict"):
-        # Figures never wrap; the case and the verdict's notes do, so a long note cannot squeeze the figures out.
-        wraps = column in ("case", "verdict")
-        table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=not wraps,
-                         overflow="fold" if wraps else "ellipsis", ratio=1 if wraps else None)  # fmt: skip
-    for change in comparison.changes:
-        ratio = "—" if change.ratio is None else f"{change.ratio:.3f}x"
-        if change.ratio_ci95 is not None:
-            low, high = change.ratio_ci95
-            ratio += f" [{low:.3f}, {high:.3f}]"
-        verdict = change.verdict + (" REGRESSION" if change.regression else "")
-        if change.notes:
-            verdict += f" ({'; '.join(change.notes)})"
-        style = _STYLES.get(change.verdict, "")
-        table.add_row(
-            escape(change.label),
-            _value(change, change.base_value),
-            _value(change, change.new_value),
-            ratio,
-            "—" if change.p_value is None else f"{change.p_value:.2g}",
-            f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
-        )
-    console.print(table)
-    for warning in comparison.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
-    for remark in comparison.remarks:
-        console.print(escape(remark), soft_wrap=True)
-    for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):
-        for case in cases:
-            console.print(
-                f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}"
-            )
-    regressions = comparison.regressions
-    if regressions:
-        console.print(
-            f"[red]{len(regressions)} regression(s)[/]: more than {comparison.threshold:.0%} slower, and significant "
-            "(unreplicated: beyond the known noise)"
-        )
-    else:
-        console.print("no significant regression beyond the threshold")
+from infermeter.terminal import print_comparison
 
 
 @click.command("compare")

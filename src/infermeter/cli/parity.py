@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import Feeds, shared_dim_conflicts
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import ParityRecord, Tolerance
+from infermeter.report.numbers import format_number
 from infermeter.results.schema import now_iso
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unavailable": "yellow"}
@@ -50,14 +50,6 @@ def _data_shapes(spec: ModelSpec, feeds: Feeds) -> tuple[int, tuple[tuple[str, t
     return (batches[0] if batches else 1), tuple((i.name, tuple(feeds[i.name].shape)) for i in spec.inputs)
 
 
-def _fmt(value: float | None, spec: str = ".3g") -> str:
-    if value is None:
-        return "—"
-    if math.isinf(value):
-        return "∞" if value > 0 else "-∞"
-    return format(value, spec)
-
-
 def _row(record: ParityRecord) -> list[str]:
     worst = record.worst()
     status = f"[{_STATUS_STYLE[record.status]}]{_STATUS_WORD[record.status]}[/]"
@@ -67,10 +59,10 @@ def _row(record: ParityRecord) -> list[str]:
         escape(record.backend),
         escape(record.precision_effective or "—"),
         escape(worst.name),
-        _fmt(worst.max_abs_err),
-        _fmt(worst.cosine, ".6f"),
-        _fmt(worst.sqnr_db, ".1f"),
-        _fmt(worst.top1_agreement, ".2f"),
+        format_number(worst.max_abs_err, ".3g"),
+        format_number(worst.cosine, ".6f"),
+        format_number(worst.sqnr_db, ".1f"),
+        format_number(worst.top1_agreement, ".2f"),
         status,
     ]
 

@@ -3,7 +3,6 @@ under an accuracy budget, QAT; prints one table of accuracy next to latency."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -13,12 +12,9 @@ from rich.table import Table
 
 from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.errors import UsageError
+from infermeter.generate.gguf_quant import DEFAULT_LEVELS
+from infermeter.report.numbers import format_number
 from infermeter.results.schema import now_iso
-
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
-
 
 # With --format gguf, quantize takes these parameters (the others are ONNX/OpenVINO INT8 settings and are refused).
 GGUF_PARAMS = {"model", "format_", "output", "levels", "compare", "prompt_len", "gen_len", "requests"}
@@ -72,7 +68,7 @@ TO_ONLY = ("backends", "threshold", "max_changed", "min_cosine", "max_evals", "s
 @click.option("--results", type=click.Path(path_type=Path), help="Also write the variants as a results file.")
 @click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated data.")
-@click.option("--levels", default="q4_k_m,q5_k_m,q8_0,f16", show_default=True, help="--format gguf: llama.cpp levels.")
+@click.option("--levels", default=",".join(DEFAULT_LEVELS), show_default=True, help="--format gguf: llama.cpp levels.")
 @click.option(
     "--compare",
     is_flag=True,
@@ -215,11 +211,11 @@ def quantize(
             escape(row.label),
             row.precision,
             acc.metric if acc else "—",
-            _fmt(acc.value, 4) if acc else "—",
-            _fmt(acc.drop_pct) if acc else "—",
-            _fmt(acc.details.get("cosine_mean"), 5) if acc else "—",
-            _fmt(acc.details.get("sqnr_db"), 1) if acc else "—",
-            _fmt(p50, 3),
+            format_number(acc.value, ".4f") if acc else "—",
+            format_number(acc.drop_pct, ".2f") if acc else "—",
+            format_number(acc.details.get("cosine_mean"), ".5f") if acc else "—",
+            format_number(acc.details.get("sqnr_db"), ".1f") if acc else "—",
+            format_number(p50, ".3f"),
             escape(str(row.path)),
         )
     stdout.print(table)
@@ -231,10 +227,10 @@ def quantize(
             sens.add_row(
                 escape(item.node),
                 item.op_type,
-                _fmt(item.drop_pct_kept_float),
-                _fmt(item.recovered_pct),
-                _fmt(item.output_sqnr_gain_db, 1),
-                _fmt(item.activation_sqnr_db, 1),
+                format_number(item.drop_pct_kept_float, ".2f"),
+                format_number(item.recovered_pct, ".2f"),
+                format_number(item.output_sqnr_gain_db, ".1f"),
+                format_number(item.activation_sqnr_db, ".1f"),
             )
         stdout.print(sens)
     if outcome.frontier:
@@ -244,9 +240,9 @@ def quantize(
         for point in outcome.frontier:
             front.add_row(
                 str(len(point.float_nodes)),
-                _fmt(point.accuracy.value, 4),
-                _fmt(point.accuracy.drop_pct),
-                _fmt(point.latency_p50_ms, 3),
+                format_number(point.accuracy.value, ".4f"),
+                format_number(point.accuracy.drop_pct, ".2f"),
+                format_number(point.latency_p50_ms, ".3f"),
                 escape(", ".join(point.float_nodes) or "(all int8)"),
             )
         stdout.print(front)

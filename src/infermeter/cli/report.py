@@ -9,41 +9,9 @@ from rich.markup import escape
 
 from infermeter.cli.common import stderr, stdout
 from infermeter.errors import UsageError
-from infermeter.report.merged import MergedReport, SourceFile, merge_results, report_table
-from infermeter.results.io import write_text_atomically
-
-FORMATS = ("table", "md", "html", "csv")
-_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
-
-
-def load_report(paths: tuple[Path, ...]) -> MergedReport:
-    """Read and merge the results files (ResultsError on an unreadable one)."""
-    from infermeter.results.io import read_results
-
-    return merge_results([SourceFile(str(path), read_results(path)) for path in paths])
-
-
-def render(report: MergedReport, fmt: str, allow_mixed_precision: bool = False) -> str:
-    """The report in a file format (md, html, csv)."""
-    if fmt == "md":
-        from infermeter.report.markdown import render_markdown
-
-        return render_markdown(report, allow_mixed_precision)
-    if fmt == "html":
-        from infermeter.report.html import render_html
-
-        return render_html(report, allow_mixed_precision)
-    from infermeter.report.csv import render_csv
-
-    return render_csv(report)
-
-
-def format_of(output: Path) -> str:
-    """The report format an output file's suffix asks for (md, html, csv); UsageError when it says none."""
-    fmt = _SUFFIXES.get(output.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"cannot tell the format from {output}; add --format md, html or csv")
-    return fmt
+from infermeter.files import write_text_atomically
+from infermeter.report.merged import report_table
+from infermeter.report.render import FORMATS, format_of, load_report, render
 
 
 @click.command("report")
@@ -64,7 +32,7 @@ def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allo
         raise UsageError("--format table prints to the console; for a file use --format md, html or csv")
     merged = load_report(results)
     if fmt == "table":
-        from infermeter.cli.console import print_summary
+        from infermeter.terminal import print_summary
 
         print_summary(report_table(merged, allow_mixed_precision))
         for name, diffs in merged.env_differences:

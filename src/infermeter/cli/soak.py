@@ -97,8 +97,8 @@ def allocators(flags: dict[str, Any]) -> tuple[str, ...]:
 def print_soak(cases: Sequence[CaseResult]) -> None:
     """The soak table (slope, plateau, peak, latency drift per case) and each growing case's remedy."""
     from infermeter.cli.common import stdout
-    from infermeter.cli.console import print_table
     from infermeter.report.soak import soak_remedies, soak_table
+    from infermeter.terminal import print_table
 
     table = soak_table(cases)
     if table is None:

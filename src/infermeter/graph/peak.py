@@ -24,13 +24,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infermeter.files import write_text_atomically
 from infermeter.graph.peak_probes import CPU_PROBES, ProbeSkipped, Workload
 from infermeter.results.schema import now_iso
 
@@ -390,8 +390,5 @@ def load_or_measure_peak(
         return cached, True
     result = measure_peak(threads, progress)
     result["key"] = key
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(result, indent=2))
     return result, False

@@ -17,15 +17,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from infermeter.interrupts import deferred_interrupts
+from infermeter.results.env import THREAD_COUNT_VARIABLES
 
 PhaseCallback = Callable[[str], None]
-
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def set_thread_environment(threads: int) -> None:
     # Must happen before any framework is imported: OpenMP reads these once, at start-up.
-    for variable in THREAD_VARIABLES:
+    for variable in THREAD_COUNT_VARIABLES:
         os.environ[variable] = str(threads)
 
 

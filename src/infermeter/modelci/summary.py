@@ -6,6 +6,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from infermeter.files import write_text_atomically
 from infermeter.modelci.run import CheckReport
 from infermeter.modelci.steps import Outcome
 
@@ -99,9 +100,7 @@ def write_text(path: Path, text: str, append: bool = False) -> None:
         with path.open("a", encoding="utf-8") as handle:
             handle.write(text)
         return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, text)
 
 
 def step_summary_path() -> Path | None:

@@ -240,8 +240,3 @@ def _readers_hint(spec: ModelSpec) -> str:
     if not readers:
         return "this command needs a PyTorch or ONNX model"
     return f"{suffix} files run as they are on {', '.join(readers)} (infermeter converts only from PyTorch)"
-
-
-def describe_inputs(spec: ModelSpec) -> str:
-    """`input float32[batch, 3, 224, 224]; ...` for listings and error messages."""
-    return "; ".join(i.describe() for i in spec.inputs)

@@ -9,11 +9,11 @@ ignores element-wise ops, which is the usual convention for quoting model cost. 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 
 from infermeter.extras import install_line, missing_modules
+from infermeter.files import write_text_atomically
 from infermeter.models.convert import cache_root
 from infermeter.models.zoo import ZOO
 
@@ -86,8 +86,5 @@ def model_costs(names: list[str] | None = None) -> list[ModelCost]:
         changed = True
         results.append(cost)
     if changed:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cached, indent=1))
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(cached, indent=1))
     return results

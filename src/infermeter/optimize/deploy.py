@@ -5,12 +5,12 @@ file's cases; nothing is typed by hand."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UsageError
+from infermeter.files import write_text_atomically
 from infermeter.results.records import Accuracy, OptimizeStep, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
@@ -75,9 +75,7 @@ def entry(case: CaseResult, source_model: str, folder: Path) -> dict[str, Any]:
 def write_manifest(folder: Path, data: dict[str, Any]) -> Path:
     """Write `deploy.json` atomically."""
     path = folder / MANIFEST_NAME
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=2, allow_nan=False, default=str))
     return path
 
 

@@ -161,13 +161,3 @@ def score(kind: str, fp32: np.ndarray, quantized: np.ndarray, labels: np.ndarray
             details["retrieval_agreement"] = metrics.retrieval_agreement(quantized, fp32)
         value, reference, name = details["cosine_mean"], 1.0, "cosine"
     return Accuracy(name, value, reference, (reference - value) * 100.0, count, details)
-
-
-def evaluate_pair(
-    fp32_path: Path, quant_path: Path, samples: SampleSet, task: str, threads: int = 1
-) -> tuple[Accuracy, np.ndarray]:
-    """Score `quant_path` against `fp32_path` on `samples`; also returns FP32's outputs for reuse."""
-    fp32 = ModelRunner(fp32_path, threads).predict(samples)
-    quantized = ModelRunner(quant_path, threads).predict(samples)
-    kind = task_kind(task, fp32, samples.labels is not None)
-    return score(kind, fp32, quantized, samples.labels), fp32

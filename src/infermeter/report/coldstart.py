@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from infermeter.backends.artifact import Phase
-from infermeter.report.summary import _fmt, backend_labels, format_ms, precision_cell
+from infermeter.report.numbers import format_number
+from infermeter.report.summary import backend_labels, format_ms, precision_cell
 from infermeter.results.schema import CaseResult
 
 # Load phases in the order they run, each in a column of its own name; a phase named otherwise (a test backend's,
@@ -56,7 +57,7 @@ def _phase_cells(load_phases_s: dict[str, float]) -> list[str]:
         phases[key] = phases.get(key, 0.0) + seconds
     known = [phases.pop(phase.value, None) for phase in LOAD_PHASES]
     other = sum(phases.values()) if phases else None
-    return [_fmt(seconds, 2) for seconds in (*known, other)]
+    return [format_number(seconds, ",.2f") for seconds in (*known, other)]
 
 
 def _cache_cell(case: CaseResult) -> str:
@@ -90,12 +91,12 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
                 precision_cell(case),
                 label,
                 _cache_cell(case),
-                _fmt(case.process_start_s, 2),
-                _fmt(build_s, 2),
+                format_number(case.process_start_s, ",.2f"),
+                format_number(build_s, ",.2f"),
                 *_phase_cells(case.load_phases_s),
-                _fmt(case.load_s, 2),
+                format_number(case.load_s, ",.2f"),
                 format_ms(case.first_inference_ms),
-                _fmt(first_result_s, 2),
+                format_number(first_result_s, ",.2f"),
                 format_ms(case.latency_ms.p50 if case.latency_ms else None),
             ]
         )

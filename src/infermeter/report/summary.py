@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
 from infermeter.report.int8 import int8_explanation
+from infermeter.report.numbers import format_number
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.records.int8 import GIVEN
@@ -131,10 +132,6 @@ def comparison_group(case: CaseResult) -> tuple[object, ...]:
     within one machine class."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
     return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, machine_of(case))
-
-
-def _fmt(value: float | None, digits: int) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def format_ms(value: float | None) -> str:
@@ -300,9 +297,9 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 str(case.streams),
                 p50,
                 p99,
-                _fmt(case.throughput, 1),
-                _fmt(case.peak_rss_mb, 0),
-                _fmt(case.load_s, 2),
+                format_number(case.throughput, ",.1f"),
+                format_number(case.peak_rss_mb, ",.0f"),
+                format_number(case.load_s, ",.2f"),
                 speedup_cell(speedup),
                 *_roofline_cells(case),
             ]

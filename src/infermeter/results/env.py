@@ -18,7 +18,10 @@ import psutil
 TOOL_DISTRIBUTIONS = ("infermeter", "numpy", "onnx", "nncf")
 ISA_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni")
 ISA_FLAGS += ("amx_tile", "amx_int8", "amx_bf16", "avx512_fp16", "asimd", "sve")
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "KMP_AFFINITY", "OMP_PROC_BIND")
+# The variables that set the thread pools' sizes (a worker sets them before any framework loads) and, with the
+# pinning ones, every thread variable a results file records.
+THREAD_COUNT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_VARIABLES = (*THREAD_COUNT_VARIABLES, "KMP_AFFINITY", "OMP_PROC_BIND")
 # Fields that make two results incomparable without a caveat.
 COMPARABLE_KEYS = ("cpu_model", "logical_cores", "physical_cores", "frameworks", "gpu")
 

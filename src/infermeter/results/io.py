@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from infermeter.errors import ResultsError
+from infermeter.files import write_text_atomically
 from infermeter.results.schema import SCHEMA_VERSION, ResultsFile, results_from_dict, results_to_dict
 
 
@@ -22,22 +21,6 @@ def write_results(path: Path, results: ResultsFile) -> None:
         write_text_atomically(path, payload)
     except OSError as exc:
         raise ResultsError(f"cannot write results file {str(path)!r}: {exc.strerror or exc}") from exc
-
-
-def write_text_atomically(path: Path, payload: str) -> None:
-    """Write `payload` (UTF-8, newlines as given) to `path` atomically: a temporary file in the same folder,
-    fsync, then rename; the folder is made when missing. OSError when it cannot be written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
 
 
 def read_results(path: Path) -> ResultsFile:

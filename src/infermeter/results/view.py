@@ -121,8 +121,8 @@ class Results:
     def table(self) -> str:
         """The summary table as `infermeter bench` prints it (constant columns in the caption), with its
         per-shape table, warnings and footnotes, as plain text."""
-        from infermeter.cli.console import print_summary, render_text
         from infermeter.report.summary import summary_table
+        from infermeter.terminal import print_summary, render_text
 
         table = summary_table(self.cases, self.allow_mixed_precision)
         return render_text(lambda console: print_summary(table, self.cases, console))
@@ -139,10 +139,10 @@ class Results:
 
     def report(self, path: str | Path, format: str | None = None) -> Path:
         """Write the report `infermeter report` writes: html, md or csv (default: from the suffix)."""
-        from infermeter.cli.report import format_of, render
         from infermeter.errors import UsageError
+        from infermeter.files import write_text_atomically
         from infermeter.report.merged import SourceFile, merge_results
-        from infermeter.results.io import write_text_atomically
+        from infermeter.report.render import format_of, render
 
         target = Path(path)
         fmt = format or format_of(target)
@@ -191,7 +191,6 @@ def load_results(path: str | Path, allow_mixed_precision: bool = False) -> Resul
 
 def comparison_table(comparison: Comparison) -> str:
     """A comparison as `infermeter compare` prints it (table, caveats, unpaired cases, verdict), as plain text."""
-    from infermeter.cli.compare import print_comparison
-    from infermeter.cli.console import render_text
+    from infermeter.terminal import print_comparison, render_text
 
     return render_text(lambda console: print_comparison(comparison, console))

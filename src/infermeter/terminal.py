@@ -1,10 +1,12 @@
-"""The console side of a sweep: the progress display while it runs, the tables and warnings after. The Python
-API uses the same display and tables (rendered to text), so a notebook sees what the terminal sees."""
+"""The terminal: its consoles, the progress display while a sweep runs, the tables and warnings after, and the
+comparison table. The CLI prints through it, and the Python API renders the same tables to text, so a notebook
+sees what the terminal sees (the library never imports `cli`)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,13 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.status import Status
 from rich.table import Table
 
-from infermeter.cli.common import stderr, stdout
+from infermeter.compare import CaseChange, Comparison
 from infermeter.interrupts import Terminated
 from infermeter.report.coldstart import COLD_START_PHASE_COLUMNS
 from infermeter.report.summary import (
     NUMERIC_COLUMNS,
     PER_SHAPE_COLUMNS,
     SummaryTable,
+    format_ms,
     group_warnings,
     per_shape_rows,
 )
@@ -29,6 +32,10 @@ from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
     from infermeter.measure.sweep import SweepEvent
+
+# Piped output (a file, CI logs) gets a wide console so that tables are never cut to 80 columns.
+stdout = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True, highlight=False)
 
 # The summary's numeric columns plus those of the per-shape and cold-start tables.
 CONSOLE_NUMERIC_COLUMNS = NUMERIC_COLUMNS | {
@@ -39,7 +46,7 @@ CONSOLE_NUMERIC_COLUMNS = NUMERIC_COLUMNS | {
     "first ms",
     "to first result s",
 }
-# The width of piped output (see cli.common.stdout): a table rendered to text is as wide as the CLI prints it.
+# The width of piped output (see `stdout`): a table rendered to text is as wide as the CLI prints it.
 TEXT_WIDTH = 200
 
 
@@ -142,3 +149,70 @@ class ConsoleDisplay:
             )
         if self.exit_on_interrupt:
             raise SystemExit(143 if isinstance(exc, Terminated) else 130) from None
+
+
+_STYLES = {
+    "slower": "red",
+    "faster": "green",
+    "not significant": "dim",
+    "unreplicated": "yellow",
+    "precision differs": "yellow",
+}
+
+
+def _value(change: CaseChange, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.1f}/s" if change.metric == "throughput" else f"{format_ms(value)} ms"
+
+
+def print_comparison(comparison: Comparison, console: Console = stdout) -> None:
+    """The comparison table, the environment caveat and the unpaired cases, on `console` (stdout)."""
+    if comparison.env_differences:
+        console.print(
+            f"[yellow]warning[/] the environments differ: {escape('; '.join(comparison.env_differences))}; "
+            "a change may come from the machine or the versions, not from the code",
+            soft_wrap=True,
+        )
+    table = Table(header_style="bold", caption=f"metric {comparison.metric} · threshold {comparison.threshold:.0%} · "
+                  f"alpha {comparison.alpha:g}", caption_justify="left")  # fmt: skip
+    for column in ("case", "base", "new", "new/base [95% CI]", "p", "verdict"):
+        # Figures never wrap; the case and the verdict's notes do, so a long note cannot squeeze the figures out.
+        wraps = column in ("case", "verdict")
+        table.add_column(column, justify="right" if column in ("base", "new", "p") else "left", no_wrap=not wraps,
+                         overflow="fold" if wraps else "ellipsis", ratio=1 if wraps else None)  # fmt: skip
+    for change in comparison.changes:
+        ratio = "—" if change.ratio is None else f"{change.ratio:.3f}x"
+        if change.ratio_ci95 is not None:
+            low, high = change.ratio_ci95
+            ratio += f" [{low:.3f}, {high:.3f}]"
+        verdict = change.verdict + (" REGRESSION" if change.regression else "")
+        if change.notes:
+            verdict += f" ({'; '.join(change.notes)})"
+        style = _STYLES.get(change.verdict, "")
+        table.add_row(
+            escape(change.label),
+            _value(change, change.base_value),
+            _value(change, change.new_value),
+            ratio,
+            "—" if change.p_value is None else f"{change.p_value:.2g}",
+            f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
+        )
+    console.print(table)
+    for warning in comparison.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
+    for remark in comparison.remarks:
+        console.print(escape(remark), soft_wrap=True)
+    for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):
+        for case in cases:
+            console.print(
+                f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}"
+            )
+    regressions = comparison.regressions
+    if regressions:
+        console.print(
+            f"[red]{len(regressions)} regression(s)[/]: more than {comparison.threshold:.0%} slower, and significant "
+            "(unreplicated: beyond the known noise)"
+        )
+    else:
+        console.print("no significant regression beyond the threshold")
