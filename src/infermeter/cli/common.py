@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from infermeter.case import MeasureSettings
+from infermeter.checks import check_price_per_hour as check_price_per_hour
 from infermeter.checks import check_settings
 from infermeter.checks import choose as choose
 from infermeter.checks import parse_fraction as parse_fraction
@@ -56,6 +57,13 @@ def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
         pairs[key.strip()] = value.strip()
     return tuple(sorted(pairs.items()))
 
+
+PRICE_PER_HOUR = click.option(
+    "--price-per-hour",
+    type=float,
+    help="The machine's price per hour (your currency): every candidate gets its cost per million inferences at its "
+    "measured throughput.",
+)
 
 MEMORY_BUDGET = click.option(
     "--memory-budget",
