@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from infermeter.report.summary import case_label
+from infermeter.report.summary import case_label, format_ms
 from infermeter.results.schema import CaseResult
 
 SECONDS_PER_HOUR = 3600.0
@@ -62,6 +62,11 @@ def format_cost(value: float | None) -> str:
     return f"{value:.3g}" if value >= 0.001 else f"{value:.2e}"
 
 
+def cost_note(cost: float | None) -> str:
+    """` (cost 0.42 per million)` after an excluded case, "" without a cost."""
+    return f" (cost {format_cost(cost)} per million)" if cost is not None else ""
+
+
 def shortfall_text(what: str, value: float | None, unit: str, limit: float, flag: str, upper: bool) -> str:
     """`has peak memory 900 MB, over the 512 MB limit (--max-memory-mb)`: a broken constraint, said short."""
     if value is None:
@@ -84,7 +89,7 @@ def _gap(pick: CaseResult, best: CaseResult, objective: str) -> str:
         ratio = (pick.peak_rss_mb or 0.0) / (best.peak_rss_mb or float("inf"))
         return f"{ratio:.2f}x the peak memory ({pick.peak_rss_mb or 0:,.0f} MB vs {best.peak_rss_mb or 0:,.0f} MB)"
     ratio = _p50(pick) / _p50(best)
-    return f"{ratio:.2f}x slower (P50 {_p50(pick):.4g} ms vs {_p50(best):.4g} ms)"
+    return f"{ratio:.2f}x slower (P50 {format_ms(_p50(pick))} ms vs {format_ms(_p50(best))} ms)"
 
 
 def traded_line(
@@ -127,6 +132,6 @@ def cost_lines(
         lines.append(
             f"The cheapest candidate within the constraints is {case_label(cheapest)} at "
             f"{format_cost(cheapest_cost)} per million ({pick_cost / cheapest_cost:.2f}x cheaper than the pick, "
-            f"P50 {_p50(cheapest):.4g} ms vs {_p50(pick):.4g} ms)."
+            f"P50 {format_ms(_p50(cheapest))} ms vs {format_ms(_p50(pick))} ms)."
         )
     return lines

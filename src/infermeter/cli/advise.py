@@ -18,7 +18,7 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.report.summary import case_label
-from infermeter.tradeoff import format_cost
+from infermeter.tradeoff import cost_note, format_cost
 
 
 def print_advice(advice: Advice) -> None:
@@ -43,9 +43,8 @@ def print_advice(advice: Advice) -> None:
     if advice.excluded:
         stdout.print("[bold]excluded[/]")
         for exclusion in advice.excluded:
-            cost = advice.cost_of(exclusion.case)
-            priced_text = f" (cost {format_cost(cost)} per million)" if cost is not None else ""
-            text = f"  {case_label(exclusion.case)}: {'; '.join(exclusion.reasons)}{priced_text}"
+            reasons = "; ".join(exclusion.reasons) + cost_note(advice.cost_of(exclusion.case))
+            text = f"  {case_label(exclusion.case)}: {reasons}"
             stdout.print(escape(text), soft_wrap=True)
 
 

@@ -105,7 +105,7 @@ def _print_outcome(outcome: object) -> None:
     from infermeter.advise import describe
     from infermeter.optimize.finish import Outcome
     from infermeter.report.summary import case_label
-    from infermeter.tradeoff import format_cost
+    from infermeter.tradeoff import cost_note, format_cost
 
     assert isinstance(outcome, Outcome)
     advice = outcome.advice
@@ -124,9 +124,8 @@ def _print_outcome(outcome: object) -> None:
     for line in outcome.explanation:
         stdout.print(escape(line), soft_wrap=True)
     for exclusion in advice.excluded:
-        cost = advice.cost_of(exclusion.case)
-        priced_text = f" (cost {format_cost(cost)} per million)" if cost is not None else ""
-        text = f"excluded {case_label(exclusion.case)}: {'; '.join(exclusion.reasons)}{priced_text}"
+        reasons = "; ".join(exclusion.reasons) + cost_note(advice.cost_of(exclusion.case))
+        text = f"excluded {case_label(exclusion.case)}: {reasons}"
         stdout.print(escape(text), soft_wrap=True)
     if outcome.serving is not None:
         stdout.print(f"serving: {escape(outcome.serving.summary())}", soft_wrap=True)

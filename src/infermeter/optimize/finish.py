@@ -195,6 +195,7 @@ def with_serving(run: Run, outcome: Outcome, policy: MeasuredPolicy) -> Outcome:
     """deploy.json, DEPLOY.md and the report written again with the serving step's measured policy, which
     `serve DIR` and `deploy` then take."""
     _write_deploy(run, outcome.advice, outcome.runner_up, outcome.fallback, outcome.baseline, policy, "serving")
+    run.save()
     return replace(outcome, report=write_report(run), serving=policy)
 
 

@@ -74,6 +74,13 @@ def step_serving(run: Run, pick: CaseResult | None) -> MeasuredPolicy | None:
         return None
     details["policy"] = policy.to_dict()
     note(run, "serving", f"kept {policy.summary()}")
+    if policy.check_valid is False:
+        text = (
+            "the kept policy missed the SLO under Poisson arrivals at 90% of its closed-loop throughput: plan for "
+            "less load than that figure, or relax --slo-p99-ms (every point is in serving.json)"
+        )
+        note(run, "serving", text)
+        run.emit(OptimizeEvent("warning", "serving", text))
     finish(run, "serving")
     return policy
 
