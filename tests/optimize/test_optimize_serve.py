@@ -128,3 +128,18 @@ def test_an_slo_alone_asks_for_serving_and_a_static_batch_skips_it(tmp_path: Pat
     manifest = load_json(folder / "deploy.json")
     assert "measured" not in manifest["serving"] and manifest["serving"]["max_batch"] == 1
     assert not (folder / SERVING_FILE).exists()
+
+
+@pytest.mark.slow
+def test_a_rerun_resumes_the_measured_policy(served: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    folder, proc = served
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = (folder / SERVING_FILE).read_text()
+    policy = _step(folder, "serving")["details"]["policy"]
+    model = folder.parent / "tiny.onnx"
+    args = ["optimize", str(model), "-o", str(folder), "--serve", "--slo-p99-ms", "2000", *SERVE, *QUICK]
+    again = run_cli(*args, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed: this policy was measured earlier" in again.stderr
+    assert (folder / SERVING_FILE).read_text() == before
+    assert load_json(folder / "deploy.json")["serving"]["measured"] == policy

@@ -64,7 +64,8 @@ def step_serving(run: Run, pick: CaseResult | None) -> MeasuredPolicy | None:
         finish(run, "serving", "skipped")
         return None
     details = run.journal.details("serving")
-    policy = _earlier(run, pick, serving, details.get("policy"))
+    same_search = details.get("request") == serving.to_dict()
+    policy = _earlier(run, pick, serving, details.get("policy")) if same_search else None
     if policy is not None:
         note(run, "serving", "resumed: this policy was measured earlier on the same pick and SLO")
     else:
@@ -73,6 +74,7 @@ def step_serving(run: Run, pick: CaseResult | None) -> MeasuredPolicy | None:
         finish(run, "serving", "failed")
         return None
     details["policy"] = policy.to_dict()
+    details["request"] = serving.to_dict()
     note(run, "serving", f"kept {policy.summary()}")
     if policy.check_valid is False:
         text = (
