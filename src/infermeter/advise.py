@@ -197,18 +197,8 @@ def advise(
         lines += [b.message for b in binding]
         costs = case_costs(cases, price_per_hour)
         return Advice(objective, constraints, None, [], [], excluded, lines, binding, price_per_hour, costs)
-    advice = Advice(
-        objective,
-        constraints,
-        ranked[0],
-        ranked,
-        pareto,
-        excluded,
-        [],
-        [],
-        price_per_hour,
-        case_costs(cases, price_per_hour),
-    )
+    advice = Advice(objective, constraints, ranked[0], ranked, pareto, excluded, explanation=[],
+                    price_per_hour=price_per_hour, costs=case_costs(cases, price_per_hour))  # fmt: skip
     advice.explanation.extend(_explain(ranked[0], ranked, pareto, cases, excluded, objective))
     advice.explanation.extend(_trade(advice, cases))
     return advice
