@@ -143,3 +143,17 @@ def test_a_rerun_resumes_the_measured_policy(served: tuple[Path, subprocess.Comp
     assert "resumed: this policy was measured earlier" in again.stderr
     assert (folder / SERVING_FILE).read_text() == before
     assert load_json(folder / "deploy.json")["serving"]["measured"] == policy
+
+
+def test_the_search_is_estimated_from_its_points_and_server_starts() -> None:
+    from crafted_results import make_case
+    from infermeter.optimize.request import ServingRequest
+    from infermeter.optimize.steps_serving import _estimate_s
+    from infermeter.serve.tune import policies
+
+    grid = policies([1, 4], [1.0], [1])
+    serving = ServingRequest(50.0, (1, 4), (1.0,), (1,), duration_s=0.3, concurrency=4)
+    pick = make_case("onnxruntime", load_s=0.5)
+    # b1: concurrency 1, 2; b4: 1, 2, 4 -> 5 points of 0.3 + 0.2 s; 3 server starts (2 policies + the check) of
+    # 1.5 s; the Poisson check's 5 s.
+    assert _estimate_s(grid, serving, pick) == pytest.approx(5 * 0.5 + 3 * 1.5 + 5.0)

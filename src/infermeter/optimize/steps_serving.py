@@ -17,7 +17,7 @@ from infermeter.results.records import TunePoint, read_record
 from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
-    from infermeter.serve.tune import PolicyResult
+    from infermeter.serve.tune import BatchPolicy, PolicyResult
 
 WHY = (
     "a server's throughput and tail latency depend on how its requests are batched and how many model instances "
@@ -115,6 +115,11 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
     model_args = [str(run.folder)]  # served as `infermeter serve DIR` serves the pick
     note(run, "serving", f"{len(grid)} policies, each served from {run.folder} with closed-loop load at rising "
          f"concurrency (up to {serving.concurrency}), {serving.duration_s:g} s per point")  # fmt: skip
+    estimate_s = _estimate_s(grid, serving, pick)
+    over = run.budget.work_reason("the serving step", estimate_s, "points x duration, plus a server start per policy")
+    if over:  # asked for by name: run anyway, but say that it overruns
+        note(run, "serving", f"runs past the budget: {over}")
+        run.emit(OptimizeEvent("warning", "serving", f"runs past the budget: {over}"))
     started = now_iso()
     results = []
     for policy in grid:
@@ -152,6 +157,16 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         check_valid=check.valid,
         check_reasons=tuple(check.reasons),
     )
+
+
+def _estimate_s(grid: list[BatchPolicy], serving: ServingRequest, pick: CaseResult) -> float:
+    """Seconds the search should take: each policy's points (and their 0.2 s warm-up) and its server's start,
+    taken as the pick's load time plus a second for the interpreter."""
+    from infermeter.serve.tune import CHECK_MIN_DURATION_S, concurrency_levels
+
+    points = sum(len(concurrency_levels(policy, serving.concurrency)) for policy in grid)
+    starts = (len(grid) + 1) * ((pick.load_s or 0.0) + 1.0)
+    return points * (serving.duration_s + 0.2) + starts + max(serving.duration_s, CHECK_MIN_DURATION_S)
 
 
 def _point_text(result: PolicyResult) -> str:
