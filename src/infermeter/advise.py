@@ -12,6 +12,7 @@ from infermeter.report.pareto import pareto_front
 from infermeter.report.summary import case_label, comparison_group, format_ms, machine_of, parity_failed
 from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
+from infermeter.tradeoff import CaseCost, case_costs, cost_lines, shortfall_text, traded_line
 
 OBJECTIVES = ("latency", "throughput", "memory")
 
@@ -97,6 +98,12 @@ class Advice:
     excluded: list[Exclusion]
     explanation: list[str]
     binding: list[Binding] = field(default_factory=list)
+    price_per_hour: float | None = None  # the machine's price (user's currency per hour), when given
+    costs: tuple[CaseCost, ...] = ()  # every ok case's cost per million inferences, when a price was given
+
+    def cost_of(self, case: CaseResult) -> float | None:
+        """The case's cost per million inferences (None without a price or a throughput)."""
+        return next((c.cost_per_million for c in self.costs if c.case_id == case.id), None)
 
 
 def _p50(case: CaseResult) -> float:
@@ -147,9 +154,15 @@ def describe(case: CaseResult) -> str:
     return ", ".join(parts)
 
 
-def advise(cases: Sequence[CaseResult], constraints: Constraints | None = None, objective: str = "latency") -> Advice:
+def advise(
+    cases: Sequence[CaseResult],
+    constraints: Constraints | None = None,
+    objective: str = "latency",
+    price_per_hour: float | None = None,
+) -> Advice:
     """Filter the ok cases by the constraints (parity failures out, with the reason), rank the rest by the
-    objective, and explain the pick; when nothing is left, name the binding constraints."""
+    objective, and explain the pick and what it traded; when nothing is left, name the binding constraints. With
+    `price_per_hour` (the machine's price), every ok case gets its cost per million inferences."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     constraints = constraints or Constraints()
@@ -182,10 +195,33 @@ def advise(cases: Sequence[CaseResult], constraints: Constraints | None = None, 
         binding = _binding(eligible, constraints)
         lines = [f"No case meets the constraints ({len(eligible)} ok case(s) with trusted outputs measured)."]
         lines += [b.message for b in binding]
-        return Advice(objective, constraints, None, [], [], excluded, lines, binding)
-    pick = ranked[0]
-    explanation = _explain(pick, ranked, pareto, cases, excluded, objective)
-    return Advice(objective, constraints, pick, ranked, pareto, excluded, explanation)
+        costs = case_costs(cases, price_per_hour)
+        return Advice(objective, constraints, None, [], [], excluded, lines, binding, price_per_hour, costs)
+    advice = Advice(objective, constraints, ranked[0], ranked, pareto, excluded, explanation=[],
+                    price_per_hour=price_per_hour, costs=case_costs(cases, price_per_hour))  # fmt: skip
+    advice.explanation.extend(_explain(ranked[0], ranked, pareto, cases, excluded, objective))
+    advice.explanation.extend(_trade(advice, cases))
+    return advice
+
+
+def _trade(advice: Advice, cases: Sequence[CaseResult]) -> list[str]:
+    """What the pick traded against the best real case on the objective that the constraints left out, and its
+    cost against the cheapest candidate."""
+    pick = advice.pick
+    assert pick is not None
+    lines = []
+    real = [c for c in cases if c.ok and not c.synthetic]
+    best = sorted(real, key=_rank_key(advice.objective))[0] if real else pick
+    if best is not pick and _rank_key(advice.objective)(best) < _rank_key(advice.objective)(pick):
+        shortfalls = ["failed the parity check against the reference"] if parity_failed(best) else []
+        shortfalls += [
+            shortfall_text(check.what, value, check.unit, limit, check.flag, check.upper)
+            for check, value, limit in _violations(best, advice.constraints)
+        ]
+        lines.append(traded_line(pick, best, shortfalls, advice.objective, advice.cost_of))
+    if advice.price_per_hour is not None:
+        lines += cost_lines(advice.ranked, advice.price_per_hour, advice.cost_of)
+    return lines
 
 
 def _explain(

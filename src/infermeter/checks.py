@@ -6,6 +6,7 @@ in Python), so a message always points at something the user can find and change
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from infermeter.case import MeasureSettings
@@ -65,6 +66,12 @@ def require_positive(value: float, flag: str, allow_zero: bool = False) -> None:
     """UsageError unless value > 0 (or >= 0 with allow_zero)."""
     if value < 0 or (value == 0 and not allow_zero):
         raise UsageError(f"{flag} {value:g} must be {'zero or more' if allow_zero else 'positive'}")
+
+
+def check_price_per_hour(value: float | None, flag: str = "--price-per-hour") -> None:
+    """UsageError unless the machine's price is a positive, finite amount per hour (None: not given)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} {value:g} must be a positive price per hour (e.g. {flag} 2.5)")
 
 
 def parse_fraction(text: str, flag: str) -> float:

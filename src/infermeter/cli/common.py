@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from infermeter.case import MeasureSettings
+from infermeter.checks import check_price_per_hour as check_price_per_hour
 from infermeter.checks import check_settings
 from infermeter.checks import choose as choose
 from infermeter.checks import parse_fraction as parse_fraction
@@ -27,6 +28,13 @@ def require_measure_flags(warmup: int, iterations: int, min_time: float, max_tim
     """The loop flags `bench` and `optimize` share: counts and times must make sense before any case runs."""
     check_settings(MeasureSettings(warmup, iterations, min_time, max_time, case_timeout_s=case_timeout))
 
+
+PRICE_PER_HOUR = click.option(
+    "--price-per-hour",
+    type=float,
+    help="The machine's price per hour (your currency): every candidate gets its cost per million inferences at its "
+    "measured throughput.",
+)
 
 MEMORY_BUDGET = click.option(
     "--memory-budget",

@@ -15,11 +15,19 @@ from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
 from infermeter.cli.generate import reject_flags
+from infermeter.cli.optimize_serve import joined
 from infermeter.cli.serve import BACKEND_OPTION, serve_options
 from infermeter.errors import UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
+from infermeter.serve import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_BATCHES,
+    DEFAULT_MAX_DELAYS_MS,
+    DEFAULT_POINT_DURATION_S,
+    DEFAULT_WORKERS,
+)
 
 if TYPE_CHECKING:
     from infermeter.serve.driver import LoadTarget
@@ -353,11 +361,13 @@ def load(
 @BACKEND_OPTION
 @serve_options
 @click.option("--slo-p99-ms", type=float, required=True, help="Latency SLO the recommendation must meet.")
-@click.option("--max-batch", "max_batches", multiple=True, default=["1,2,4,8,16"], show_default=True)
-@click.option("--max-delay-ms", "max_delays", multiple=True, default=["1,4"], show_default=True)
-@click.option("--workers", "workers_list", multiple=True, default=["1"], show_default=True)
-@click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds per load point.")
-@click.option("--concurrency", type=int, default=64, show_default=True, help="Most requests in flight.")
+@click.option("--max-batch", "max_batches", multiple=True, default=[joined(DEFAULT_MAX_BATCHES)], show_default=True)
+@click.option("--max-delay-ms", "max_delays", multiple=True, default=[joined(DEFAULT_MAX_DELAYS_MS)], show_default=True)
+@click.option("--workers", "workers_list", multiple=True, default=[joined(DEFAULT_WORKERS)], show_default=True)
+@click.option("--duration", type=float, default=DEFAULT_POINT_DURATION_S, show_default=True,
+              help="Seconds per load point.")  # fmt: skip
+@click.option("--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Most requests in flight.")  # fmt: skip
 @click.option("--no-check", is_flag=True, help="Skip the Poisson check of the recommendation.")
 @click.option(
     "--output", "-o", type=click.Path(path_type=Path), help="Results file of every point (for deploy --load)."
@@ -385,7 +395,7 @@ def tune_batching(
     --slo-p99-ms: each policy is served on 127.0.0.1 and measured at rising concurrency; the pick is then
     checked under Poisson arrivals."""
     require_extra("serve", SERVE_MODULES, "`infermeter tune-batching`")
-    from infermeter.serve.tune import check_pick, measure_policy, policies, recommend
+    from infermeter.serve.tune import CHECK_MIN_DURATION_S, check_pick, measure_policy, policies, recommend
 
     require_positive(slo_p99_ms, "--slo-p99-ms")
     require_positive(duration, "--duration")
@@ -448,5 +458,5 @@ def tune_batching(
         f"at concurrency {best.run.concurrency}, P50 {best.stats.p50:.2f} ms, P99 {best.stats.p99:.2f} ms"
     )
     if not no_check:
-        check = check_pick(pick, model_args, slo_p99_ms, max(duration, 5.0))
+        check = check_pick(pick, model_args, slo_p99_ms, max(duration, CHECK_MIN_DURATION_S))
         _print_summaries([check], "check of the pick under Poisson arrivals (90% of its throughput)")

@@ -4,6 +4,7 @@ batching → the pick, with a live account of each step and a deployable output 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -13,6 +14,7 @@ from infermeter.advise import OBJECTIVES
 from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
     MEMORY_BUDGET,
+    PRICE_PER_HOUR,
     RESHAPE_HELP,
     memory_budget_mb,
     parse_fraction,
@@ -24,6 +26,7 @@ from infermeter.cli.common import (
     stderr,
     stdout,
 )
+from infermeter.cli.optimize_serve import serve_flags, serving_request
 from infermeter.optimize.request import (
     DEFAULT_BUDGET_MINUTES,
     DEFAULT_MAX_ACCURACY_DROP_PCT,
@@ -102,20 +105,30 @@ def _print_outcome(outcome: object) -> None:
     from infermeter.advise import describe
     from infermeter.optimize.finish import Outcome
     from infermeter.report.summary import case_label
+    from infermeter.tradeoff import cost_note, format_cost
 
     assert isinstance(outcome, Outcome)
     advice = outcome.advice
+    priced = advice.price_per_hour is not None
     if advice.ranked:
         table = Table(header_style="bold", title="candidates meeting the constraints (best first)")
-        for column in ("#", "configuration", "measured", "accuracy"):
+        cost_column = (f"cost per million ({advice.price_per_hour:g}/h)",) if priced else ()
+        for column in ("#", "configuration", "measured", "accuracy", *cost_column):
             table.add_column(column)
         for rank, case in enumerate(advice.ranked[:8], 1):
             acc = read_record(case, Accuracy)
             acc_text = f"drop {acc.drop_pct:.2f}" if acc else "—"
-            table.add_row(str(rank), escape(case_label(case)), escape(describe(case)), acc_text)
+            cost = (format_cost(advice.cost_of(case)),) if priced else ()
+            table.add_row(str(rank), escape(case_label(case)), escape(describe(case)), acc_text, *cost)
         stdout.print(table)
     for line in outcome.explanation:
         stdout.print(escape(line), soft_wrap=True)
+    for exclusion in advice.excluded:
+        reasons = "; ".join(exclusion.reasons) + cost_note(advice.cost_of(exclusion.case))
+        text = f"excluded {case_label(exclusion.case)}: {reasons}"
+        stdout.print(escape(text), soft_wrap=True)
+    if outcome.serving is not None:
+        stdout.print(f"serving: {escape(outcome.serving.summary())}", soft_wrap=True)
     if outcome.fallback is not None:
         stdout.print(f"Fallback: {escape(case_label(outcome.fallback))}: {escape(describe(outcome.fallback))}.")
     stdout.print(f"report: {escape(str(outcome.report))}")
@@ -145,6 +158,7 @@ def _print_outcome(outcome: object) -> None:
 @click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
 @MEMORY_BUDGET
 @click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
+@PRICE_PER_HOUR
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True)
 @click.option("--budget-minutes", type=float, default=DEFAULT_BUDGET_MINUTES, show_default=True,
               help="Time this invocation may spend; dominated configurations are pruned to fit.")  # fmt: skip
@@ -164,6 +178,7 @@ def _print_outcome(outcome: object) -> None:
 @click.option("--cluster", envvar="RAY_ADDRESS", help="Measure every case as a task on a Ray cluster node: its address "
               "(HEAD:6379), or `local`; also RAY_ADDRESS. Needs infermeter[cluster] (docs/cluster.md).")  # fmt: skip
 @click.option("--machine", help="With --cluster: the class of node (label infermeter.io/machine) to optimize for.")
+@serve_flags
 def optimize(
     model: str,
     device: str,
@@ -177,6 +192,7 @@ def optimize(
     max_memory_mb: float | None,
     memory_budget: str | None,
     max_load_s: float | None,
+    price_per_hour: float | None,
     objective: str,
     budget_minutes: float,
     output: Path | None,
@@ -192,13 +208,15 @@ def optimize(
     seed: int,
     cluster: str | None,
     machine: str | None,
+    **serve: Any,
 ) -> None:
     """Find the fastest configuration of MODEL that meets the constraints, and leave it ready to serve.
 
     Steps: 1 baseline (PyTorch eager FP32, or ONNX Runtime FP32 for an .onnx), 2 ONNX export verified,
     3 every backend at FP32 with parity, 4 INT8 (calibrated; mixed precision when it breaks the accuracy budget)
     and BF16/FP16 where the CPU has them, each accuracy-checked, 5 static vs dynamic shapes and batching,
-    6 the pick with its runner-up and the ONNX Runtime FP32 fallback. Rerun with the same -o to resume.
+    6 the pick with its runner-up and the ONNX Runtime FP32 fallback, 7 with --serve, the batching policy for a
+    server (tune-batching's search on the pick). Rerun with the same -o to resume.
     Exit 0: a pick was made; 3: nothing meets the constraints; 2: bad input.
     """
     from dataclasses import replace
@@ -256,6 +274,8 @@ def optimize(
         input_shapes=shapes,
         input_values=values,
         reshape=reshaped,
+        price_per_hour=price_per_hour,
+        serving=serving_request(**serve),
     )
     view = LiveView()
     try:

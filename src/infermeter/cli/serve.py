@@ -206,13 +206,16 @@ def serve(
             raise UsageError(f"{model} was optimized for --backend {chosen.backend}; drop --backend {backend}")
         given = click.get_current_context().get_parameter_source
         explicit = {
-            name for name in ("max_batch", "max_delay_ms", "threads") if given(name) == ParameterSource.COMMANDLINE
+            name
+            for name in ("max_batch", "max_delay_ms", "threads", "workers")
+            if given(name) == ParameterSource.COMMANDLINE
         }
         model, backend, precision, option = chosen.model, chosen.backend, chosen.precision, option
         option = tuple(f"{k}={v}" for k, v in chosen.options) + option
         max_batch = max_batch if "max_batch" in explicit else chosen.max_batch
         max_delay_ms = max_delay_ms if "max_delay_ms" in explicit else chosen.max_delay_ms
         threads = threads if "threads" in explicit else chosen.threads
+        workers = workers if "workers" in explicit else chosen.workers
         stderr.print(f"deploy manifest: serving the chosen {escape(chosen.label)} ({escape(model)})")
     if backend is None:
         raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")

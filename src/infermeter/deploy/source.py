@@ -1,6 +1,7 @@
 """What `infermeter deploy` deploys, read from measurements only: the case (from an `optimize` folder's
 deploy.json, or a results file and `--case`), its model file and tensors, and the serving figures (from the
-optimize pick, or from the best valid point of a `load`/`tune-batching` results file given with `--load`).
+optimize pick, from the policy `optimize --serve` measured on it, or from the best valid point of a
+`load`/`tune-batching` results file given with `--load`).
 
 Every setting is a `Figure`: the value and the sentence saying which case and which figure it came from, so
 that the written files can carry their origin next to each value."""
@@ -187,6 +188,24 @@ def _from_optimize(folder: Path, which: str) -> _Found:
     return case, results_path, results.environment, artifact, figure
 
 
+def measured_serving(folder: Path, which: str) -> Path | None:
+    """The tune-batching results of `optimize --serve` (deploy.json's `serving.measured.load_file`) for the
+    chosen configuration, or None when the folder holds no measured policy. UsageError when the manifest names a
+    file that is not there."""
+    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
+
+    if which != "chosen":
+        return None  # the policy was measured on the pick only
+    manifest, _ = read_manifest(folder, which)
+    measured = (manifest.get("serving") or {}).get("measured")
+    if not isinstance(measured, dict) or not measured.get("load_file"):
+        return None
+    path = folder / str(measured["load_file"])
+    if not path.is_file():
+        raise UsageError(f"{folder / MANIFEST_NAME} names the serving step's results {path.name}, which is missing")
+    return path
+
+
 def _from_results(path: Path, case_id: str | None) -> _Found:
     results = _read_results(path)
     ok = [c for c in results.cases if c.ok and read_record(c, LoadRecord) is None]
@@ -211,6 +230,7 @@ def read_source(target: Path, case_id: str | None, which: str, load: Path | None
         if case_id is not None:
             raise UsageError("--case picks a case of a results file; for an optimize folder use --which")
         case, results_path, environment, artifact, delay = _from_optimize(target, which)
+        load = load if load is not None else measured_serving(target, which)
     else:
         case, results_path, environment, artifact, delay = _from_results(target, case_id)
     model_file = _model_file(case, artifact)

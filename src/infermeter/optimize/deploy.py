@@ -91,6 +91,7 @@ class ServeSettings:
     max_batch: int
     max_delay_ms: float
     label: str
+    workers: int = 1  # model instances: the serving step's measured count, else one
 
 
 def read_manifest(folder: Path, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -136,6 +137,7 @@ def serve_settings(folder: Path, which: str = "chosen") -> ServeSettings:
         max_batch=int(serving["max_batch"]),
         max_delay_ms=float(serving["max_delay_ms"]),
         label=str(chosen["label"]),
+        workers=int(serving.get("workers", 1)),
     )
 
 
@@ -151,6 +153,8 @@ def serve_command(folder: Path, chosen: dict[str, Any], serving: dict[str, Any])
         f"--max-batch {serving['max_batch']}",
         f"--max-delay-ms {serving['max_delay_ms']:g}",
     ]
+    if serving.get("workers", 1) != 1:
+        parts.append(f"--workers {serving['workers']}")
     parts += [f"-O {k}={v}" for k, v in sorted(chosen["options"].items())]
     return " ".join(parts)
 
@@ -168,6 +172,16 @@ def _row(title: str, item: dict[str, Any] | None, baseline_p50: float | None) ->
         f"| {title}: {item['label']} {item['variant']} | {_fmt(m['p50_ms'])} | {_fmt(m['p99_ms'])} | "
         f"{_fmt(m['throughput_per_s'])} | {_fmt(m['peak_rss_mb'])} | {_fmt(m['load_s'])} | "
         f"{_fmt(m['first_inference_ms'])} | {acc_text} | {speedup} |"
+    )
+
+
+def _batching_origin(serving: dict[str, Any]) -> str:
+    measured = serving.get("measured")
+    if not measured:
+        return "optimize's default, not measured (`optimize --serve --slo-p99-ms X` measures it)"
+    return (
+        f"measured by the serving step: {measured['throughput_per_s']:,.1f} inferences/s, P99 "
+        f"{measured['p99_ms']:.3g} ms within the SLO of {measured['slo_p99_ms']:g} ms ({measured['load_file']})"
     )
 
 
@@ -210,7 +224,8 @@ def render_deploy_md(manifest: dict[str, Any], folder: Path, caveats: list[str])
         + " |",
         f"| threads | {chosen['threads']} |",
         f"| backend options | {', '.join(f'{k}={v}' for k, v in chosen['options'].items()) or 'defaults'} |",
-        f"| batching (serve) | max-batch {serving['max_batch']}, max-delay {serving['max_delay_ms']:g} ms |",
+        f"| batching (serve) | max-batch {serving['max_batch']}, max-delay {serving['max_delay_ms']:g} ms, "
+        f"{serving.get('workers', 1)} worker(s); {_batching_origin(serving)} |",
         "",
         "## Measured",
         "",

@@ -3,7 +3,7 @@ deployable folder: deploy.json, DEPLOY.md and report.html."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from infermeter.advise import Advice, accuracy_drop, advise
 from infermeter.extras import install_line, missing_modules
 from infermeter.optimize.deploy import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.optimize.pipeline import Run
+from infermeter.optimize.serving import MeasuredPolicy
 from infermeter.optimize.steps import begin, finish, note, skip
 from infermeter.report.summary import case_label
 from infermeter.results.records import Accuracy, AccuracyError, ParityRecord, read_record
@@ -30,6 +31,7 @@ class Outcome:
     report: Path
     deploy_md: Path | None
     explanation: list[str]
+    serving: MeasuredPolicy | None = None  # the serving step's measured batching policy (`--serve`)
 
 
 def _evidence_reason(case: CaseResult, own: str = "fp32") -> str | None:
@@ -69,7 +71,7 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
             skip(run, "advise", case_label(case), reason)
         else:
             cases.append(case)
-    advice = advise(cases, run.request.constraints(), run.request.objective)
+    advice = advise(cases, run.request.constraints(), run.request.objective, run.request.price_per_hour)
     runner_up = advice.ranked[1] if len(advice.ranked) > 1 else None
     fallback = run.fp32_case_of("onnxruntime")
     if fallback is not None and not fallback.ok:
@@ -87,6 +89,8 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
             "excluded": [{"case": case_label(e.case), "reasons": e.reasons} for e in advice.excluded],
             "constraints": constraints_text(run),
             "objective": run.request.objective,
+            "price_per_hour": run.request.price_per_hour,
+            "costs": [cost.to_dict() for cost in advice.costs],
         }
     )
     for line in explanation:
@@ -187,8 +191,22 @@ def caveats(run: Run, pick: CaseResult) -> list[str]:
     return out
 
 
+def with_serving(run: Run, outcome: Outcome, policy: MeasuredPolicy) -> Outcome:
+    """deploy.json, DEPLOY.md and the report written again with the serving step's measured policy, which
+    `serve DIR` and `deploy` then take."""
+    _write_deploy(run, outcome.advice, outcome.runner_up, outcome.fallback, outcome.baseline, policy, "serving")
+    run.save()
+    return replace(outcome, report=write_report(run), serving=policy)
+
+
 def _write_deploy(
-    run: Run, advice: Advice, runner_up: CaseResult | None, fallback: CaseResult | None, baseline: CaseResult | None
+    run: Run,
+    advice: Advice,
+    runner_up: CaseResult | None,
+    fallback: CaseResult | None,
+    baseline: CaseResult | None,
+    policy: MeasuredPolicy | None = None,
+    step: str = "advise",
 ) -> Path:
     pick = advice.pick
     assert pick is not None
@@ -205,10 +223,16 @@ def _write_deploy(
         "runner_up": entry(runner_up, source, folder) if runner_up else None,
         "fallback": entry(fallback, source, folder) if fallback else None,
         "baseline": entry(baseline, source, folder) if baseline and baseline.ok else None,
-        "serving": {"max_batch": pick.batch, "max_delay_ms": BATCHING_DELAY_MS if pick.batch > 1 else 0.0},
+        "serving": policy.serving_block()
+        if policy
+        else {"max_batch": pick.batch, "max_delay_ms": BATCHING_DELAY_MS if pick.batch > 1 else 0.0},
     }
+    if advice.price_per_hour is not None:
+        manifest["price_per_hour"] = advice.price_per_hour
+        manifest["chosen"]["cost_per_million"] = advice.cost_of(pick)
     write_manifest(folder, manifest)
     path = folder / "DEPLOY.md"
-    path.write_text(render_deploy_md(manifest, folder, caveats(run, pick)))
-    note(run, "advise", f"wrote {path.name}, deploy.json (serve with `infermeter serve {folder}`)")
+    notes = caveats(run, pick) + ([f"Serving: {policy.summary()}."] if policy else [])
+    path.write_text(render_deploy_md(manifest, folder, notes))
+    note(run, step, f"wrote {path.name}, deploy.json (serve with `infermeter serve {folder}`)")
     return path

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from infermeter.interrupts import deferred_interrupts
-from infermeter.optimize.finish import Outcome, step_advise
+from infermeter.optimize.finish import Outcome, step_advise, with_serving, write_report
 from infermeter.optimize.pipeline import EventCallback, OptimizeEvent, open_run
 from infermeter.optimize.request import OptimizeRequest, check_request
 from infermeter.optimize.steps import (
@@ -16,6 +18,7 @@ from infermeter.optimize.steps import (
     step_shapes,
 )
 from infermeter.optimize.steps_int8 import step_int8
+from infermeter.optimize.steps_serving import step_serving
 from infermeter.optimize.steps_tuning import step_tuning
 
 
@@ -35,5 +38,8 @@ def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None
     step_shapes(run)
     step_batching(run)
     outcome = step_advise(run, baseline if baseline is not None and baseline.ok else None)
+    if request.serving is not None:
+        policy = step_serving(run, outcome.advice.pick)
+        outcome = with_serving(run, outcome, policy) if policy else replace(outcome, report=write_report(run))
     emit(OptimizeEvent("note", "end", f"{run.budget.elapsed_s():.0f} s spent of a {request.budget_s:.0f} s budget"))
     return outcome

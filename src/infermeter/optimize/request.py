@@ -8,7 +8,15 @@ from typing import Any
 
 from infermeter.advise import OBJECTIVES, Constraints
 from infermeter.case import MeasureSettings
+from infermeter.checks import check_price_per_hour, require_positive
 from infermeter.errors import UsageError
+from infermeter.serve import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_BATCHES,
+    DEFAULT_MAX_DELAYS_MS,
+    DEFAULT_POINT_DURATION_S,
+    DEFAULT_WORKERS,
+)
 
 DEVICES = ("cpu", "cuda")
 # Enough for a stable median and a P99 with a confidence interval on small models, short enough that a whole
@@ -20,6 +28,31 @@ DEFAULT_MAX_ACCURACY_DROP_PCT = 1.0
 DEFAULT_BUDGET_MINUTES = 8.0
 # Batch sizes tried by the batching step when the objective is throughput and no --batch was given.
 THROUGHPUT_BATCHES = (1, 8, 32)
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    """`optimize --serve`: run tune-batching's search on the pick (each policy served from the optimize folder,
+    closed-loop load at rising concurrency for `duration_s` per point) and keep the policy with the highest
+    throughput whose P99 meets `slo_p99_ms`."""
+
+    slo_p99_ms: float
+    max_batches: tuple[int, ...] = DEFAULT_MAX_BATCHES
+    max_delays_ms: tuple[float, ...] = DEFAULT_MAX_DELAYS_MS
+    workers: tuple[int, ...] = DEFAULT_WORKERS
+    duration_s: float = DEFAULT_POINT_DURATION_S
+    concurrency: int = DEFAULT_CONCURRENCY
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for the journal's request."""
+        return {
+            "slo_p99_ms": self.slo_p99_ms,
+            "max_batches": list(self.max_batches),
+            "max_delays_ms": list(self.max_delays_ms),
+            "workers": list(self.workers),
+            "duration_s": self.duration_s,
+            "concurrency": self.concurrency,
+        }
 
 
 @dataclass(frozen=True)
@@ -54,6 +87,8 @@ class OptimizeRequest:
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--input NAME:DIMS`, as bench takes it
     input_values: tuple[tuple[str, str], ...] = ()  # `--input NAME=VALUE`: constant inputs
     reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--reshape NAME:DIMS`: declared dims rewritten
+    price_per_hour: float | None = None  # the machine's price (user's currency per hour): costs per million
+    serving: ServingRequest | None = None  # `--serve`: the batching step on the pick
 
     @property
     def batch(self) -> int:
@@ -95,6 +130,8 @@ class OptimizeRequest:
             "input_shapes": {name: list(dims) for name, dims in self.input_shapes},
             "input_values": dict(self.input_values),
             "reshape": {name: list(dims) for name, dims in self.reshape},
+            "price_per_hour": self.price_per_hour,
+            "serving": self.serving.to_dict() if self.serving else None,
         }
         return {key: value for key, value in inputs.items() if value}
 
@@ -120,6 +157,9 @@ def check_request(request: OptimizeRequest) -> None:
         raise UsageError("--budget-minutes must be positive")
     if request.threads <= 0:
         raise UsageError(f"--threads {request.threads} must be positive")
+    check_price_per_hour(request.price_per_hour)
+    if request.serving is not None:
+        _check_serving(request.serving)
     if request.output.exists() and not request.output.is_dir():
         raise UsageError(f"-o {str(request.output)!r} is a file; give a folder (it is created when missing)")
     for ref, flag in ((request.calib, "--calib"), (request.eval, "--eval")):
@@ -128,3 +168,14 @@ def check_request(request: OptimizeRequest) -> None:
     from infermeter.backends.options import check_options
 
     check_options(request.options)
+
+
+def _check_serving(serving: ServingRequest) -> None:
+    require_positive(serving.slo_p99_ms, "--slo-p99-ms")
+    require_positive(serving.duration_s, "--serve-duration")
+    require_positive(serving.concurrency, "--serve-concurrency")
+    for values, flag in ((serving.max_batches, "--serve-max-batch"), (serving.workers, "--serve-workers")):
+        if not values or any(v <= 0 for v in values):
+            raise UsageError(f"{flag} needs positive integers, e.g. {flag} 1,4")
+    if not serving.max_delays_ms or any(v < 0 for v in serving.max_delays_ms):
+        raise UsageError("--serve-max-delay-ms needs delays of zero or more, e.g. --serve-max-delay-ms 1,4")

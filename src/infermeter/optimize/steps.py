@@ -24,6 +24,7 @@ STEP_TITLES = {
     "shapes": "5a. Static vs dynamic shapes",
     "batching": "5b. Batching",
     "advise": "6. Pick under the constraints",
+    "serving": "7. Batching for serving (tune-batching's search on the pick)",
 }
 
 

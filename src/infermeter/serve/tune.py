@@ -17,6 +17,8 @@ from infermeter.serve.summary import LoadSummary, summarize
 # The Poisson check runs at this share of the closed-loop throughput of the pick: open-loop arrivals are
 # burstier than a closed loop, so the pick must leave this much headroom.
 CHECK_LOAD_RATIO = 0.9
+# The Poisson check runs at least this long: its P99 is judged in full, and needs the samples.
+CHECK_MIN_DURATION_S = 5.0
 
 
 @dataclass(frozen=True)
