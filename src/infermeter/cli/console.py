@@ -115,8 +115,7 @@ class ConsoleDisplay:
         task = progress.add_task("starting", total=total)
 
         def on_event(event: SweepEvent) -> None:
-            case = event.case
-            label = f"{case.model} · {case.backend} {case.precision} b{case.batch} {case.shape_mode}"
+            label = event.case.label
             if event.kind in ("done", "skipped"):
                 progress.advance(task)
                 if event.result is not None and event.result.status != "ok":

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
+from infermeter.case import comparison_key
 from infermeter.report.int8 import int8_explanation
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
@@ -127,10 +128,14 @@ def machine_of(case: CaseResult) -> str | None:
 
 
 def comparison_group(case: CaseResult) -> tuple[object, ...]:
-    """The comparison group of a result (as `Case.group_key` for a case to run): speedups are within one, and so
-    within one machine class."""
+    """The comparison group of a result (`case.comparison_key`, as `Case.group_key` for a case to run): speedups are
+    within one, so never across inputs (`--data`, `--input NAME=VALUE`) or machine classes."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
-    return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, machine_of(case))
+    data_hash = case.data.content_hash if case.data is not None else None
+    values = case.input_values.items()
+    return comparison_key(
+        case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, data_hash, values, machine_of(case)
+    )
 
 
 def _fmt(value: float | None, digits: int) -> str:

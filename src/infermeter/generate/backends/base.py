@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infermeter.backends.base import BackendInfo
-from infermeter.case import identity_digest
+from infermeter.case import generation_case_id
 
 OnToken = Callable[[], None]
 
@@ -42,12 +42,8 @@ class GenerateCase:
     @property
     def id(self) -> str:
         """A readable, stable identifier of the controlled variables."""
-        opts = ",".join(f"{k}={v}" for k, v in self.options)
-        return (
-            f"{self.backend}-p{self.prompt_len}-g{self.gen_len}-b{self.batch}-t{self.threads}"
-            + (f"-{opts}" if opts else "")
-            + "-"
-            + identity_digest(f"{self.model}|{opts}", 8)
+        return generation_case_id(
+            self.model, self.backend, self.prompt_len, self.gen_len, self.batch, self.threads, self.options
         )
 
     def option(self, key: str, default: str | None = None) -> str | None:
