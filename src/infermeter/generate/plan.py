@@ -5,6 +5,7 @@ its comparison group (the backends and GGUF levels of one model, `GenerateCase.g
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,3 +137,17 @@ def matrix_from_dict(data: dict[str, Any]) -> GenerationMatrix:
         measure=None if measure is None else settings_from_json(measure),
         slo=SLO(slo.get("ttft_ms"), slo.get("tpot_ms")),
     )
+
+
+def run_together(cases: Sequence[GenerateCase], slo: SLO | None = None) -> list[CaseResult]:
+    """`cases` measured as one comparison group, each in its own worker: in interleaved rounds (paired speedups
+    over the first) unless their settings say `interleave=False` or their workers would not fit in memory, then
+    one after the other. The results in the order of `cases`."""
+    from infermeter.measure.interleave import run_group
+
+    items = [GenerationItem((case,), slo or SLO()) for case in cases]
+    if len(items) > 1 and items[0].case.settings.interleave:
+        done, reason = run_group(items, lambda _index, _case, _phase: None)
+        if reason is None:
+            return [result for _, result, _ in done]
+    return [item.run_alone(0, lambda _phase: None, None, isolate=True) for item in items]
