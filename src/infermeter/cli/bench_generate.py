@@ -15,6 +15,7 @@ from infermeter.cli.common import parse_fraction, require_positive, stderr, stdo
 from infermeter.cli.generate import GENERATE_ONLY, generation_table, given_flags, make_slo, reject_flags
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
 from infermeter.generate.plan import GenerationMatrix
+from infermeter.results.schema import CaseResult
 
 # With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
 GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
@@ -108,4 +109,28 @@ def run_bench_generate(ctx: click.Context, output: Path | None, default_output: 
     cases = run_generation_sweep(sweep, ConsoleDisplay())
     matrix = sweep.plan.matrix
     stdout.print(generation_table(cases, f"generation: prompt {matrix.prompt_len}, gen {matrix.gen_len} tokens"))
+    print_findings(cases)
     stdout.print(f"results: {escape(str(sweep.path))}")
+
+
+def _label(case: CaseResult) -> str:
+    return f"{case.model} {case.backend} b{case.batch}"
+
+
+def print_findings(cases: list[CaseResult]) -> None:
+    """Under the table: each paired speedup of an interleaved group (end-to-end time per request, the baseline's
+    over the case's, per round), then the cases' warnings grouped (interference, too few requests...)."""
+    from infermeter.cli.console import print_warnings
+
+    by_id = {case.id: case for case in cases}
+    for case in cases:
+        paired = case.paired
+        if paired is None or paired.baseline_id not in by_id:
+            continue
+        ratio = "no difference" if paired.no_difference else f"{paired.ratio:.2f}x"
+        stdout.print(
+            escape(f"{_label(case)}: {ratio} [{paired.ci_low:.2f}–{paired.ci_high:.2f}] against ")
+            + escape(f"{_label(by_id[paired.baseline_id])} (E2E per request, paired over {paired.rounds} rounds)"),
+            soft_wrap=True,
+        )
+    print_warnings([(_label(case), warning) for case in cases for warning in case.warnings])

@@ -68,8 +68,11 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
     columns += ["goodput req/s", "peak MB", "load s", "size MB", "ppl", "top-1 agree", "errors"]
     for column in columns:
         table.add_column(column, justify="left" if column in (label, "status", "errors") else "right")
+    several_models = len({result.model for result in results}) > 1
     for result in results:
         row = _generation_row(result, label)
+        if several_models and label == "backend":  # the GGUF levels of a model, or several models
+            row[0] = f"{result.model} · {row[0]}"
         table.add_row(*(escape(cell) for cell in row))
     return table
 
