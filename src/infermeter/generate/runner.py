@@ -183,7 +183,7 @@ class GenerationRunner:
         before, wall_start = self._meter.snapshot(), time.perf_counter()
         timings: list[RequestTiming] = []
         elapsed_s = 0.0
-        while not ((len(timings) >= min_iterations and elapsed_s >= min_s) or elapsed_s >= max_s):
+        while not timings or not ((len(timings) >= min_iterations and elapsed_s >= min_s) or elapsed_s >= max_s):
             timings.append(self._request())
             elapsed_s = timings[-1].end_s - timings[0].start_s
         self.interference += self._meter.between(before, self._meter.snapshot(), time.perf_counter() - wall_start)
