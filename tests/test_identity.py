@@ -70,3 +70,18 @@ def test_report_over_files_of_different_data_computes_no_speedup_across_them(tmp
     one, two = (Case("m", "onnxruntime", data=DataSource("/d", h, 4)) for h in ("x", "y"))
     assert one.group_key != two.group_key
     assert Case("m", "onnxruntime").group_key == Case("m", "openvino", "int8").group_key
+
+
+def test_a_generation_result_is_grouped_by_model_family_and_output_length_as_its_case() -> None:
+    from infermeter.generate.runner import blank_generate_result
+
+    q8, q4, longer = (
+        GenerateCase("tiny-llama:q8_0", "fake", 8, 4),
+        GenerateCase("tiny-llama:q4_k_m", "fake", 8, 4),
+        GenerateCase("tiny-llama:q4_k_m", "fake", 8, 16),
+    )
+    assert q8.group_key == q4.group_key != longer.group_key
+    results = [blank_generate_result(case, "ok") for case in (q8, q4, longer)]
+    assert comparison_group(results[0]) == comparison_group(results[1]) != comparison_group(results[2])
+    # An inference ref may hold a colon (`file.py:factory`): its model is its own group.
+    assert Case("a.py:one", "onnxruntime").group_key != Case("a.py:two", "onnxruntime").group_key

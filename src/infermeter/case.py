@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 SHAPE_MODES = ("static", "dynamic")
@@ -53,6 +54,13 @@ def load_case_id(model: str, backend: str, precision: str, batch: int, scenario:
 def endpoint_case_id(identity: str, concurrency: int, prompt_len: int, gen_len: int) -> str:
     """An OpenAI-compatible endpoint level's id (`load --api openai`); `identity` names endpoint, model and API."""
     return f"openai-c{concurrency}-p{prompt_len}-g{gen_len}-{identity_digest(identity, 8)}"
+
+
+def model_family(model: str) -> str:
+    """A generation model without its GGUF level (`tiny-llama:q4_k_m` -> `tiny-llama`): the levels of one model are
+    compared with each other. A path is its own family. (Not for inference refs: `file.py:factory` names a model.)"""
+    name, sep, level = model.partition(":")
+    return name if sep and name and "/" not in level and not Path(model).exists() else model
 
 
 def comparison_key(

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
-from infermeter.case import comparison_key
+from infermeter.case import comparison_key, model_family
 from infermeter.report.int8 import int8_explanation
 from infermeter.report.tuning import tuning_sentence
-from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
+from infermeter.results.records import GenerationCase, Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.records.int8 import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -131,10 +131,15 @@ def comparison_group(case: CaseResult) -> tuple[object, ...]:
     """The comparison group of a result (`case.comparison_key`, as `Case.group_key` for a case to run): speedups are
     within one, so never across inputs (`--data`, `--input NAME=VALUE`) or machine classes."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
+    model = case.model
+    generation = read_record(case, GenerationCase)
+    if generation is not None:  # a generation case: its GGUF levels compared, as `GenerateCase.group_key` does
+        model = model_family(case.model)
+        shapes += (("generated", (case.batch, generation.gen_len)),)
     data_hash = case.data.content_hash if case.data is not None else None
     values = case.input_values.items()
     return comparison_key(
-        case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, data_hash, values, machine_of(case)
+        model, case.batch, case.shape_mode, shapes, case.threads, case.streams, data_hash, values, machine_of(case)
     )
 
 

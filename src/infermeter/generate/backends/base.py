@@ -11,18 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from infermeter.backends.base import BackendInfo
-from infermeter.case import MeasureSettings, comparison_key, generation_case_id
+from infermeter.case import MeasureSettings, comparison_key, generation_case_id, model_family
 
 OnToken = Callable[[], None]
-
-
-def model_family(model: str) -> str:
-    """`model` without its GGUF level (`tiny-llama:q4_k_m` -> `tiny-llama`); a path is its own family."""
-    name, sep, level = model.partition(":")
-    return name if sep and name and "/" not in level and not Path(model).exists() else model
 
 
 @dataclass(frozen=True)
