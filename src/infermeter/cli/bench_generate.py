@@ -118,19 +118,27 @@ def _label(case: CaseResult) -> str:
 
 
 def print_findings(cases: list[CaseResult]) -> None:
-    """Under the table: each paired speedup of an interleaved group (end-to-end time per request, the baseline's
-    over the case's, per round), then the cases' warnings grouped (interference, too few requests...)."""
+    """Under the table: the paired speedup of each case over its interleaved group's first (end-to-end time per
+    request, per round; GGUF levels are compared across precisions by design, marked), or why there is none
+    (other work disturbed it), then the cases' warnings grouped (interference, too few requests...)."""
     from infermeter.cli.console import print_warnings
+    from infermeter.report.summary import speedups
 
     by_id = {case.id: case for case in cases}
+    found = speedups(cases, allow_mixed_precision=True)
     for case in cases:
-        paired = case.paired
-        if paired is None or paired.baseline_id not in by_id:
+        speedup, paired = found.get(case.id), case.paired
+        if speedup is None or paired is None or paired.baseline_id not in by_id:
             continue
-        ratio = "no difference" if paired.no_difference else f"{paired.ratio:.2f}x"
-        stdout.print(
-            escape(f"{_label(case)}: {ratio} [{paired.ci_low:.2f}–{paired.ci_high:.2f}] against ")
-            + escape(f"{_label(by_id[paired.baseline_id])} (E2E per request, paired over {paired.rounds} rounds)"),
-            soft_wrap=True,
-        )
+        against = f"against {_label(by_id[paired.baseline_id])}"
+        if speedup.ratio is None:
+            text = f"{_label(case)}: no speedup {against}: other work disturbed the timing ({speedup.mark})"
+        else:
+            ratio = "no difference" if paired.no_difference else f"{paired.ratio:.2f}x"
+            mixed = ", different precisions" if speedup.mark == "mixed" else ""
+            text = (
+                f"{_label(case)}: {ratio} [{paired.ci_low:.2f}–{paired.ci_high:.2f}] {against} "
+                f"(E2E per request, paired over {paired.rounds} rounds{mixed})"
+            )
+        stdout.print(escape(text), soft_wrap=True)
     print_warnings([(_label(case), warning) for case in cases for warning in case.warnings])
