@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 SHAPE_MODES = ("static", "dynamic")
@@ -14,6 +16,69 @@ def identity_digest(identity: str, length: int = 12) -> str:
     """The hex digest that ends every case id (inference, generation and load cases alike): `compare` and `--resume`
     pair cases by id, so every kind builds its id's digest here, from a text naming its controlled variables."""
     return hashlib.sha256(identity.encode()).hexdigest()[:length]
+
+
+# Case ids: composed here for every kind of case (inference, generation, load, endpoint levels). `compare` and
+# `--resume` pair cases by id, so a composer's text never changes: results files written before must keep theirs.
+
+
+def inference_case_id(identity: dict[str, object]) -> str:
+    """An inference case's id from its identity (`Case.id`: the controlled variables, later ones only when set)."""
+    digest = identity_digest(json.dumps(identity, sort_keys=True))
+    head = f"{identity['backend']}-{identity['precision']}-b{identity['batch']}-{identity['shape_mode']}"
+    return f"{head}-t{identity['threads']}-{digest}"
+
+
+def generation_case_id(
+    model: str,
+    backend: str,
+    prompt_len: int,
+    gen_len: int,
+    batch: int,
+    threads: int,
+    options: Sequence[tuple[str, str]],
+) -> str:
+    """A generation case's id (`bench --task generate`)."""
+    opts = ",".join(f"{k}={v}" for k, v in options)
+    head = f"{backend}-p{prompt_len}-g{gen_len}-b{batch}-t{threads}" + (f"-{opts}" if opts else "")
+    return f"{head}-{identity_digest(f'{model}|{opts}', 8)}"
+
+
+def load_case_id(model: str, backend: str, precision: str, batch: int, scenario: str, options: dict[str, str]) -> str:
+    """A load run's id (`infermeter load`): one per scenario and its rate or concurrency (in `options`)."""
+    identity = "-".join(f"{k}={v}" for k, v in sorted(options.items()))
+    digest = identity_digest(f"{model}|{backend}|{precision}|{batch}|{identity}")
+    return f"load-{backend}-{precision}-b{batch}-{scenario}-{digest}"
+
+
+def endpoint_case_id(identity: str, concurrency: int, prompt_len: int, gen_len: int) -> str:
+    """An OpenAI-compatible endpoint level's id (`load --api openai`); `identity` names endpoint, model and API."""
+    return f"openai-c{concurrency}-p{prompt_len}-g{gen_len}-{identity_digest(identity, 8)}"
+
+
+def model_family(model: str) -> str:
+    """A generation model without its GGUF level (`tiny-llama:q4_k_m` -> `tiny-llama`): the levels of one model are
+    compared with each other. A path is its own family. (Not for inference refs: `file.py:factory` names a model.)"""
+    name, sep, level = model.partition(":")
+    return name if sep and name and "/" not in level and not Path(model).exists() else model
+
+
+def comparison_key(
+    model: str,
+    batch: int,
+    shape_mode: str,
+    shapes: object,
+    threads: int,
+    streams: int,
+    data_hash: str | None,
+    input_values: Iterable[tuple[str, str]],
+    machine: str | None,
+) -> tuple[object, ...]:
+    """The one definition of a comparison group: cases that differ only in backend, precision or options are
+    compared (and interleaved) against the first of their group, never across inputs (shapes, `--data`,
+    `--input NAME=VALUE`), threads or machines. `Case.group_key` (a case to run) and `report.summary
+    .comparison_group` (a result) both build it here, each from what it holds."""
+    return (model, batch, shape_mode, shapes, threads, streams, data_hash, tuple(sorted(input_values)), machine)
 
 
 @dataclass(frozen=True)
@@ -131,25 +196,28 @@ class Case:
             identity["reshape"] = [[name, list(dims)] for name, dims in self.reshape]
         if self.allocator:
             identity["allocator"] = self.allocator
-        digest = identity_digest(json.dumps(identity, sort_keys=True))
-        return f"{self.backend}-{self.precision}-b{self.batch}-{self.shape_mode}-t{self.threads}-{digest}"
+        return inference_case_id(identity)
 
     @property
     def group_key(self) -> tuple[object, ...]:
         """The comparison group: cases that differ only in backend, precision or options are compared (and
         interleaved) against the first of their group; never across machines."""
-        return (
+        return comparison_key(
             self.model,
             self.batch,
             self.shape_mode,
-            self.input_shapes,
+            (self.input_shapes, self.reshape),
             self.threads,
             self.streams,
-            self.data,
+            self.data.content_hash if self.data is not None else None,
             self.input_values,
             self.machine,
-            self.reshape,
         )
+
+    @property
+    def label(self) -> str:
+        """How a progress display names the case: `model · backend precision bN shape`."""
+        return f"{self.model} · {self.backend} {self.precision} b{self.batch} {self.shape_mode}"
 
     def option(self, key: str, default: str | None = None) -> str | None:
         """The value of backend option `key` (as given with `--option key=value`), or `default`."""

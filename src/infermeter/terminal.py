@@ -28,7 +28,7 @@ from infermeter.report.summary import (
     group_warnings,
     per_shape_rows,
 )
-from infermeter.results.schema import CaseResult
+from infermeter.results.schema import CaseResult, CaseWarning
 
 if TYPE_CHECKING:
     from infermeter.measure.sweep import SweepEvent
@@ -69,12 +69,17 @@ def print_summary(table: SummaryTable, cases: Sequence[CaseResult] = (), console
     if shape_rows:
         title = "dynamic shapes: per-shape latency"
         print_table(SummaryTable(PER_SHAPE_COLUMNS, shape_rows), title=title, console=console)
-    for group in group_warnings(table.warnings):
+    print_warnings(table.warnings, console)
+    for note in table.footnotes:
+        console.print(escape(note), soft_wrap=True)
+
+
+def print_warnings(warnings: Sequence[tuple[str, CaseWarning]], console: Console = stdout) -> None:
+    """(case label, warning) pairs grouped by code: one line naming the cases, one with the remedy."""
+    for group in group_warnings(warnings):
         where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
         console.print(f"[yellow]warning[/] {escape(f'{group.code}: {group.title}: {where}')}", soft_wrap=True)
         console.print(f"  [dim]→ {escape(group.remedy)}[/]", soft_wrap=True)
-    for note in table.footnotes:
-        console.print(escape(note), soft_wrap=True)
 
 
 def render_text(draw: Callable[[Console], None], width: int = TEXT_WIDTH) -> str:
@@ -122,8 +127,7 @@ class ConsoleDisplay:
         task = progress.add_task("starting", total=total)
 
         def on_event(event: SweepEvent) -> None:
-            case = event.case
-            label = f"{case.model} · {case.backend} {case.precision} b{case.batch} {case.shape_mode}"
+            label = event.case.label
             if event.kind in ("done", "skipped"):
                 progress.advance(task)
                 if event.result is not None and event.result.status != "ok":

@@ -47,6 +47,15 @@ def _default_output() -> Path:
     return Path("results") / f"bench-{stamp}.json"
 
 
+def _resumes_generation(resume: Path) -> bool:
+    """True when the results file to resume holds a generation plan (`bench --task generate`): a bare `--resume`
+    replays it whatever --task says."""
+    from infermeter.generate.sweep import TASK, plan_task
+    from infermeter.results.io import read_results
+
+    return plan_task(read_results(resume)) == TASK
+
+
 def _sizes(values: tuple[str, ...], flag: str, points: int = 8) -> tuple[tuple[str, tuple[int, ...]], ...]:
     parsed = [parse_sizes(text, flag, points) for text in values]
     return tuple((name, tuple(sizes)) for name, sizes in parsed)
@@ -250,10 +259,10 @@ def bench(
     With --task generate, MODELS are LLMs (default tiny-llama, built offline; `tiny-llama:q4_k_m`, a .gguf path,
     or a Hugging Face folder) on generation backends (default llama-cpp; also transformers, vllm, tensorrt-llm).
     """
-    if task == "generate":
-        from infermeter.cli.generate import run_bench_generate
+    if task == "generate" or (resume is not None and _resumes_generation(resume)):
+        from infermeter.cli.bench_generate import run_bench_generate
 
-        run_bench_generate(ctx, output or _default_output())
+        run_bench_generate(ctx, output, _default_output())
         return
     from infermeter.cli.generate import GENERATE_ONLY, reject_flags
 

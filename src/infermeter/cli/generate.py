@@ -1,4 +1,5 @@
-"""LLM generation for the shared commands: `bench --task generate` (TTFT/TPOT/tokens/s per backend),
+"""LLM generation for the shared commands: `bench --task generate` (TTFT/TPOT/tokens/s per backend; its flow is in
+`cli.bench_generate`),
 `quantize --format gguf` (llama.cpp levels, `--compare` for size/memory/speed/quality) and `load URL --api openai`
 (streaming benchmark of an OpenAI-compatible server under concurrency). Only flow and printing live here; the
 measuring is in `infermeter.generate`."""
@@ -67,8 +68,11 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
     columns += ["goodput req/s", "peak MB", "load s", "size MB", "ppl", "top-1 agree", "errors"]
     for column in columns:
         table.add_column(column, justify="left" if column in (label, "status", "errors") else "right")
+    several_models = len({result.model for result in results}) > 1
     for result in results:
         row = _generation_row(result, label)
+        if several_models and label == "backend":  # the GGUF levels of a model, or several models
+            row[0] = f"{result.model} · {row[0]}"
         table.add_row(*(escape(cell) for cell in row))
     return table
 
@@ -123,94 +127,8 @@ def _threads(threads: int) -> int:
     return default_threads()
 
 
-# With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
-GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
-GENERATE_PARAMS |= {"no_isolation", "no_roofline", "no_history"}
+# Flags of `bench --task generate` only (`cli.bench_generate`, which runs it).
 GENERATE_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms")
-
-
-def run_bench_generate(ctx: click.Context, output: Path) -> ResultsFile:
-    """`bench --task generate` from bench's parsed parameters: refuse --task infer flags, apply the generation
-    defaults (backend llama-cpp, batch 1, one warm-up request) and run every model × batch × backend case."""
-    from infermeter.cli.common import parse_options, parse_positive_ints, split_values
-
-    params = ctx.params
-    infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
-    reject_flags(ctx, infer_only, "to --task infer, not --task generate")
-    warmup_given = ctx.get_parameter_source("warmup") not in (None, ParameterSource.DEFAULT)
-    return run_generation_cases(
-        split_values(params["models"]),
-        split_values(params["backend"]) or ["llama-cpp"],
-        parse_positive_ints(params["batch"] or ["1"], "--batch"),
-        params["prompt_len"],
-        params["gen_len"],
-        params["requests"],
-        params["warmup"] if warmup_given else 1,
-        params["threads"],
-        parse_options(params["option"]),
-        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
-        params["case_timeout"],
-        output,
-        isolate=not params["no_isolation"],
-    )
-
-
-def run_generation_cases(
-    models: tuple[str, ...] | list[str],
-    backends: list[str],
-    batches: list[int],
-    prompt_len: int,
-    gen_len: int,
-    requests: int,
-    warmup: int,
-    threads: int,
-    options: tuple[tuple[str, str], ...],
-    slo: SLO,
-    timeout: float,
-    output: Path | None,
-    isolate: bool = True,
-) -> ResultsFile:
-    """The whole `--task generate` flow: check, run each case, save after each (when `output`), print the table."""
-    from infermeter.generate.backends import get_generation_backend
-    from infermeter.generate.backends.base import GenerateCase
-    from infermeter.generate.runner import execute_generate_case, run_generate_isolated
-
-    for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
-        require_positive(value, flag)
-    require_positive(warmup, "--warmup", allow_zero=True)
-    from infermeter.backends.options import options_for
-
-    for name in backends:
-        get_generation_backend(name)  # unknown names are a usage error before any case runs
-    # A bad `-O` is a usage error here too, before any case; each case carries its own backend's options only.
-    own_options = {name: options_for(name, options) for name in backends}
-    cases = [
-        GenerateCase(
-            model=model,
-            backend=name,
-            prompt_len=prompt_len,
-            gen_len=gen_len,
-            batch=b,
-            threads=_threads(threads),
-            requests=requests,
-            warmup=warmup,
-            options=own_options[name],
-            timeout_s=timeout,
-        )
-        for model in (models or ("tiny-llama",))
-        for b in batches
-        for name in backends
-    ]
-    results = _results_file()
-    for case in cases:
-        stderr.print(f"[dim]{escape(case.backend)} · {escape(case.model)} · batch {case.batch}…[/dim]")
-        result = run_generate_isolated(case, slo) if isolate else execute_generate_case(case, slo)
-        results.cases.append(result)
-        _save(output, results)
-    stdout.print(generation_table(results.cases, f"generation: prompt {prompt_len}, gen {gen_len} tokens"))
-    if output:
-        stdout.print(f"results: {escape(str(output))}")
-    return results
 
 
 def run_gguf_quantize(

@@ -15,8 +15,8 @@ from infermeter.generate.backends.base import GenerateCase
 from infermeter.generate.gguf_quant import quantized_gguf
 from infermeter.generate.metrics import SLO
 from infermeter.generate.models import TINY, gguf_from_hf, resolve_gguf, resolve_hf_folder, tiny_llama_folder
+from infermeter.generate.plan import run_together
 from infermeter.generate.quality import NextTokenScores, agreement, score_arrays
-from infermeter.generate.runner import run_generate_isolated
 from infermeter.generate.tinyllama import corpus_text
 from infermeter.measure.isolation import call_in_worker
 from infermeter.results.records import GgufQuality, read_record, write_record
@@ -76,15 +76,16 @@ def compare_levels(
     slo: SLO | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Benchmark every variant with `template` (its `model` replaced) and attach size and quality to each result.
+    """Benchmark every variant with `template` (its `model` replaced), all in interleaved rounds, and attach size
+    and quality to each result.
 
     Agreement is against the `f16` variant when it is among `variants`, else against the first one.
     """
     scores: dict[str, NextTokenScores] = {}
     results: list[CaseResult] = []
-    for variant in variants:
-        case = replace(template, model=str(variant.path), backend="llama-cpp")
-        result = run_generate_isolated(case, slo)
+    # The levels are one comparison group: timed in interleaved rounds, paired speedups over the first.
+    timed = run_together([replace(template, model=str(v.path), backend="llama-cpp") for v in variants], slo)
+    for variant, result in zip(variants, timed, strict=True):
         quality = GgufQuality(variant.level, variant.size_mb)
         try:
             scores[variant.level] = score_variant(variant.path, template.threads, template.timeout_s)

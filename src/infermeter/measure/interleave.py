@@ -21,15 +21,15 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
-from infermeter.case import Case
 from infermeter.measure.build import BuildOutcome
-from infermeter.measure.plan import PlanItem
+from infermeter.measure.burstworker import BurstWorker, WorkerEnded
+from infermeter.measure.plan import SweepCase, SweepItem
 from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.measure.stoprule import BurstLog, StopState
-from infermeter.measure.worker import CaseWorker, WorkerEnded, built_artifact, unrunnable_result
 from infermeter.results.schema import CaseResult, PairedSpeedup
 
 # Thread pools spin for a while after their work ends (OpenMP's block time, ONNX Runtime's spinning: about 50 ms
@@ -53,7 +53,9 @@ def _rewarm(log: BurstLog, burst_s: float) -> int:
 # Keep this much memory free beyond the group's workers before loading another (else: sequential, said so).
 MEMORY_MARGIN_MB = 512.0
 
-PhaseFn = Callable[[int, Case, str], None]
+PhaseFn = Callable[[int, SweepCase, str], None]
+# Any kind of plan item (inference `PlanItem`, generation `GenerationItem`): the results come back with their own.
+ItemT = TypeVar("ItemT", bound=SweepItem)
 
 
 @dataclass
@@ -61,9 +63,9 @@ class Arm:
     """One case of a group in flight: its plan item, the case that loaded (after any fallback), its worker."""
 
     index: int
-    item: PlanItem
-    case: Case
-    worker: CaseWorker
+    item: SweepItem
+    case: SweepCase
+    worker: BurstWorker
     log: BurstLog
     skipped: dict[str, str] = field(default_factory=dict)
     ended: CaseResult | None = None  # set when the worker failed or died between bursts
@@ -105,19 +107,19 @@ def attach_paired(results: Sequence[CaseResult]) -> None:
 
 
 def _load(
-    index: int, item: PlanItem, on_phase: PhaseFn, builds: Mapping[str, BuildOutcome]
+    index: int, item: SweepItem, on_phase: PhaseFn, builds: Mapping[str, BuildOutcome]
 ) -> tuple[Arm | None, CaseResult | None, dict[str, str]]:
     """Start the item's chain until one case loads: (arm, None, skipped) or (None, last result, skipped)."""
     skipped: dict[str, str] = {}
     result: CaseResult | None = None
-    for case in item.chain:
-        result = unrunnable_result(item.spec, case, builds.get(case.id))
+    for position, case in enumerate(item.chain):
+        result = item.unrunnable(position, builds.get(case.id))
         if result is None:
 
-            def phase(name: str, c: Case = case) -> None:
+            def phase(name: str, c: SweepCase = case) -> None:
                 on_phase(index, c, name)
 
-            worker = CaseWorker(item.spec, case, phase, built_artifact(builds.get(case.id)))
+            worker = item.worker(position, phase, builds.get(case.id))
             result = worker.wait_ready()
             if result is None:
                 return Arm(index, item, case, worker, BurstLog(case.settings), skipped), None, skipped
@@ -176,16 +178,16 @@ def _speedups_precise(live: list[Arm], target: float) -> bool:
 
 
 def run_group(
-    items: Sequence[PlanItem],
+    items: Sequence[ItemT],
     on_phase: PhaseFn,
     trace: SpeedTrace | None = None,
     builds: Mapping[str, BuildOutcome] | None = None,
-) -> tuple[list[tuple[PlanItem, CaseResult, dict[str, str]]], str | None]:
+) -> tuple[list[tuple[ItemT, CaseResult, dict[str, str]]], str | None]:
     """Load every item's case (from its artifact in `builds`, by case id), time them in interleaved rounds, finish
     them: (item, result, skipped backends) in plan order, and None; or ([], reason) when the workers would not fit
     in memory (nothing measured, all stopped: the caller then runs the group sequentially)."""
     arms: list[Arm] = []
-    done: list[tuple[PlanItem, CaseResult, dict[str, str]]] = []
+    done: list[tuple[ItemT, CaseResult, dict[str, str]]] = []
     try:
         for index, item in enumerate(items):
             if arms and index < len(items) and _memory_short(arms):
@@ -208,7 +210,7 @@ def run_group(
         if not state.stopped_by:
             state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, "max_time")
         result = arm.ended or arm.worker.finish(state, interleaved=True)
-        done.append((arm.item, result, arm.skipped))
+        done.append((items[arm.index], result, arm.skipped))
     done.sort(key=lambda entry: items.index(entry[0]))
     attach_paired([result for _, result, _ in done])
     return done, None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from infermeter.case import Case, MeasureSettings
 from infermeter.models.inputs import resolve_shapes
@@ -11,6 +12,61 @@ from infermeter.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from infermeter.case import DataSource
+    from infermeter.measure.build import BuildOutcome
+    from infermeter.measure.burstworker import BurstWorker
+    from infermeter.results.schema import CaseResult
+
+PhaseCallback = Callable[[str], None]
+
+
+class SweepCase(Protocol):
+    """What a sweep needs of any case it runs (an inference `Case`, a generation `GenerateCase`)."""
+
+    @property
+    def id(self) -> str:
+        """The case id (`infermeter.case`): what `--resume` and `compare` pair by."""
+
+    @property
+    def backend(self) -> str:
+        """The backend's name."""
+
+    @property
+    def settings(self) -> MeasureSettings:
+        """How long and how often it is measured (the stop rule, the interleaved rounds, the case timeout)."""
+
+    @property
+    def group_key(self) -> tuple[object, ...]:
+        """Its comparison group: consecutive plan items of one group are interleaved."""
+
+    @property
+    def label(self) -> str:
+        """How a progress display names it."""
+
+
+class SweepItem(Protocol):
+    """One row of any sweep (`measure.sweep`, `measure.interleave`): a fallback chain of cases and how to run
+    the chain's `index`-th case: `unrunnable` (its result when it cannot start), `worker` (it, loaded in a
+    worker driven in bursts), `run_alone` (it until its own stop rule) and `recorded` (last words on its result)."""
+
+    @property
+    def chain(self) -> Sequence[SweepCase]:
+        """The cases, tried in order until one runs."""
+
+    @property
+    def case(self) -> SweepCase:
+        """The first (preferred) case of the chain."""
+
+    def unrunnable(self, index: int, built: BuildOutcome | None) -> CaseResult | None:
+        """The result of a case that cannot start here, else None."""
+
+    def worker(self, index: int, on_phase: PhaseCallback, built: BuildOutcome | None) -> BurstWorker:
+        """The case in a fresh worker, loading."""
+
+    def run_alone(self, index: int, on_phase: PhaseCallback, built: BuildOutcome | None, isolate: bool) -> CaseResult:
+        """The case run until its stop rule, in a worker of its own (`isolate`) or in this process."""
+
+    def recorded(self, result: CaseResult) -> None:
+        """Complete a result before it is saved (where the case's inputs came from)."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +80,30 @@ class PlanItem:
     def case(self) -> Case:
         """The first (preferred) case of the chain."""
         return self.chain[0]
+
+    def unrunnable(self, index: int, built: BuildOutcome | None) -> CaseResult | None:
+        """The result of a case that cannot start (unavailable here, or its artifact's build failed), else None."""
+        from infermeter.measure.worker import unrunnable_result
+
+        return unrunnable_result(self.spec, self.chain[index], built)
+
+    def worker(self, index: int, on_phase: PhaseCallback, built: BuildOutcome | None) -> BurstWorker:
+        """The case in a fresh worker, loading from its built artifact."""
+        from infermeter.measure.worker import CaseWorker, built_artifact
+
+        return CaseWorker(self.spec, self.chain[index], on_phase, built_artifact(built))
+
+    def run_alone(self, index: int, on_phase: PhaseCallback, built: BuildOutcome | None, isolate: bool) -> CaseResult:
+        """The case until its stop rule (or its soak), isolated or in this process."""
+        from infermeter.measure.worker import run_in_process, run_isolated
+
+        return (run_isolated if isolate else run_in_process)(self.spec, self.chain[index], on_phase, built)
+
+    def recorded(self, result: CaseResult) -> None:
+        """Where the case's inputs came from (`--data`, `--input NAME=VALUE`), with the note on their use."""
+        from infermeter.models.feeds_data import record_inputs
+
+        record_inputs(self.case, result)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ def _model_to_json(spec: ModelSpec) -> dict[str, Any]:
     return entry
 
 
-def _settings_from_json(value: dict[str, Any]) -> MeasureSettings:
+def settings_from_json(value: dict[str, Any]) -> MeasureSettings:
+    """The settings of a stored plan (a setting added later keeps its default)."""
     defaults = MeasureSettings()
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(MeasureSettings):
@@ -172,7 +173,7 @@ def _matrix_from_json(data: dict[str, Any], resolve: Callable[[str], ModelSpec])
         dynamic=_sizes_from_json(data.get("dynamic", [])),
         buckets=_sizes_from_json(data.get("buckets", [])),
         seq_len=None if seq_len is None else int(seq_len),
-        settings=_settings_from_json(data.get("settings", {})),
+        settings=settings_from_json(data.get("settings", {})),
         data=_data_from_json(data.get("data")),
         input_values=tuple((str(k), str(v)) for k, v in data.get("input_values", [])),
         machines=tuple(str(m) for m in data.get("machines", [])),
@@ -194,6 +195,8 @@ def plan_to_dict(plan: StoredPlan) -> dict[str, Any]:
 def plan_from_dict(data: Any, where: Path, resolve: Callable[[str], ModelSpec]) -> StoredPlan:
     """Inverse of plan_to_dict, models resolved with `resolve`; ResultsError naming `where` when the block is
     not a readable plan (edited by hand, truncated, from a newer infermeter)."""
+    if isinstance(data, dict) and data.get("task", "infer") != "infer":
+        raise ResultsError(f"{where} holds the plan of a --task {data['task']} sweep: resume it with `bench --resume`")
     try:
         if not isinstance(data, dict) or not isinstance(data.get("parts"), list) or not data["parts"]:
             raise ValueError("no parts")

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from infermeter.case import Case
 from infermeter.measure.build import BuildOutcome
 from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
-from infermeter.measure.plan import PlanItem
+from infermeter.measure.plan import PlanItem, SweepCase, SweepItem
 from infermeter.measure.speedprobe import SpeedTrace
-from infermeter.measure.worker import run_in_process, run_isolated
-from infermeter.models.feeds_data import record_inputs
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
+
+ItemT = TypeVar("ItemT", bound=SweepItem)
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,14 @@ class SweepEvent:
     kind: str
     index: int
     total: int
-    case: Case
+    case: SweepCase
     phase: str = ""
     result: CaseResult | None = None
 
 
-def comparison_groups(plan: Sequence[PlanItem]) -> list[list[PlanItem]]:
+def comparison_groups(plan: Sequence[ItemT]) -> list[list[ItemT]]:
     """Consecutive plan items of one comparison group (the plan orders backends innermost)."""
-    groups: list[list[PlanItem]] = []
+    groups: list[list[ItemT]] = []
     for item in plan:
         if groups and groups[-1][0].case.group_key == item.case.group_key:
             groups[-1].append(item)
@@ -41,23 +41,24 @@ def comparison_groups(plan: Sequence[PlanItem]) -> list[list[PlanItem]]:
     return groups
 
 
-def _fallback_record(item: PlanItem, result: CaseResult, skipped: dict[str, str]) -> None:
+def _fallback_record(item: SweepItem, result: CaseResult, skipped: dict[str, str]) -> None:
     if len(item.chain) > 1:
         result.extra["fallback"] = {"chain": [c.backend for c in item.chain], "ran": result.backend, "skipped": skipped}
 
 
 def _run_sequential(
-    item: PlanItem,
-    runner: Callable[..., CaseResult],
-    on_phase: Callable[[Case, str], None],
+    item: SweepItem,
+    isolate: bool,
+    on_phase: Callable[[SweepCase, str], None],
     builds: Mapping[str, BuildOutcome],
 ) -> tuple[CaseResult, dict[str, str]]:
     """A fallback chain runs its cases in order until one is `ok`: (that result or the last tried, skipped)."""
     skipped: dict[str, str] = {}
     result: CaseResult | None = None
-    for case in item.chain:
-        result = runner(item.spec, case, lambda name, c=case: on_phase(c, name), builds.get(case.id))
-        if result.ok or case is item.chain[-1]:
+    for index, case in enumerate(item.chain):
+        phase = lambda name, c=case: on_phase(c, name)  # noqa: E731
+        result = item.run_alone(index, phase, builds.get(case.id), isolate)
+        if result.ok or index == len(item.chain) - 1:
             break
         skipped[case.backend] = f"{result.status}: {result.error}"
     assert result is not None
@@ -65,7 +66,7 @@ def _run_sequential(
 
 
 def run_sweep(
-    plan: Sequence[PlanItem],
+    plan: Sequence[SweepItem],
     results: ResultsFile,
     path: Path | None,
     isolate: bool = True,
@@ -85,13 +86,12 @@ def run_sweep(
     artifact the pending cases need before any of them runs (`measure.buildstage`)."""
     emit = on_event or (lambda _event: None)
     done_ids = {c.id for c in results.cases}
-    runner = run_isolated if isolate else run_in_process
     total = len(plan)
     position = {id(item): index for index, item in enumerate(plan)}
 
-    def record(item: PlanItem, result: CaseResult, skipped: dict[str, str], note: str | None = None) -> None:
+    def record(item: SweepItem, result: CaseResult, skipped: dict[str, str], note: str | None = None) -> None:
         _fallback_record(item, result, skipped)
-        record_inputs(item.case, result)
+        item.recorded(result)
         if note:
             result.notes.append(note)
         results.cases.append(result)
@@ -102,12 +102,14 @@ def run_sweep(
 
     pending = [item for item in plan if not any(case.id in done_ids for case in item.chain)]
 
-    def build_phase(item: PlanItem, case: Case, name: str) -> None:
+    def build_phase(item: PlanItem, case: SweepCase, name: str) -> None:
         emit(SweepEvent("phase", position[id(item)], total, case, phase=name))
 
-    builds = run_builds(pending, isolate, build_phase) if build_first else {}
+    # Only inference cases have artifacts to build (a generation backend loads its model itself).
+    buildable = [item for item in pending if isinstance(item, PlanItem)]
+    builds = run_builds(buildable, isolate, build_phase) if build_first and buildable else {}
     for group in comparison_groups(plan):
-        todo = []
+        todo: list[SweepItem] = []
         for item in group:
             if any(case.id in done_ids for case in item.chain):
                 emit(SweepEvent("skipped", position[id(item)], total, item.case))
@@ -118,7 +120,7 @@ def run_sweep(
         # A soak is one long run per case, never interleaved: its memory over time is its own.
         if isolate and len(todo) > 1 and settings is not None and settings.interleave and not settings.soaking:
 
-            def group_phase(index: int, case: Case, name: str, items: list[PlanItem] = todo) -> None:
+            def group_phase(index: int, case: SweepCase, name: str, items: list[SweepItem] = todo) -> None:
                 emit(SweepEvent("phase", position[id(items[index])], total, case, phase=name))
 
             finished, note = run_group(todo, group_phase, trace, builds)
@@ -129,9 +131,9 @@ def run_sweep(
         for item in todo:
             emit(SweepEvent("start", position[id(item)], total, item.case))
 
-            def on_phase(case: Case, name: str, i: int = position[id(item)]) -> None:
+            def on_phase(case: SweepCase, name: str, i: int = position[id(item)]) -> None:
                 emit(SweepEvent("phase", i, total, case, phase=name))
 
-            result, skipped = _run_sequential(item, runner, on_phase, builds)
+            result, skipped = _run_sequential(item, isolate, on_phase, builds)
             record(item, result, skipped, note)
     return results

@@ -15,19 +15,18 @@ from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
 from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.build import BuildFailure
+from infermeter.measure.burstworker import BurstWorker, WorkerEnded, run_worker_until_stopped, serve_bursts
 from infermeter.measure.execute import (
     CaseRunner,
     PhaseCallback,
     blank_result,
     execute_case,
-    record_failure,
     unavailable_reason,
 )
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit, mark_oom
-from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
+from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit
 from infermeter.models.spec import ModelSpec
-from infermeter.results.schema import CaseResult, CaseWarning, case_from_dict, case_to_dict
+from infermeter.results.schema import CaseResult, CaseWarning, case_to_dict
 
 __all__ = [
     "CaseWorker",
@@ -72,24 +71,11 @@ def _child_main(
         if not runner.load():
             conn.send(("result", case_to_dict(runner.result)))
             return
-        conn.send(("ready", None))
-        while True:
-            # Blocked in recv while other cases run: a parked worker takes no CPU.
-            command, argument = conn.recv()
-            if command == "burst":
-                try:
-                    conn.send(("burst", runner.burst(*argument)))
-                except Exception as exc:  # the framework failed mid-run: a failed result, with the reason
-                    runner.close()
-                    record_failure(runner.result, exc)
-                    conn.send(("result", case_to_dict(runner.result)))
-                    return
-            else:
-                state, interleaved = argument
-                result = runner.finish(state, interleaved)
-                result.process_start_s = process_start_s
-                conn.send(("result", case_to_dict(result)))
-                return
+
+        def started(result: CaseResult) -> None:
+            result.process_start_s = process_start_s
+
+        serve_bursts(conn, runner, started)
     except BaseException as exc:  # anything at all: report it rather than die silently
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -121,17 +107,8 @@ def case_limit(case: Case) -> MemoryLimit | None:
     return make_limit(limit_mb, case.id) if limit_mb > 0 else None
 
 
-class WorkerEnded(Exception):
-    """The worker ended before it was asked to finish (failed, crashed, timed out); `result` says how."""
-
-    def __init__(self, result: CaseResult) -> None:
-        super().__init__(result.error)
-        self.result = result
-
-
-class CaseWorker(WorkerProcess):
-    """One case in a fresh worker, driven from here: `wait_ready`, then `burst` as often as the stop rule or the
-    interleaving asks, then `finish`. The whole life is bounded by the case's `case_timeout_s`. Sequential sweeps
+class CaseWorker(BurstWorker):
+    """One inference case in a fresh worker, driven from here (`measure.burstworker.BurstWorker`): sequential sweeps
     and interleaved rounds use it; `artifact` is the case's built artifact (`measure.build`), when it has one."""
 
     def __init__(
@@ -139,61 +116,20 @@ class CaseWorker(WorkerProcess):
     ) -> None:
         self.spec, self.case = spec, case
         payload = artifact.to_dict() if artifact is not None else None
-        self.limit = case_limit(case)
-        environment = allocator_environment(case.allocator)
+        limit = case_limit(case)
+
+        def blank(status: str, error: str) -> CaseResult:
+            return blank_result(spec, case, status, error)
+
         super().__init__(
-            _child_main, (spec, case, payload, self.limit), case.settings.case_timeout_s, on_phase, environment
+            _child_main,
+            (spec, case, payload, limit),
+            case.settings.case_timeout_s,
+            blank,
+            on_phase,
+            allocator_environment(case.allocator),
+            limit,
         )
-
-    def _judged(self, result: CaseResult) -> CaseResult:
-        """A final result, marked `oom` when the case's memory limit stopped it."""
-        if self.limit is not None:
-            mark_oom(result, self.limit, self.peak_seen_mb)
-        return result
-
-    def _next(self) -> tuple[str, Any]:
-        try:
-            return self.receive()
-        except WorkerGone as gone:
-            error = gone.error.replace(f"within {self.timeout_s:g} s", f"within --case-timeout {self.timeout_s:g} s")
-            result = blank_result(self.spec, self.case, gone.status, error)
-            result.duration_s = time.perf_counter() - self.started
-            raise WorkerEnded(self._judged(result)) from None
-
-    def _final(self, kind: str, payload: Any) -> CaseResult:
-        self.join()
-        if kind == "error":
-            result = blank_result(self.spec, self.case, "failed", payload)
-            result.duration_s = time.perf_counter() - self.started
-            return self._judged(result)
-        return self._judged(case_from_dict(payload))
-
-    def wait_ready(self) -> CaseResult | None:
-        """None once the case is loaded and warmed up; else its final result (unavailable, failed...)."""
-        try:
-            kind, payload = self._next()
-        except WorkerEnded as ended:
-            return ended.result
-        return None if kind == "ready" else self._final(kind, payload)
-
-    def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
-        """One timed burst in the worker (see CaseRunner.burst); WorkerEnded when the case failed or the worker
-        died meanwhile."""
-        self.send("burst", (min_s, max_s, min_iterations, rewarm))
-        kind, payload = self._next()
-        if kind != "burst":
-            raise WorkerEnded(self._final(kind, payload))
-        burst: Burst = payload
-        return burst
-
-    def finish(self, state: StopState, interleaved: bool = False) -> CaseResult:
-        """The case's result: statistics over every burst, warnings, parity when asked for (see
-        CaseRunner.finish)."""
-        self.send("finish", (state, interleaved))
-        try:
-            return self._final(*self._next())
-        except WorkerEnded as ended:
-            return ended.result
 
 
 def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> Artifact | BuildFailure:
@@ -239,17 +175,7 @@ def run_isolated(
         from infermeter.measure.soak_run import run_soak
 
         return run_soak(spec, case, on_phase, built_artifact(built))
-    worker = CaseWorker(spec, case, on_phase, built_artifact(built))
-    try:
-        failed = worker.wait_ready()
-        if failed is not None:
-            return failed
-        return worker.finish(run_until_stopped(worker, case.settings))
-    except WorkerEnded as ended:
-        return ended.result
-    except BaseException:
-        worker.kill()
-        raise
+    return run_worker_until_stopped(CaseWorker(spec, case, on_phase, built_artifact(built)), case.settings)
 
 
 def run_in_process(

@@ -9,7 +9,6 @@ same in every feed set; the other inputs are generated as before, or come from t
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -248,9 +247,9 @@ def record_inputs(case: Case, result: CaseResult) -> None:
     """Where a measured case's inputs came from, when not generated, in its result: the data (`data`: ref,
     content hash, samples) with the note on how it was used, and the constants (`input_values`)."""
     if case.data is not None:
-        result.extra["data"] = dataclasses.asdict(case.data)
+        result.data = case.data
         note = data_note(case.data, case.batch, case.settings.input_sets)
         if note:
             result.notes.append(note)
     if case.input_values:
-        result.extra["input_values"] = dict(case.input_values)
+        result.input_values = dict(case.input_values)

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
+from infermeter.case import comparison_key, model_family
 from infermeter.report.int8 import int8_explanation
 from infermeter.report.numbers import format_number
 from infermeter.report.tuning import tuning_sentence
-from infermeter.results.records import Int8Run, NodeRecord, ParityRecord, Roofline, read_record
+from infermeter.results.records import GenerationCase, Int8Run, NodeRecord, ParityRecord, Roofline, read_record
 from infermeter.results.records.int8 import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -128,10 +129,19 @@ def machine_of(case: CaseResult) -> str | None:
 
 
 def comparison_group(case: CaseResult) -> tuple[object, ...]:
-    """The comparison group of a result (as `Case.group_key` for a case to run): speedups are within one, and so
-    within one machine class."""
+    """The comparison group of a result (`case.comparison_key`, as `Case.group_key` for a case to run): speedups are
+    within one, so never across inputs (`--data`, `--input NAME=VALUE`) or machine classes."""
     shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
-    return (case.model, case.batch, case.shape_mode, shapes, case.threads, case.streams, machine_of(case))
+    model = case.model
+    generation = read_record(case, GenerationCase)
+    if generation is not None:  # a generation case: its GGUF levels compared, as `GenerateCase.group_key` does
+        model = model_family(case.model)
+        shapes += (("generated", (case.batch, generation.gen_len)),)
+    data_hash = case.data.content_hash if case.data is not None else None
+    values = case.input_values.items()
+    return comparison_key(
+        model, case.batch, case.shape_mode, shapes, case.threads, case.streams, data_hash, values, machine_of(case)
+    )
 
 
 def format_ms(value: float | None) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.backends.artifact import Artifact
+from infermeter.case import DataSource
 
 SCHEMA_VERSION = 1
 
@@ -158,6 +159,10 @@ class CaseResult:
     target_ci: float | None = None  # the stop rule's target for the P50 interval's half-width (a fraction)
     interference: Interference | None = None
     paired: PairedSpeedup | None = None
+    # Real inputs (`--data`) and constant inputs (`--input NAME=VALUE`): part of the comparison group. Written only
+    # when set, so a file without them reads (and is written) as before.
+    data: DataSource | None = None
+    input_values: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -195,6 +200,9 @@ def case_to_dict(case: CaseResult) -> dict[str, Any]:
             stats[key] = list(stats[key])
     if case.build is not None:
         data["build"] = case.build.to_dict()
+    for name in ("data", "input_values"):
+        if not data[name]:
+            del data[name]
     if case.interference is not None:  # the derived shares too, for readers of the JSON
         data["interference"]["other_share"] = round(case.interference.other_share, 4)
         pressure = case.interference.pressure_share
@@ -223,6 +231,9 @@ def case_from_dict(data: dict[str, Any]) -> CaseResult:
     kwargs["warnings"] = [CaseWarning(**w) for w in kwargs.get("warnings", [])]
     if kwargs.get("build") is not None:
         kwargs["build"] = Artifact.from_dict(kwargs["build"])
+    if kwargs.get("data") is not None:
+        kwargs["data"] = DataSource(**{k: v for k, v in kwargs["data"].items() if k in _known_fields(DataSource)})
+    kwargs["input_values"] = {str(k): str(v) for k, v in (kwargs.get("input_values") or {}).items()}
     for name, record in (("interference", Interference), ("paired", PairedSpeedup)):
         if kwargs.get(name) is not None:
             kwargs[name] = record(**{k: v for k, v in kwargs[name].items() if k in _known_fields(record)})

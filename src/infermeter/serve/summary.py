@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infermeter.case import identity_digest
+from infermeter.case import load_case_id
 from infermeter.results.records import LoadRecord, write_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats
 from infermeter.serve.loadgen import LoadRun
@@ -102,10 +102,8 @@ def case_result(
     if run.concurrency is not None:
         load_options["load.concurrency"] = str(run.concurrency)
     all_options = {**options, **load_options}
-    identity = "-".join(f"{k}={v}" for k, v in sorted(all_options.items()))
-    digest = identity_digest(f"{model}|{backend}|{precision}|{summary.batch}|{identity}")
     result = CaseResult(
-        id=f"load-{backend}-{precision}-b{summary.batch}-{run.scenario}-{digest}",
+        id=load_case_id(model, backend, precision, summary.batch, run.scenario, all_options),
         model=model,
         backend=backend,
         backend_version=backend_version,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infermeter.backends.base import BackendInfo
-from infermeter.case import identity_digest
+from infermeter.case import MeasureSettings, comparison_key, generation_case_id, model_family
 
 OnToken = Callable[[], None]
 
@@ -38,16 +38,57 @@ class GenerateCase:
     options: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 600.0
     seed: int = 0
+    # --min-time, --max-time, --target-ci, --rounds, --no-interleave (not part of the case's identity); None: none
+    # of them, so the case runs exactly `requests` timed requests.
+    measure: MeasureSettings | None = field(default=None, compare=False)
+
+    @property
+    def settings(self) -> MeasureSettings:
+        """How the case is measured, as an inference case is (`measure.stoprule`, `measure.interleave`): at least
+        `requests` timed requests after `warmup` untimed ones, within `timeout_s`; the stop rule's precision target
+        judges each request's end-to-end time, i.e. its output tokens/s (gen_len / E2E)."""
+        if self.measure is None:
+            return MeasureSettings(
+                warmup_iterations=self.warmup,
+                min_iterations=self.requests,
+                min_time_s=0.0,
+                max_time_s=self.timeout_s,
+                case_timeout_s=self.timeout_s,
+                seed=self.seed,
+                target_ci=0.0,
+                rounds=1,
+            )
+        return replace(
+            self.measure,
+            warmup_iterations=self.warmup,
+            min_iterations=self.requests,
+            case_timeout_s=self.timeout_s,
+            seed=self.seed,
+        )
+
+    @property
+    def family(self) -> str:
+        """The model without its GGUF level (`tiny-llama:q4_k_m` -> `tiny-llama`): the levels of one model are
+        compared (and interleaved) with each other."""
+        return model_family(self.model)
+
+    @property
+    def group_key(self) -> tuple[object, ...]:
+        """The comparison group (`infermeter.case.comparison_key`): same model family, prompt, output length, batch
+        and threads; backends and GGUF levels are compared within it."""
+        shapes = (("prompt", (self.batch, self.prompt_len)), ("generated", (self.batch, self.gen_len)))
+        return comparison_key(self.family, self.batch, "static", shapes, self.threads, 1, None, (), None)
+
+    @property
+    def label(self) -> str:
+        """How a progress display names the case."""
+        return f"{self.model} · {self.backend} b{self.batch} prompt {self.prompt_len} gen {self.gen_len}"
 
     @property
     def id(self) -> str:
         """A readable, stable identifier of the controlled variables."""
-        opts = ",".join(f"{k}={v}" for k, v in self.options)
-        return (
-            f"{self.backend}-p{self.prompt_len}-g{self.gen_len}-b{self.batch}-t{self.threads}"
-            + (f"-{opts}" if opts else "")
-            + "-"
-            + identity_digest(f"{self.model}|{opts}", 8)
+        return generation_case_id(
+            self.model, self.backend, self.prompt_len, self.gen_len, self.batch, self.threads, self.options
         )
 
     def option(self, key: str, default: str | None = None) -> str | None:

@@ -1,0 +1,144 @@
+"""`bench --task generate`: a generation sweep from bench's parsed flags, through the one plan and sweep
+(`generate.sweep`): the plan stored in the results file, cases interleaved per comparison group, `--resume`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+from rich.markup import escape
+
+from infermeter.case import MeasureSettings
+from infermeter.cli.common import parse_fraction, require_positive, stderr, stdout
+from infermeter.cli.generate import GENERATE_ONLY, generation_table, given_flags, make_slo, reject_flags
+from infermeter.cli.resume import check_resume_flags, given_plan_flags
+from infermeter.generate.plan import GenerationMatrix
+from infermeter.results.schema import CaseResult
+
+# With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
+GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
+GENERATE_PARAMS |= {"no_isolation", "no_roofline", "no_history", "resume", "seed"}
+GENERATE_PARAMS |= {"min_time", "max_time", "target_ci", "rounds", "no_interleave"}
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def _measure(ctx: click.Context) -> MeasureSettings:
+    """The stop rule and rounds of a generation case. A flag not given keeps the generation default: no --min-time
+    and no --target-ci (exactly --requests timed requests, one per round when interleaved), at most --case-timeout."""
+    params = ctx.params
+    min_time = params["min_time"] if _given(ctx, "min_time") else 0.0
+    max_time = params["max_time"] if _given(ctx, "max_time") else params["case_timeout"]
+    require_positive(min_time, "--min-time", allow_zero=True)
+    require_positive(max_time, "--max-time")
+    require_positive(params["rounds"], "--rounds")
+    return MeasureSettings(
+        min_time_s=min_time,
+        max_time_s=max_time,
+        case_timeout_s=params["case_timeout"],
+        seed=params["seed"],
+        target_ci=parse_fraction(params["target_ci"], "--target-ci") if _given(ctx, "target_ci") else 0.0,
+        rounds=params["rounds"] if _given(ctx, "rounds") else 1,
+        interleave=not params["no_interleave"],
+    )
+
+
+def generation_matrix(ctx: click.Context) -> GenerationMatrix:
+    """bench's flags as a generation matrix (defaults: tiny-llama on llama-cpp, batch 1, one warm-up request);
+    UsageError for a bad value, an unknown backend or a bad `-O`, before anything runs."""
+    from infermeter.backends.options import options_for
+    from infermeter.cli.common import parse_options, parse_positive_ints, split_values
+    from infermeter.generate.backends import get_generation_backend
+    from infermeter.results.env import default_threads
+
+    params = ctx.params
+    for flag in ("prompt_len", "gen_len", "requests"):
+        require_positive(params[flag], f"--{flag.replace('_', '-')}")
+    warmup = params["warmup"] if _given(ctx, "warmup") else 1
+    require_positive(warmup, "--warmup", allow_zero=True)
+    backends = tuple(split_values(params["backend"]) or ["llama-cpp"])
+    options = parse_options(params["option"])
+    for name in backends:
+        get_generation_backend(name)  # unknown names are a usage error before any case runs
+        options_for(name, options)  # so is a bad -O
+    if params["threads"]:
+        require_positive(params["threads"], "--threads")
+    return GenerationMatrix(
+        models=tuple(split_values(params["models"]) or ["tiny-llama"]),
+        backends=backends,
+        batches=tuple(parse_positive_ints(params["batch"] or ["1"], "--batch")),
+        prompt_len=params["prompt_len"],
+        gen_len=params["gen_len"],
+        requests=params["requests"],
+        warmup=warmup,
+        threads=params["threads"] or default_threads(),
+        options=options,
+        timeout_s=params["case_timeout"],
+        seed=params["seed"],
+        measure=_measure(ctx),
+        slo=make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+    )
+
+
+def run_bench_generate(ctx: click.Context, output: Path | None, default_output: Path) -> None:
+    """`bench --task generate` (or `bench --resume FILE` of a generation file): refuse --task infer flags, make
+    the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the table."""
+    from infermeter.cli.console import ConsoleDisplay
+    from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep, run_generation_sweep
+    from infermeter.results.env import collect_environment
+
+    infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
+    reject_flags(ctx, infer_only, "to --task infer, not --task generate")
+    command = ["infermeter", *sys.argv[1:]]
+    resume: Path | None = ctx.params["resume"]
+    if resume is not None:
+        given = [*given_plan_flags(ctx), *given_flags(ctx, GENERATE_ONLY)]
+        check_resume_flags(resume, False, [flag for flag in given if flag != "--task"])
+        sweep = resumed_generation_sweep(resume, output, command)
+        stderr.print(
+            f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True
+        )
+    else:
+        environment = collect_environment()
+        isolate = not ctx.params["no_isolation"]
+        sweep = new_generation_sweep(output or default_output, generation_matrix(ctx), isolate, command, environment)
+    cases = run_generation_sweep(sweep, ConsoleDisplay())
+    matrix = sweep.plan.matrix
+    stdout.print(generation_table(cases, f"generation: prompt {matrix.prompt_len}, gen {matrix.gen_len} tokens"))
+    print_findings(cases)
+    stdout.print(f"results: {escape(str(sweep.path))}")
+
+
+def _label(case: CaseResult) -> str:
+    return f"{case.model} {case.backend} b{case.batch}"
+
+
+def print_findings(cases: list[CaseResult]) -> None:
+    """Under the table: the paired speedup of each case over its interleaved group's first (end-to-end time per
+    request, per round; GGUF levels are compared across precisions by design, marked), or why there is none
+    (other work disturbed it), then the cases' warnings grouped (interference, too few requests...)."""
+    from infermeter.cli.console import print_warnings
+    from infermeter.report.summary import speedups
+
+    by_id = {case.id: case for case in cases}
+    found = speedups(cases, allow_mixed_precision=True)
+    for case in cases:
+        speedup, paired = found.get(case.id), case.paired
+        if speedup is None or paired is None or paired.baseline_id not in by_id:
+            continue
+        against = f"against {_label(by_id[paired.baseline_id])}"
+        if speedup.ratio is None:
+            text = f"{_label(case)}: no speedup {against}: other work disturbed the timing ({speedup.mark})"
+        else:
+            ratio = "no difference" if paired.no_difference else f"{paired.ratio:.2f}x"
+            mixed = ", different precisions" if speedup.mark == "mixed" else ""
+            text = (
+                f"{_label(case)}: {ratio} [{paired.ci_low:.2f}–{paired.ci_high:.2f}] {against} "
+                f"(E2E per request, paired over {paired.rounds} rounds{mixed})"
+            )
+        stdout.print(escape(text), soft_wrap=True)
+    print_warnings([(_label(case), warning) for case in cases for warning in case.warnings])
