@@ -145,8 +145,11 @@ def attach_process_paired(cases: Sequence[CaseResult]) -> None:
     pass), two passes or more; a case short of that keeps the speedup of its rounds."""
     from infermeter.measure.interleave import paired_speedup
 
-    measured = [(case, read_record(case, ProcessRecord)) for case in cases if case.ok and case.rounds_p50_ms]
-    measured = [(case, record) for case, record in measured if record is not None]
+    measured = [
+        (case, record)
+        for case in cases
+        if case.ok and case.rounds_p50_ms and (record := read_record(case, ProcessRecord)) is not None
+    ]
     if len(measured) < 2:
         return
     base, base_record = measured[0]
