@@ -11,7 +11,8 @@ optimize` runs on the same engines, batches and timing settings with `--max-accu
 - the exhaustive best (fastest admissible P50) and optimize's pick;
 - the pick's P50 over the best's as a paired ratio with its 95% interval: both re-measured by one more bench,
   interleaved (per-round ratios; an unpaired Welch interval on the round medians when their shape modes differ);
-- optimize's wall time against the exhaustive search's (the bench runs that measured the space);
+- optimize's wall time against the exhaustive search's (the bench runs that measured the space), each side from
+  an empty cache of its own (`INFERMETER_CACHE_DIR`), so both pay their exports and builds;
 - when the pick is not the best: what optimize's journal says about the best (the step that pruned it and why).
 Targets: the pick within 5% of the best, in at most 20% of the exhaustive time. Compilers (IREE, TVM) and their
 tuning are left out of both sides (`--backends` default: the engines bench runs by default). The real model comes
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -75,12 +77,18 @@ class ModelReport:
     story: str
 
 
-def cli(args: list[str], log: Path) -> float:
-    """Run `infermeter ARGS` (output to `log`); the wall seconds it took. A failing run stops the benchmark."""
+def cli(args: list[str], folder: Path, side: str) -> float:
+    """Run `infermeter ARGS` with `side`'s own cache folder (output to the model folder's log.txt); the wall seconds
+    it took. A failing run stops the benchmark."""
     started = time.monotonic()
+    log = folder / "log.txt"
+    # Each side starts from an empty cache of its own (ONNX export, INT8 graphs, compiled blobs): neither is timed
+    # loading what the other built.
+    environment = {**os.environ, "INFERMETER_CACHE_DIR": str(folder / f"cache-{side}")}
     with log.open("a") as out:
         print("$ infermeter", " ".join(args), file=out, flush=True)
-        done = subprocess.run([sys.executable, "-m", "infermeter", *args], stdout=out, stderr=out, check=False)
+        command = [sys.executable, "-m", "infermeter", *args]
+        done = subprocess.run(command, stdout=out, stderr=out, check=False, env=environment)
     if done.returncode not in (0, 1):  # 1: optimize found no pick, or compare's regression: still readable
         raise SystemExit(f"infermeter {' '.join(args[:2])} failed with exit {done.returncode}; see {log}")
     return time.monotonic() - started
@@ -112,7 +120,7 @@ def exhaustive(ref: str, flags: list[str], configs: list[Config], s: Settings, f
         out = folder / f"exhaustive-{mode}.json"
         args = ["bench", ref, *flags, "-b", backends, "--precision", precisions, "--shape-mode", mode]
         args += ["--batch", batches, "--check-parity", *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
-        spent += cli(args, folder / "log.txt")
+        spent += cli(args, folder, "exhaustive")
         wanted = set(chosen)
         cases += [c for c in json.loads(out.read_text())["cases"] if Config.of(c) in wanted]
     return cases, spent
@@ -123,7 +131,7 @@ def run_optimize(ref: str, flags: list[str], s: Settings, folder: Path) -> tuple
     out = folder / "optimize"
     args = ["optimize", ref, *flags, "-o", str(out), "-b", ",".join(s.backends), *s.timing()]
     args += ["--batch", ",".join(str(b) for b in s.batches), "--max-accuracy-drop", str(s.max_drop)]
-    spent = cli(args, folder / "log.txt")
+    spent = cli(args, folder, "optimize")
     return json.loads((out / "results.json").read_text()), spent
 
 
@@ -147,7 +155,7 @@ def paired_ratio(
     args = ["bench", ref, *flags, "-b", ",".join(dict.fromkeys((best.backend, pick.backend)))]
     args += ["--precision", ",".join(dict.fromkeys((best.precision, pick.precision))), "--shape-mode", modes]
     args += ["--batch", str(pick.batch), *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
-    cli(args, folder / "log.txt")
+    cli(args, folder, "exhaustive")
     found = {Config.of(c): c for c in json.loads(out.read_text())["cases"] if c.get("status") == "ok"}
     a, b = found.get(best), found.get(pick)
     if a is None or b is None:
