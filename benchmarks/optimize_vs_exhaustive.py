@@ -53,6 +53,7 @@ class Settings:
     max_drop: float
     backends: tuple[str, ...]
     batches: tuple[int, ...]
+    budget_minutes: float | None = None  # optimize's --budget-minutes (None: its default)
 
     def timing(self) -> list[str]:
         """The timing flags bench and optimize share."""
@@ -131,6 +132,8 @@ def run_optimize(ref: str, flags: list[str], s: Settings, folder: Path) -> tuple
     out = folder / "optimize"
     args = ["optimize", ref, *flags, "-o", str(out), "-b", ",".join(s.backends), *s.timing()]
     args += ["--batch", ",".join(str(b) for b in s.batches), "--max-accuracy-drop", str(s.max_drop)]
+    if s.budget_minutes is not None:
+        args += ["--budget-minutes", str(s.budget_minutes)]
     spent = cli(args, folder, "optimize")
     return json.loads((out / "results.json").read_text()), spent
 
@@ -244,6 +247,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-time", type=float, default=20.0)
     parser.add_argument("--target-ci", type=float, default=0.01)
     parser.add_argument("--max-accuracy-drop", type=float, default=1.0, help="optimize's budget, points")
+    parser.add_argument("--budget-minutes", type=float, help="optimize's time budget (default: its own, 8 minutes)")
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".corpus", help="corpus wheel cache")
     parser.add_argument("-o", "--output", type=Path, help="keep every file here (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny_cnn on onnxruntime and openvino")
@@ -260,7 +264,7 @@ def main() -> None:
     args = parse_args()
     s = Settings(
         args.min_time, args.max_time, args.target_ci, args.max_accuracy_drop,
-        tuple(args.backends.split(",")), tuple(int(b) for b in args.batch.split(",")),
+        tuple(args.backends.split(",")), tuple(int(b) for b in args.batch.split(",")), args.budget_minutes,
     )  # fmt: skip
     root = args.output or Path(tempfile.mkdtemp(prefix="opt-vs-exh-"))
     started = time.monotonic()
@@ -274,7 +278,9 @@ def main() -> None:
         write_docs(
             f"# optimize against an exhaustive search\n\n`{command}`: {time.monotonic() - started:.0f} s on this "
             f"machine. Engines {', '.join(s.backends)}; batch {args.batch}; both sides timed with "
-            f"{' '.join(s.timing())}; optimize's accuracy budget {s.max_drop:g} points, the exhaustive side's the "
+            f"{' '.join(s.timing())}; optimize's time budget "
+            f"{'its default' if s.budget_minutes is None else f'{s.budget_minutes:g} minutes'}, its accuracy budget "
+            f"{s.max_drop:g} points, the exhaustive side's the "
             "parity check at each precision's tolerance. Method in the script's docstring.\n\n"
             f"{result}\n\n{notes(reports)}\n"
         )
