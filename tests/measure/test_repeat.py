@@ -16,6 +16,7 @@ from crafted_results import make_case, make_results
 from fault_harness import FAST, QUIET
 from infermeter.compare import compare_results
 from infermeter.measure.repeat import merge_process
+from infermeter.report.summary import summary_table
 from infermeter.results.io import read_results
 from infermeter.results.records import ProcessRecord, ProcessRun, read_record, write_record
 from infermeter.results.schema import ResultsFile
@@ -59,6 +60,9 @@ def test_each_case_has_three_processes_and_its_p50_comes_from_them(pair: tuple[P
     slower = results.cases[1]
     assert slower.paired is not None and slower.paired.rounds == 3  # three passes, each a paired ratio
     assert 0.3 < slower.paired.ratio < 0.8  # 20 ms over 40 ms, on a loaded machine
+    footnotes = summary_table(results.cases).footnotes
+    assert any(note.startswith("P50: geometric mean of each case's process medians") for note in footnotes)
+    assert not any("per-round ratios" in note for note in footnotes)  # a speedup shown is over the passes
 
 
 def test_the_processes_ran_round_robin_over_the_plan(pair: tuple[Path, Path]) -> None:

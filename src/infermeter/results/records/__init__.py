@@ -17,7 +17,7 @@ from infermeter.results.records.load import LoadRecord, TunePoint
 from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
-from infermeter.results.records.processes import ProcessRecord, ProcessRun
+from infermeter.results.records.processes import ProcessRecord, ProcessRun, most_processes
 from infermeter.results.records.roofline import Roofline, RooflineError
 from infermeter.results.records.soak import Footprint, SoakRecord
 
@@ -72,6 +72,7 @@ __all__ = [
     "Tolerance",
     "TunePoint",
     "copy_record",
+    "most_processes",
     "read_record",
     "why_int8",
     "write_record",

@@ -4,6 +4,7 @@ as replicates (`measure.repeat`, `compare_stats.process_replicates`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -88,3 +89,11 @@ class ProcessRecord(Record):
         """Inverse of `to_dict`."""
         runs = tuple(ProcessRun(**known_fields(ProcessRun, entry)) for entry in data.get("runs", []))
         return cls(repeat=int(data["repeat"]), runs=runs)
+
+
+def most_processes(cases: Sequence[CaseResult]) -> int:
+    """The most processes that measured any one of `cases` (`bench --repeat`; 0 when none was repeated)."""
+    from infermeter.results.records.base import read_record
+
+    counts = [len(record.ok_runs) for case in cases if (record := read_record(case, ProcessRecord)) is not None]
+    return max(counts, default=0)
