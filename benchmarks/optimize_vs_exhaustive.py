@@ -10,7 +10,8 @@ so that each case is held to its precision's tolerance (the exhaustive side's ac
 optimize` runs on the same engines, batches and timing settings with `--max-accuracy-drop`. Reported:
 - the exhaustive best (fastest admissible P50) and optimize's pick;
 - the pick's P50 over the best's as a paired ratio with its 95% interval: both re-measured by one more bench,
-  interleaved (per-round ratios; an unpaired Welch interval on the round medians when their shape modes differ);
+  interleaved (per-round ratios; when their shape modes differ they cannot share a group, so each runs in 3 fresh
+  processes, `bench --repeat 3`, and Welch's interval on the process medians judges them);
 - optimize's wall time against the exhaustive search's (the bench runs that measured the space), each side from
   an empty cache of its own (`INFERMETER_CACHE_DIR`), so both pay their exports and builds;
 - when the pick is not the best: what optimize's journal says about the best (the step that pruned it and why).
@@ -41,6 +42,7 @@ DOCS = ROOT / "docs" / "optimize-vs-exhaustive.md"
 MODELS = ("resnet18", "minilm", "corpus:nudenet")
 QUICK_MODELS = ("tiny_cnn",)
 QUICK_BACKENDS = ("onnxruntime", "openvino")
+REPEAT = 3  # processes per case when the pick and the best cannot be interleaved (different shape modes)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,9 @@ def pick_of(results: dict[str, Any]) -> dict[str, Any] | None:
 def paired_ratio(
     ref: str, flags: list[str], pick: Config, best: Config, s: Settings, folder: Path
 ) -> tuple[tuple[float, float, float], str]:
-    """The pick's P50 over the best's, both re-measured in one more bench: (ratio, low, high) and how."""
+    """The pick's P50 over the best's, both re-measured in one more bench: (ratio, low, high) and how. One shape
+    mode: one interleaved group, per-round ratios. Two: two groups that cannot be interleaved, so the bench runs
+    each case in REPEAT fresh processes (`--repeat`) and Welch's interval on the process medians judges them."""
     from infermeter.compare_stats import welch_log_ratio
     from infermeter.measure.interleave import paired_speedup
 
@@ -158,18 +162,24 @@ def paired_ratio(
     args = ["bench", ref, *flags, "-b", ",".join(dict.fromkeys((best.backend, pick.backend)))]
     args += ["--precision", ",".join(dict.fromkeys((best.precision, pick.precision))), "--shape-mode", modes]
     args += ["--batch", str(pick.batch), *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
-    cli(args, folder, "exhaustive")
+    paired = best.shape_mode == pick.shape_mode
+    cli(args if paired else [*args, "--repeat", str(REPEAT)], folder, "exhaustive")
     found = {Config.of(c): c for c in json.loads(out.read_text())["cases"] if c.get("status") == "ok"}
     a, b = found.get(best), found.get(pick)
     if a is None or b is None:
         return (math.nan, math.nan, math.nan), "re-measurement failed (see log.txt)"
-    if best.shape_mode == pick.shape_mode:
+    if paired:
         count = min(len(a["rounds_p50_ms"]), len(b["rounds_p50_ms"]))
-        # paired_speedup gives base/case; base = the pick, case = the best: pick P50 over best P50.
-        paired = paired_speedup(b["rounds_p50_ms"][:count], a["rounds_p50_ms"][:count], "")
-        return (1 / paired.ratio, 1 / paired.ci_high, 1 / paired.ci_low), f"paired, {count} interleaved rounds"
-    test = welch_log_ratio(a["rounds_p50_ms"], b["rounds_p50_ms"])
-    return (test.ratio, *test.ci95), "unpaired (different shape modes: Welch on round medians)"
+        # paired_speedup gives the geometric mean of base/case per round; base = the pick, case = the best.
+        ratio = paired_speedup(b["rounds_p50_ms"][:count], a["rounds_p50_ms"][:count], "")
+        return (ratio.ratio, ratio.ci_low, ratio.ci_high), f"paired, {count} interleaved rounds"
+    test = welch_log_ratio(_process_medians(a), _process_medians(b))
+    return (test.ratio, *test.ci95), f"unpaired: different shape modes, Welch on {REPEAT} process medians each"
+
+
+def _process_medians(case: dict[str, Any]) -> list[float]:
+    runs = (case.get("processes") or {}).get("runs", [])
+    return [float(run["p50_ms"]) for run in runs if run.get("status") == "ok" and run.get("p50_ms")]
 
 
 def measure_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
@@ -210,7 +220,8 @@ def table(reports: list[ModelReport]) -> str:
     for r in reports:
         best = f"{r.best.label} ({r.best_p50:.3f} ms)" if r.best and r.best_p50 else "—"
         pick = f"{r.pick.label} ({r.pick_p50:.3f} ms)" if r.pick and r.pick_p50 else "—"
-        ratio = f"{r.ratio[0]:.3f} [{r.ratio[1]:.3f}, {r.ratio[2]:.3f}]" if r.ratio else "—"
+        known = r.ratio is not None and all(math.isfinite(v) for v in r.ratio)
+        ratio = f"{r.ratio[0]:.3f} [{r.ratio[1]:.3f}, {r.ratio[2]:.3f}]" if r.ratio and known else "—"
         share = r.optimize_s / r.exhaustive_s if r.exhaustive_s else math.nan
         within = r.ratio is not None and r.ratio[0] <= 1.05
         met = f"{'✓' if within else '✗'} within 5% · {'✓' if share <= 0.2 else '✗'} ≤ 20% time"
