@@ -150,9 +150,15 @@ def test_bad_repeat_is_a_usage_error(value: str) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_repeat_refused_where_it_cannot_run() -> None:
-    done = run_cli("bench", "tiny_cnn", "-b", "null", "--repeat", "2", "--no-isolation", *QUIET, "-o", "/dev/null")
-    assert done.returncode == 2 and "drop --no-isolation" in done.stderr
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--no-isolation"], "drop --no-isolation"), (["--cold-start"], "--repeat with --cold-start")],
+)
+def test_repeat_refused_where_it_cannot_run(flags: list[str], message: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    done = run_cli("bench", "tiny_cnn", "-b", "null", "--repeat", "2", *flags, *QUIET, "-o", str(out))
+    assert done.returncode == 2 and message in done.stderr
+    assert not out.exists()  # refused before anything was written
 
 
 def test_api_refuses_a_bad_repeat() -> None:

@@ -229,9 +229,8 @@ def check_repeat(sweep: Sweep, on_cluster: bool) -> None:
     """UsageError when the plan repeats its cases (`--repeat`) in a run that cannot: a cold start (its passes are
     already fresh processes), without isolation (no fresh process to repeat in) or on a cluster (whose units run
     each case once)."""
-    from infermeter.measure.repeat import passes_of
-
-    if passes_of(sweep.items) <= 1:
+    # From the matrices, not the items: a cold start's items carry settings of their own.
+    if max(matrix.settings.repeat for matrix in sweep.plan.parts) <= 1:
         return
     if sweep.plan.cold_start:
         raise UsageError("--repeat with --cold-start: a cold start already times fresh processes; drop --repeat")
