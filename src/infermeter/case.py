@@ -104,6 +104,7 @@ class MeasureSettings:
     soak_sample_every: int = 100  # memory sampled every this many requests (and at least every 2 s)
     soak_recycle_after: int = 0  # the soak reloads its session after this many requests (serve --recycle-after)
     memory_limit_mb: float = 0.0  # each case under this much memory (measure.memlimit); 0: no limit
+    repeat: int = 1  # each case in this many fresh processes spread over the run (measure.repeat)
 
     @property
     def soaking(self) -> bool:

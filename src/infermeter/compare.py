@@ -2,8 +2,10 @@
 gate can trust. Pure: no printing.
 
 Method, per paired case and metric (replicate statistics in `infermeter.compare_stats`):
-- replicates: the case's per-round medians (`rounds_p50_ms`, from interleaved rounds), never its raw samples: the
-  samples of one run share that run's machine state and are not independent replicates.
+- replicates: when both files ran the case in several fresh processes (`bench --repeat N`), each process's median;
+  otherwise the case's per-round medians (`rounds_p50_ms`, from interleaved rounds); never its raw samples: the
+  samples of one run share that run's machine state and are not independent replicates. `CaseChange.replication`
+  and the comparison's `method` line say which was used.
 - p50: ratio = geometric mean of the new side's round medians over the base side's; its 95% interval and the
   two-sided p-value come from Welch's t-test on the log round medians.
 - p99 and throughput (batch × 1000 / mean latency): ratio from all samples of each side, judged against the same
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from infermeter.compare_stats import Replicates, noise_floor, replicates_of, welch_log_ratio
+from infermeter.compare_stats import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -50,8 +52,9 @@ ROUNDS_CAVEAT = (
 class CaseChange:
     """One paired case. `ratio` is new/base of the metric; `slowdown` > 1 means the new run is slower whatever the
     metric (for throughput it is base/new). `verdict` is faster, slower, not significant, precision differs or
-    no data. `replication` says what the interval and test rest on: `rounds` (each file's round medians),
-    `paired rounds` (`compare --rerun`: per-round ratios of one interleaved session) or `none` (unreplicated)."""
+    no data. `replication` says what the interval and test rest on: `processes` (each file's per-process medians,
+    `bench --repeat`), `rounds` (each file's round medians), `paired rounds` (`compare --rerun`: per-round ratios
+    of one interleaved session) or `none` (unreplicated)."""
 
     label: str
     base: CaseResult
@@ -118,6 +121,24 @@ class Comparison:
         if any(c.replication == "rounds" for c in self.changes):
             found.append(ROUNDS_CAVEAT)
         return found
+
+    @property
+    def method(self) -> str:
+        """What the intervals and tests rest on, counted over the compared cases (one line for displays)."""
+        names = {
+            "processes": "per-process medians (bench --repeat)",
+            "rounds": "round medians within each run",
+            "paired rounds": "per-round ratios of one interleaved rerun",
+            "none": "nothing (unreplicated)",
+        }
+        counts: dict[str, int] = {}
+        for change in self.changes:
+            if change.ratio is not None:
+                counts[change.replication] = counts.get(change.replication, 0) + 1
+        if not counts:
+            return ""
+        parts = [f"{count} case(s) on {names.get(kind, kind)}" for kind, count in counts.items()]
+        return "replicates: " + "; ".join(parts)
 
 
 def statistic(samples: np.ndarray, metric: str, batch: int) -> float:
@@ -244,7 +265,11 @@ def compare_cases(
     base_value, new_value = statistic(b, metric, base.batch), statistic(n, metric, new.batch)
     if metric == "p99" and min(len(b), len(n)) < MIN_P99_SAMPLES:
         notes.append(f"P99 from fewer than {MIN_P99_SAMPLES} samples: its interval is wide")
-    reps = (replicates_of(base), replicates_of(new))
+    processes = (process_replicates(base), process_replicates(new))
+    if processes[0] is not None and processes[1] is not None:
+        reps = (processes[0], processes[1])  # both files ran --repeat: the processes are the replicates
+    else:
+        reps = (replicates_of(base), replicates_of(new))
     counts = (len(reps[0].medians_ms), len(reps[1].medians_ms))
     draft = CaseChange(label, base, new, paired_by, metric, base_value, new_value, notes=notes, replicates=counts)
     point = new_value / base_value
@@ -256,7 +281,8 @@ def compare_cases(
 def _replicated(
     draft: CaseChange, reps: tuple[Replicates, Replicates], point: float, threshold: float, alpha: float
 ) -> CaseChange:
-    """Welch's test on the two sides' log round medians (centred on the sample ratio for p99 and throughput)."""
+    """Welch's test on the two sides' log replicate medians, per process or per round (centred on the sample ratio
+    for p99 and throughput)."""
     metric = draft.metric
     # The replicates are latencies: throughput's ratio is judged as the latency ratio it implies, then inverted.
     latency_ratio = 1.0 / point if metric == "throughput" else point
@@ -276,7 +302,7 @@ def _replicated(
         significant=significant,
         beyond_threshold=beyond,
         verdict=verdict,
-        replication="rounds",
+        replication=reps[0].kind,
     )
 
 

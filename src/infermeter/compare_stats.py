@@ -4,7 +4,10 @@ A timed iteration is not a replicate: the iterations of one run share that run's
 and memory contention, the neighbours of a VM), so testing raw samples against each other reads any change of
 the machine between two runs as a highly significant change of the code (pseudo-replication; Kalibera & Jones,
 "Rigorous benchmarking in reasonable time", ISMM 2013). The replicates here are the case's per-round medians
-(`CaseResult.rounds_p50_ms`, from interleaved rounds), one number per round.
+(`CaseResult.rounds_p50_ms`, from interleaved rounds), one number per round; or, when both files ran their cases in
+several fresh processes (`bench --repeat N`), each process's median (`process_replicates`): the rounds of one
+process share its state too (memory layout, thread placement, what the engine chose at start-up), so between two
+runs a process-level effect is the noise the test must see.
 
 The test is Welch's t-test (Welch 1947) on the logarithms of the two sides' replicate medians, and the interval
 is the matching Student-t interval on the difference of their means, exponentiated: a 95% interval on the ratio
@@ -28,8 +31,9 @@ CONFIDENCE = 0.95
 
 @dataclass(frozen=True)
 class Replicates:
-    """A case's replicate medians in ms: `kind` is `rounds` (interleaved rounds of one run) or `none` (a single
-    run with no rounds: its P50 alone, which says nothing about the noise between runs)."""
+    """A case's replicate medians in ms: `kind` is `processes` (one per fresh process, `bench --repeat`), `rounds`
+    (interleaved rounds of one run) or `none` (a single run with no rounds: its P50 alone, which says nothing about
+    the noise between runs)."""
 
     kind: str
     medians_ms: tuple[float, ...]
@@ -54,6 +58,16 @@ def replicates_of(case: CaseResult) -> Replicates:
         return Replicates("rounds", tuple(rounds))
     p50 = case.latency_ms.p50 if case.latency_ms is not None else None
     return Replicates("none", (p50,) if p50 else ())
+
+
+def process_replicates(case: CaseResult) -> Replicates | None:
+    """The case's per-process medians (`bench --repeat`) when it has at least two, else None."""
+    from infermeter.results.records import ProcessRecord, read_record
+
+    record = read_record(case, ProcessRecord)
+    if record is None or len(record.medians_ms) < MIN_REPLICATES:
+        return None
+    return Replicates("processes", record.medians_ms)
 
 
 @dataclass(frozen=True)

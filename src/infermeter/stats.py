@@ -98,6 +98,10 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "no quantized variant met the accuracy budget",
         "keep more layers in float (--max-drop), calibrate on more data, or fine-tune (--finetune)",
     ),
+    "process_failed": (
+        "one of the case's --repeat processes did not measure it",
+        "its figures rest on the processes that did; see the case's `processes` runs for how the other ended",
+    ),
     "memory_growth": (
         "resident memory grew steadily through the run",
         "allocator fragmentation under varying shapes: pad inputs into a few --buckets, or cap the shape range",
@@ -186,6 +190,20 @@ def latency_stats(samples_ms: Sequence[float] | np.ndarray, seed: int = 0) -> La
         outliers=count_outliers(values),
         count=len(values),
     )
+
+
+def replicate_p50(medians_ms: Sequence[float], confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+    """The P50 of a case measured in several processes (`bench --repeat`), from each process's median: their
+    geometric mean, and its Student-t interval on the log medians (the processes are the replicates; the samples
+    of one process share its state and would understate the spread). Needs at least two medians."""
+    from scipy.stats import t
+
+    logs = np.log(np.asarray(medians_ms, dtype=np.float64))
+    if len(logs) < 2:
+        raise ValueError("replicate_p50 needs at least two process medians")
+    centre = float(logs.mean())
+    half = float(t.ppf(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
+    return math.exp(centre), (math.exp(centre - half), math.exp(centre + half))
 
 
 def robust_cv(samples: Sequence[float] | np.ndarray) -> float:

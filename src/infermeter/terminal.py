@@ -205,6 +205,8 @@ def print_comparison(comparison: Comparison, console: Console = stdout) -> None:
     console.print(table)
     for warning in comparison.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}", soft_wrap=True)
+    if comparison.method:
+        console.print(escape(comparison.method), soft_wrap=True)
     for remark in comparison.remarks:
         console.print(escape(remark), soft_wrap=True)
     for side, cases in (("only in BASE", comparison.only_base), ("only in NEW", comparison.only_new)):

@@ -34,6 +34,8 @@ from infermeter.results.records import (
     OptimizeStep,
     OutputMetrics,
     ParityRecord,
+    ProcessRecord,
+    ProcessRun,
     QuantizedVariant,
     Record,
     Roofline,
@@ -143,6 +145,9 @@ SAMPLES: dict[type[Record], Record] = {
         ["a note"],
     ),
     Footprint: Footprint(12.5, "/tmp/model.onnx", 55.25, ["onnxruntime"], 0.75, "a reason"),
+    ProcessRecord: ProcessRecord(
+        3, (ProcessRun(0, "ok", 1.5, 2.5, 400, 10, 0.2, 3.0, 120.0, "t", 2.0), ProcessRun(1, "crashed", error="killed"))
+    ),
 }
 
 

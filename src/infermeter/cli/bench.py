@@ -116,6 +116,14 @@ def _sizes(values: tuple[str, ...], flag: str, points: int = 8) -> tuple[tuple[s
     show_default=True,
     help="Interleaved comparisons: at least this many rounds (each case runs once per round, order varied).",
 )
+@click.option(
+    "--repeat",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Run each case in this many fresh processes spread over the run; its P50 interval and `compare` then use "
+    "the processes as replicates (costs N times the measuring time; docs/repeat.md).",
+)
 @click.option("--no-interleave", is_flag=True, help="Time the cases of a comparison one after another, not in rounds.")
 @click.option("--min-time", type=float, default=1.0, show_default=True, help="Minimum seconds of timed loop.")
 @click.option(
@@ -223,6 +231,7 @@ def bench(
     iterations: int,
     target_ci: str,
     rounds: int,
+    repeat: int,
     no_interleave: bool,
     min_time: float,
     max_time: float,
@@ -294,7 +303,7 @@ def bench(
             not no_interleave,
             build_timeout,
         )
-        settings = soak_settings(settings, soak_flags, not no_isolation)
+        settings = soak_settings(replace(settings, repeat=repeat), soak_flags, not no_isolation)
         shapes, values = parse_input_flags(inputs)
         request = BenchRequest(
             models=tuple(split_values(models)),

@@ -87,9 +87,9 @@ def generation_matrix(ctx: click.Context) -> GenerationMatrix:
 def run_bench_generate(ctx: click.Context, output: Path | None, default_output: Path) -> None:
     """`bench --task generate` (or `bench --resume FILE` of a generation file): refuse --task infer flags, make
     the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the table."""
-    from infermeter.terminal import ConsoleDisplay
     from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep, run_generation_sweep
     from infermeter.results.env import collect_environment
+    from infermeter.terminal import ConsoleDisplay
 
     infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
     reject_flags(ctx, infer_only, "to --task infer, not --task generate")
@@ -121,8 +121,8 @@ def print_findings(cases: list[CaseResult]) -> None:
     """Under the table: the paired speedup of each case over its interleaved group's first (end-to-end time per
     request, per round; GGUF levels are compared across precisions by design, marked), or why there is none
     (other work disturbed it), then the cases' warnings grouped (interference, too few requests...)."""
-    from infermeter.terminal import print_warnings
     from infermeter.report.summary import speedups
+    from infermeter.terminal import print_warnings
 
     by_id = {case.id: case for case in cases}
     found = speedups(cases, allow_mixed_precision=True)

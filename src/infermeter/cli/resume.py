@@ -24,7 +24,7 @@ PLAN_PARAMS = (
     "ov_hint",
     "check_parity", "seed", "cold_start", "no_isolation", "machines", "reshape",
     "soak", "soak_minutes", "soak_lengths", "soak_sample_every", "soak_recycle", "memory_limit",
-    "allocator",
+    "allocator", "repeat",
 )  # fmt: skip
 
 

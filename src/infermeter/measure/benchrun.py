@@ -197,6 +197,7 @@ def _run_plan(sweep: Sweep, display: BenchDisplay, on_cluster: bool) -> SpeedTra
     (kept in the results as `machine_speed`); `on_cluster`: on the connected Ray cluster (`cluster.driver`), where
     this machine's speed says nothing about the nodes' and is not probed. An interrupt reaches the display, then
     the caller."""
+    from infermeter.measure.repeat import passes_of
     from infermeter.measure.sweep import run_sweep
 
     results, path, plan = sweep.results, sweep.path, sweep.plan
@@ -204,7 +205,8 @@ def _run_plan(sweep: Sweep, display: BenchDisplay, on_cluster: bool) -> SpeedTra
     if not on_cluster:
         trace.read()
     try:
-        with terminate_as_interrupt(), display.progress(len(sweep.items)) as on_event:
+        # Every plan item is done or skipped once per pass (--repeat N: N passes over the plan).
+        with terminate_as_interrupt(), display.progress(len(sweep.items) * passes_of(sweep.items)) as on_event:
             if on_cluster:
                 from infermeter.cluster.driver import run_on_cluster
 
@@ -223,6 +225,21 @@ def _run_plan(sweep: Sweep, display: BenchDisplay, on_cluster: bool) -> SpeedTra
     return trace
 
 
+def check_repeat(sweep: Sweep, on_cluster: bool) -> None:
+    """UsageError when the plan repeats its cases (`--repeat`) in a run that cannot: a cold start (its passes are
+    already fresh processes), without isolation (no fresh process to repeat in) or on a cluster (whose units run
+    each case once)."""
+    # From the matrices, not the items: a cold start's items carry settings of their own.
+    if max(matrix.settings.repeat for matrix in sweep.plan.parts) <= 1:
+        return
+    if sweep.plan.cold_start:
+        raise UsageError("--repeat with --cold-start: a cold start already times fresh processes; drop --repeat")
+    if not sweep.plan.isolate:
+        raise UsageError("--repeat runs each case in fresh processes; drop --no-isolation")
+    if on_cluster:
+        raise UsageError("--repeat is not supported with --cluster yet; run the repeats locally or drop --repeat")
+
+
 def run_bench(
     sweep: Sweep, display: BenchDisplay, roofline: bool = True, history: bool = True, on_cluster: bool = False
 ) -> BenchRun:
@@ -232,6 +249,7 @@ def run_bench(
     --cluster`), each node making its own exports; no roofline there (each node would need its own ceilings)."""
     results, path = sweep.results, sweep.path
     cold_start = sweep.plan.cold_start
+    check_repeat(sweep, on_cluster)
     _save(path, results)
     if not cold_start and not on_cluster:  # a cold start measures the conversion itself
         prepare_onnx(sweep.todo, display)

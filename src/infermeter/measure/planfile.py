@@ -62,9 +62,12 @@ class StoredPlan:
 
 
 def remaining(items: Sequence[PlanItem], results: ResultsFile) -> list[PlanItem]:
-    """The items of the plan with no result in `results` yet (a fallback chain is done once any of its cases is)."""
-    done = {case.id for case in results.cases}
-    return [item for item in items if not any(case.id in done for case in item.chain)]
+    """The items of the plan with no result in `results` yet (a fallback chain is done once any of its cases is),
+    or with fewer processes than their `--repeat` asks (`measure.repeat`)."""
+    from infermeter.measure.repeat import wants_more
+
+    done = {case.id: case for case in results.cases}
+    return [item for item in items if wants_more(item, done)]
 
 
 def _sizes_to_json(pairs: Sizes) -> list[list[Any]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -11,6 +11,7 @@ from infermeter.measure.build import BuildOutcome
 from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem, SweepCase, SweepItem
+from infermeter.measure.repeat import attach_process_paired, item_for_pass, passes_of, store_result, wants_more
 from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
@@ -82,58 +83,96 @@ def run_sweep(
     A fallback chain keeps the first of its cases that runs, with `extra["fallback"]` saying which backend ran and
     why each earlier one did not. `trace` takes machine-speed probe readings between rounds.
 
+    With `--repeat N` (`measure.repeat`) the plan is passed over N times, each pass running every case once more in
+    a fresh process (a group interleaved again), merged into the case already recorded; a case short of its
+    processes (an interrupted run) gets the missing ones. Every (item, pass) emits one done or skipped event.
+
     With `build_first` (all but a cold start, which measures the build itself), the build stage makes every
     artifact the pending cases need before any of them runs (`measure.buildstage`)."""
-    emit = on_event or (lambda _event: None)
-    done_ids = {c.id for c in results.cases}
-    total = len(plan)
-    position = {id(item): index for index, item in enumerate(plan)}
+    sweeper = _Sweeper(plan, results, path, on_event or (lambda _event: None), trace)
+    pending = [item for item in plan if wants_more(item, sweeper.done)]
 
-    def record(item: SweepItem, result: CaseResult, skipped: dict[str, str], note: str | None = None) -> None:
+    def build_phase(item: PlanItem, case: SweepCase, name: str) -> None:
+        sweeper.emit(SweepEvent("phase", sweeper.position[id(item)], sweeper.total, case, phase=name))
+
+    # Only inference cases have artifacts to build (a generation backend loads its model itself).
+    buildable = [item for item in pending if isinstance(item, PlanItem)]
+    sweeper.builds = run_builds(buildable, isolate, build_phase) if build_first and buildable else {}
+    for index in range(passes_of(plan)):
+        for group in comparison_groups(plan):
+            sweeper.run_group(group, index, isolate)
+    return results
+
+
+@dataclass
+class _Sweeper:
+    """A sweep in progress: the plan's positions, the cases recorded by id, what to tell and where to save."""
+
+    plan: Sequence[SweepItem]
+    results: ResultsFile
+    path: Path | None
+    emit: Callable[[SweepEvent], None]
+    trace: SpeedTrace | None
+    builds: Mapping[str, BuildOutcome] = field(default_factory=dict)
+    position: dict[int, int] = field(init=False)
+    done: dict[str, CaseResult] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.position = {id(item): index for index, item in enumerate(self.plan)}
+        self.done = {case.id: case for case in self.results.cases}
+
+    @property
+    def total(self) -> int:
+        return len(self.plan)
+
+    def save(self) -> None:
+        if self.path is not None:
+            write_results(self.path, self.results)
+
+    def record(
+        self, item: SweepItem, result: CaseResult, skipped: dict[str, str], note: str | None = None
+    ) -> CaseResult:
+        """Store one process's result (merged into its case under --repeat), save, tell; the case as stored."""
         _fallback_record(item, result, skipped)
         item.recorded(result)
         if note:
             result.notes.append(note)
-        results.cases.append(result)
-        done_ids.add(result.id)
-        if path is not None:
-            write_results(path, results)
-        emit(SweepEvent("done", position[id(item)], total, item.case, result=result))
+        stored = store_result(self.results, result, item.case.settings.repeat)
+        self.done[stored.id] = stored
+        self.save()
+        self.emit(SweepEvent("done", self.position[id(item)], self.total, item.case, result=stored))
+        return stored
 
-    pending = [item for item in plan if not any(case.id in done_ids for case in item.chain)]
-
-    def build_phase(item: PlanItem, case: SweepCase, name: str) -> None:
-        emit(SweepEvent("phase", position[id(item)], total, case, phase=name))
-
-    # Only inference cases have artifacts to build (a generation backend loads its model itself).
-    buildable = [item for item in pending if isinstance(item, PlanItem)]
-    builds = run_builds(buildable, isolate, build_phase) if build_first and buildable else {}
-    for group in comparison_groups(plan):
+    def run_group(self, group: list[SweepItem], index: int, isolate: bool) -> None:
+        """Pass `index` over one comparison group: interleaved when it can be, else case by case."""
         todo: list[SweepItem] = []
         for item in group:
-            if any(case.id in done_ids for case in item.chain):
-                emit(SweepEvent("skipped", position[id(item)], total, item.case))
+            wanted = item_for_pass(item, self.done, index)
+            if wanted is None:
+                self.emit(SweepEvent("skipped", self.position[id(item)], self.total, item.case))
             else:
-                todo.append(item)
+                self.position[id(wanted)] = self.position[id(item)]
+                todo.append(wanted)
         note = None
         settings = todo[0].case.settings if todo else None
         # A soak is one long run per case, never interleaved: its memory over time is its own.
         if isolate and len(todo) > 1 and settings is not None and settings.interleave and not settings.soaking:
 
-            def group_phase(index: int, case: SweepCase, name: str, items: list[SweepItem] = todo) -> None:
-                emit(SweepEvent("phase", position[id(items[index])], total, case, phase=name))
+            def group_phase(i: int, case: SweepCase, name: str, items: list[SweepItem] = todo) -> None:
+                self.emit(SweepEvent("phase", self.position[id(items[i])], self.total, case, phase=name))
 
-            finished, note = run_group(todo, group_phase, trace, builds)
-            for item, result, skipped in finished:
-                record(item, result, skipped)
+            finished, note = run_group(todo, group_phase, self.trace, self.builds)
+            stored = [self.record(item, result, skipped) for item, result, skipped in finished]
             if note is None:
-                continue
+                if index > 0:
+                    attach_process_paired(stored)
+                    self.save()
+                return
         for item in todo:
-            emit(SweepEvent("start", position[id(item)], total, item.case))
+            self.emit(SweepEvent("start", self.position[id(item)], self.total, item.case))
 
-            def on_phase(case: SweepCase, name: str, i: int = position[id(item)]) -> None:
-                emit(SweepEvent("phase", i, total, case, phase=name))
+            def on_phase(case: SweepCase, name: str, i: int = self.position[id(item)]) -> None:
+                self.emit(SweepEvent("phase", i, self.total, case, phase=name))
 
-            result, skipped = _run_sequential(item, isolate, on_phase, builds)
-            record(item, result, skipped, note)
-    return results
+            result, skipped = _run_sequential(item, isolate, on_phase, self.builds)
+            self.record(item, result, skipped, note)

