@@ -291,6 +291,7 @@ def roofline(report: MergedReport, labels: Sequence[str]) -> Chart | None:
 
 def report_charts(report: MergedReport) -> list[Chart]:
     """Every chart the data supports, in page order."""
+    from infermeter.report.serving import serving_charts
     from infermeter.report.soak import soak_chart
 
     labels = case_labels(report)
@@ -302,5 +303,6 @@ def report_charts(report: MergedReport) -> list[Chart]:
         memory_and_load(report.cases, labels),
         roofline(report, labels),
         soak_chart(report.cases),
+        *serving_charts(report.cases),
     ]
     return [chart for chart in charts if chart is not None]
