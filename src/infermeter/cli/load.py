@@ -190,6 +190,7 @@ def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
         params["metrics_interval"],
         params["slo_attainment"],
         params["seed"],
+        params["series"],
     )
     run_openai_sweep(endpoint, flags, params["output"])
 
@@ -197,7 +198,7 @@ def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
 OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
 OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms", "ignore_eos", "rates")
-OPENAI_ONLY += ("server_metrics", "metrics_interval", "slo_attainment")
+OPENAI_ONLY += ("server_metrics", "metrics_interval", "slo_attainment", "series")
 
 
 @click.command("load")
@@ -260,6 +261,7 @@ OPENAI_ONLY += ("server_metrics", "metrics_interval", "slo_attainment")
     show_default=True,
     help="--api openai: the SLO holds at a level when this fraction of its requests meet it.",
 )
+@click.option("--series", help="--api openai: the sweep's name in tables and charts (default: the URL).")
 @click.pass_context
 def load(
     ctx: click.Context,
@@ -298,6 +300,7 @@ def load(
     server_metrics: bool,
     metrics_interval: float,
     slo_attainment: float,
+    series: str | None,
 ) -> None:
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
     grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).

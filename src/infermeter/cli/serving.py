@@ -32,6 +32,7 @@ class SweepFlags:
     metrics_interval_s: float
     slo_attainment: float
     seed: int
+    series: str | None = None
 
 
 def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
@@ -95,7 +96,14 @@ def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path
         raise UsageError(f"--slo-attainment {flags.slo_attainment:g} must be a fraction in (0, 1], e.g. 0.9")
     mode, levels = sweep_levels(flags)
     settings = SweepSettings(
-        endpoint, mode, levels, "", flags.slo_attainment, flags.server_metrics, flags.metrics_interval_s, flags.seed
+        endpoint,
+        mode,
+        levels,
+        flags.series or "",
+        flags.slo_attainment,
+        flags.server_metrics,
+        flags.metrics_interval_s,
+        flags.seed,
     )
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
 
