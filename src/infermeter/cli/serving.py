@@ -115,7 +115,10 @@ def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path
 
         level = read_record(result, ServingLevel)
         name = f"{mode} {level.level:g}" if level else mode
-        line = f"[red]{escape(result.error or '')}[/]" if result.status != "ok" else "done"
+        if result.status != "ok":
+            line = f"[red]{escape(result.error or '')}[/]"
+        else:
+            line = f"done; [yellow]{escape(level.failure)}[/]" if level and level.failure else "done"
         stderr.print(f"  {escape(name)}: {line}", soft_wrap=True)
 
     run_sweep(settings, on_level)
