@@ -63,7 +63,9 @@ install-llm: $(LLM_STAMP)
 # llama.cpp's own `llama-server` (continuous batching over -np slots; llama-cpp-python's server does not batch
 # concurrent requests), built from the llama.cpp sources vendored in the llama-cpp-python sdist of the installed
 # version, into build/llama-server/bin (ignored). Portable like the Python binding; niced, so a shared machine
-# keeps working. benchmarks/llm_serving.py finds it there.
+# keeps working. benchmarks/llm_serving.py finds it there. `make llama-server LLAMA_SERVER_NATIVE=ON` builds for
+# this CPU's full ISA (AVX-512, VNNI) instead; the binary then runs on this machine only.
+LLAMA_SERVER_NATIVE ?= OFF
 LLAMA_SERVER_DIR := build/llama-server
 LLAMA_SERVER_BIN := $(LLAMA_SERVER_DIR)/bin/llama-server
 $(LLAMA_SERVER_BIN): $(LLM_STAMP)
@@ -72,7 +74,7 @@ $(LLAMA_SERVER_BIN): $(LLM_STAMP)
 	  "llama_cpp_python==$$($(BIN)/python -c 'import llama_cpp; print(llama_cpp.__version__)')"
 	tar -xzf $(LLAMA_SERVER_DIR)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_SERVER_DIR)/src
 	nice -n 19 cmake -S $(LLAMA_SERVER_DIR)/src/llama_cpp_python-*/vendor/llama.cpp -B $(LLAMA_SERVER_DIR)/cmake \
-	  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+	  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=$(LLAMA_SERVER_NATIVE) -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
 	  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF
 	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} nice -n 19 \
 	  cmake --build $(LLAMA_SERVER_DIR)/cmake --config Release --target llama-server

@@ -133,6 +133,7 @@ def engines(args: argparse.Namespace, model: Path) -> list[Engine]:
             "-t",
             threads,
             "--metrics",
+            "--slots",
             "-a",
             "model",
         ]

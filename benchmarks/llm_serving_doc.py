@@ -27,6 +27,16 @@ def cpu_model() -> str:
     return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs"
 
 
+def server_version(binary: Path) -> str:
+    """`llama-server --version`'s version and build lines."""
+    try:
+        proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(("version", "built"))]
+    return "; ".join(lines) or "unknown"
+
+
 def batching_table(found: list[SweepVerdict]) -> list[str]:
     """Output tokens/s of each engine's 1-sequence against its several-sequence server, level by level."""
     by_series = {v.series: v for v in found if v.mode == "concurrency"}
@@ -89,6 +99,9 @@ def write_doc(
         f"Model: `{model.name}`. Prompts of {args.prompt_len} words, {args.gen_len} output tokens each "
         f"(`--ignore-eos`), SLO TTFT ≤ {args.slo_ttft_ms:g} ms and TPOT ≤ {args.slo_tpot_ms:g} ms, held at a "
         "level when 90% of its requests meet it.",
+        "",
+        f"`llama-server`: {server_version(args.llama_server)}, built by `make llama-server` from the llama.cpp "
+        "sources in the llama-cpp-python sdist, portable (`GGML_NATIVE=OFF`: no AVX-512 kernels).",
         "",
         "How to read it (the definitions are in `infermeter.generate.serving_verdict`):",
         "",
