@@ -96,8 +96,8 @@ def write_doc(
         f"Every figure here comes from `python benchmarks/llm_serving.py {' '.join(argv)}` "
         f"({datetime.now(UTC):%Y-%m-%d}), on {cpu_model()}; **{label}**.",
         "",
-        f"Model: `{model.name}`. Prompts of {args.prompt_len} words, {args.gen_len} output tokens each "
-        f"(`--ignore-eos`), SLO TTFT ≤ {args.slo_ttft_ms:g} ms and TPOT ≤ {args.slo_tpot_ms:g} ms, held at a "
+        f"Model: `{args.model}` (`{model.name}`). Prompts of {args.prompt_len} words, {args.gen_len} output tokens "
+        f"each (`--ignore-eos`), SLO TTFT ≤ {args.slo_ttft_ms:g} ms and TPOT ≤ {args.slo_tpot_ms:g} ms, held at a "
         "level when 90% of its requests meet it.",
         "",
         f"`llama-server`: {server_version(args.llama_server)}, built by `make llama-server` from the llama.cpp "

@@ -62,6 +62,10 @@ class FakeOpenAIServer:
                 elif self.path == "/slots":
                     busy = [{"id": i, "is_processing": i < state[0]} for i in range(outer.slot_count)]
                     self.reply(200, json.dumps(busy).encode(), "application/json")
+                elif self.path == "/v1/models":
+                    self.reply(
+                        200, json.dumps({"data": [{"id": outer.model or "default"}]}).encode(), "application/json"
+                    )
                 else:
                     self.reply(404, b"not found", "text/plain")
 

@@ -197,8 +197,19 @@ def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
 
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
 OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
-OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms", "ignore_eos", "rates")
-OPENAI_ONLY += ("server_metrics", "metrics_interval", "slo_attainment", "series")
+OPENAI_ONLY = (
+    "prompt_len",
+    "gen_len",
+    "requests",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "ignore_eos",
+    "rates",
+    "server_metrics",
+    "metrics_interval",
+    "slo_attainment",
+    "series",
+)
 
 
 @click.command("load")
