@@ -89,7 +89,14 @@ def write_doc(
     """Write the doc from the results files."""
     cases = [case for path in files for case in read_results(path).cases]
     found = verdicts(cases)
-    label = "quiet machine" if args.quiet_machine else "loaded machine: other processes shared the cores"
+    label = (
+        "quiet machine"
+        if args.quiet_machine
+        else (
+            "loaded machine: other processes shared the cores, so these figures show that the measurement runs, "
+            "not what the engine can do; rerun with --quiet-machine on a quiet one"
+        )
+    )
     out = [
         "# LLM serving: continuous batching, the knee and the SLO",
         "",
