@@ -4,6 +4,7 @@ dies mid-sweep, streams nothing, sends a malformed SSE line, or does not know th
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -174,8 +175,9 @@ def test_server_down_mid_sweep_keeps_the_levels_measured(tmp_path: Path) -> None
     assert cases[0]["status"] == "ok" and cases[0]["generate"]["succeeded"] == 4
     for case in cases[1:]:
         assert case["status"] == "failed"
-        assert case["error"].startswith("all 4 requests failed: connect (could not connect to the server)")
-    assert proc.stderr.count("could not connect") == 2  # one line per failed level
+        # Refused, or (when a request raced the shutdown) accepted and then cut: either way one line that says so.
+        assert re.match(r"all 4 requests failed: (connect|stream_dropped) \(", case["error"]), case["error"]
+    assert proc.stderr.count("requests failed:") == 2  # one line per failed level
     assert "no knee up to concurrency 4" in proc.stdout
 
 

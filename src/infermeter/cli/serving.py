@@ -95,6 +95,10 @@ def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path
     if not 0 < flags.slo_attainment <= 1:
         raise UsageError(f"--slo-attainment {flags.slo_attainment:g} must be a fraction in (0, 1], e.g. 0.9")
     mode, levels = sweep_levels(flags)
+    if flags.server_metrics:
+        from infermeter.extras import require_extra
+
+        require_extra("serve", ["prometheus_client"], "--server-metrics (its Prometheus text parser)")
     settings = SweepSettings(
         endpoint,
         mode,
