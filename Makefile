@@ -16,7 +16,7 @@ COMPILERS_STAMP := $(VENV)/.compilers-installed-stamp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm dist benchmark-deps
+.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm llama-server dist benchmark-deps
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,28 @@ $(LLM_STAMP): $(TEST_STAMP)
 	touch $(LLM_STAMP)
 
 install-llm: $(LLM_STAMP)
+
+# llama.cpp's own `llama-server` (continuous batching over -np slots; llama-cpp-python's server does not batch
+# concurrent requests), built from the llama.cpp sources vendored in the llama-cpp-python sdist of the installed
+# version, into build/llama-server/bin (ignored). Portable like the Python binding; niced, so a shared machine
+# keeps working. benchmarks/llm_serving.py finds it there. `make llama-server LLAMA_SERVER_NATIVE=ON` builds for
+# this CPU's full ISA (AVX-512, VNNI) instead; the binary then runs on this machine only.
+LLAMA_SERVER_NATIVE ?= OFF
+LLAMA_SERVER_DIR := build/llama-server
+LLAMA_SERVER_BIN := $(LLAMA_SERVER_DIR)/bin/llama-server
+$(LLAMA_SERVER_BIN): $(LLM_STAMP)
+	mkdir -p $(LLAMA_SERVER_DIR)/src
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(LLAMA_SERVER_DIR)/src \
+	  "llama_cpp_python==$$($(BIN)/python -c 'import llama_cpp; print(llama_cpp.__version__)')"
+	tar -xzf $(LLAMA_SERVER_DIR)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_SERVER_DIR)/src
+	nice -n 19 cmake -S $(LLAMA_SERVER_DIR)/src/llama_cpp_python-*/vendor/llama.cpp -B $(LLAMA_SERVER_DIR)/cmake \
+	  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=$(LLAMA_SERVER_NATIVE) -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+	  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF
+	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} nice -n 19 \
+	  cmake --build $(LLAMA_SERVER_DIR)/cmake --config Release --target llama-server
+	mkdir -p $(LLAMA_SERVER_DIR)/bin && cp $(LLAMA_SERVER_DIR)/cmake/bin/llama-server $(LLAMA_SERVER_BIN)
+
+llama-server: $(LLAMA_SERVER_BIN)
 
 # The generation tests that need llama.cpp (they skip, saying why, under `make test` without the extra).
 test-llm: $(LLM_STAMP)

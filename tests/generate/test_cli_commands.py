@@ -79,7 +79,8 @@ def test_quantize_refuses_flags_of_the_other_format(args: list[str], named: str,
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["--api", "openai", "--qps", "5", "--scenario", "offline"], "--scenario, --qps apply only to --api kserve"),
+        (["--api", "openai", "--qps", "5", "--protocol", "grpc"], "--protocol, --qps apply only to --api kserve"),
+        (["--api", "openai", "--scenario", "offline"], "--api openai takes --scenario sweep only"),
         (["--api", "openai", "-b", "onnxruntime"], "--backend applies only to --api kserve"),
         (["--api", "openai", "--concurrency", "1,x"], "--concurrency 'x' is not an integer"),
         (["--scenario", "offline", "--gen-len", "8"], "--gen-len applies only to --api openai"),

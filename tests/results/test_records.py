@@ -40,6 +40,9 @@ from infermeter.results.records import (
     Record,
     Roofline,
     RooflineError,
+    ServerMetrics,
+    ServerSample,
+    ServingLevel,
     SoakRecord,
     Tolerance,
     TunePoint,
@@ -147,6 +150,13 @@ SAMPLES: dict[type[Record], Record] = {
     Footprint: Footprint(12.5, "/tmp/model.onnx", 55.25, ["onnxruntime"], 0.75, "a reason"),
     ProcessRecord: ProcessRecord(
         3, (ProcessRun(0, "ok", 1.5, 2.5, 400, 10, 0.2, 3.0, 120.0, "t", 2.0), ProcessRun(1, "crashed", error="killed"))
+    ),
+    ServingLevel: ServingLevel("llama-server -np 4", "rate", 2.5, 0.875, 0.9, "3 of 8 requests failed: connect"),
+    ServerMetrics: ServerMetrics(
+        ("http://127.0.0.1:1/metrics",),
+        0.5,
+        (ServerSample(0.25, {"llamacpp:requests_processing": 2.0}), ServerSample(0.75, {})),
+        ("http://127.0.0.1:1/slots: HTTP 404",),
     ),
 }
 

@@ -164,18 +164,23 @@ def _one_int(text: str, flag: str) -> int:
 
 
 def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
-    """`load URL --api openai`: refuse the KServe-only flags, then run the streaming endpoint benchmark."""
-    from infermeter.cli.generate import make_slo, run_openai_load
+    """`load URL --api openai`: refuse the KServe-only flags, then run the serving sweep."""
+    from infermeter.cli.generate import make_slo
+    from infermeter.cli.serving import SweepFlags, endpoint_settings, run_openai_sweep
 
     params = ctx.params
     kserve_only = [p.name for p in ctx.command.params if p.name and p.name not in {*OPENAI_PARAMS, *OPENAI_ONLY}]
     reject_flags(ctx, kserve_only, "to --api kserve, not --api openai")
+    scenario_given = ctx.get_parameter_source("scenario") not in (None, click.core.ParameterSource.DEFAULT)
+    if scenario_given and params["scenario"] != "sweep":
+        raise UsageError(
+            f"--api openai takes --scenario sweep only (1, 2, 4 … --concurrency), not {params['scenario']}"
+        )
     timeout_given = ctx.get_parameter_source("timeout") not in (None, click.core.ParameterSource.DEFAULT)
-    run_openai_load(
+    endpoint = endpoint_settings(
         url,
         params["model_name"],
         chat,
-        params["concurrency"],
         params["prompt_len"],
         params["gen_len"],
         params["requests"],
@@ -184,13 +189,35 @@ def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
         # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
         params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
         make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
-        params["output"],
     )
+    flags = SweepFlags(
+        params["concurrency"],
+        scenario_given,
+        params["rates"],
+        params["server_metrics"],
+        params["metrics_interval"],
+        params["slo_attainment"],
+        params["seed"],
+        params["series"],
+    )
+    run_openai_sweep(endpoint, flags, params["output"])
 
 
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
-OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output"}
-OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms", "ignore_eos")
+OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
+OPENAI_ONLY = (
+    "prompt_len",
+    "gen_len",
+    "requests",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "ignore_eos",
+    "rates",
+    "server_metrics",
+    "metrics_interval",
+    "slo_attainment",
+    "series",
+)
 
 
 @click.command("load")
@@ -241,6 +268,19 @@ OPENAI_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms"
 @click.option("--slo-ttft-ms", type=float, help="--api openai: goodput SLO, time to first token at most this.")
 @click.option("--slo-tpot-ms", type=float, help="--api openai: goodput SLO, time per output token at most this.")
 @click.option("--ignore-eos", is_flag=True, help="--api openai: send ignore_eos (vLLM, llama.cpp) for exact lengths.")
+@click.option("--rates", help="--api openai: a Poisson rate sweep instead, requests/s per level, e.g. 0.5,1,2.")
+@click.option(
+    "--server-metrics", is_flag=True, help="--api openai: read the server's /metrics and /slots while each level runs."
+)
+@click.option("--metrics-interval", type=float, default=0.5, show_default=True, help="--server-metrics: seconds.")
+@click.option(
+    "--slo-attainment",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="--api openai: the SLO holds at a level when this fraction of its requests meet it.",
+)
+@click.option("--series", help="--api openai: the sweep's name in tables and charts (default: the URL).")
 @click.pass_context
 def load(
     ctx: click.Context,
@@ -275,12 +315,18 @@ def load(
     slo_ttft_ms: float | None,
     slo_tpot_ms: float | None,
     ignore_eos: bool,
+    rates: str | None,
+    server_metrics: bool,
+    metrics_interval: float,
+    slo_attainment: float,
+    series: str | None,
 ) -> None:
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
     grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).
 
     With --api openai, TARGET is the URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server): streamed
-    completions at each --concurrency level give TTFT, TPOT, tokens/s, requests/s, goodput under the SLO, errors.
+    completions at each --concurrency level (or each Poisson --rates level) give TTFT, TPOT, tokens/s, requests/s,
+    goodput under the SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md).
 
     Scenarios: server (Poisson arrivals at --qps; latency from each request's scheduled time), single-stream
     (one request in flight), offline (--concurrency requests in flight), sweep (QPS steps up to --qps, or

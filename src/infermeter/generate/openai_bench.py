@@ -13,13 +13,13 @@ of prompt and output tokens is recorded when it reports `usage`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infermeter.case import endpoint_case_id
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO, GenerationSummary, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
@@ -201,10 +201,9 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
     `GenerationSummary` record."""
     summary: GenerationSummary = summarize(timings, settings.slo)
     identity = f"{settings.endpoint()}|{settings.model}|{settings.api}|{settings.prompt_len}|{settings.gen_len}"
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     ok = [t for t in timings if t.ok]
     result = CaseResult(
-        id=f"openai-c{concurrency}-p{settings.prompt_len}-g{settings.gen_len}-{digest}",
+        id=endpoint_case_id(identity, concurrency, settings.prompt_len, settings.gen_len),
         model=settings.model,
         backend="openai-endpoint",
         backend_version=None,

@@ -14,7 +14,7 @@ import numpy as np
 
 from infermeter.report.merged import MergedReport, parity_cell
 from infermeter.report.pareto import pareto_front
-from infermeter.results.records import Roofline, read_record
+from infermeter.results.records import Roofline, ServingLevel, read_record
 from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
@@ -136,7 +136,8 @@ def throughput_vs_batch(report: MergedReport) -> Chart | None:
 
     series: dict[str, list[tuple[int, float]]] = {}
     for case, source in zip(report.cases, report.sources, strict=True):
-        if case.ok and case.throughput is not None:
+        # A serving-sweep level has its own charts (report.serving): its x is the concurrency, not the batch.
+        if case.ok and case.throughput is not None and read_record(case, ServingLevel) is None:
             name = f"{case.backend} {case.precision} {case.shape_mode}"
             if len({c.model for c in report.cases}) > 1:
                 name = f"{case.model} {name}"
@@ -291,6 +292,7 @@ def roofline(report: MergedReport, labels: Sequence[str]) -> Chart | None:
 
 def report_charts(report: MergedReport) -> list[Chart]:
     """Every chart the data supports, in page order."""
+    from infermeter.report.serving import serving_charts
     from infermeter.report.soak import soak_chart
 
     labels = case_labels(report)
@@ -302,5 +304,6 @@ def report_charts(report: MergedReport) -> list[Chart]:
         memory_and_load(report.cases, labels),
         roofline(report, labels),
         soak_chart(report.cases),
+        *serving_charts(report.cases),
     ]
     return [chart for chart in charts if chart is not None]

@@ -105,6 +105,9 @@ def render_markdown(report: MergedReport, allow_mixed_precision: bool = False) -
     if table.footnotes:
         out.append("")
     out += _soak_section(report.cases)
+    from infermeter.report.serving import serving_markdown
+
+    out += serving_markdown(report.cases)
     fastest = fastest_lines(report.cases, allow_mixed_precision)
     if fastest:
         out += [

@@ -1,7 +1,7 @@
 """Typed records a case carries beside its core fields (parity, accuracy, roofline, optimize, generation, load, int8,
-node, soak, footprint, processes), each stored in the case's `extra` in its on-disk form, so files written before these
-records existed read unchanged. Read one with `read_record(case, ParityRecord)`, store one with
-`write_record(case, record)`.
+node, soak, footprint, processes, serving level, server metrics), each stored in the case's `extra` in its on-disk
+form, so files written before these records existed read unchanged. Read one with `read_record(case, ParityRecord)`,
+store one with `write_record(case, record)`.
 
 `CASE_RECORDS` is the registry: every record a case may carry. `tests/results/test_records.py` round-trips each
 through JSON; a new record is added here.
@@ -19,6 +19,7 @@ from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
 from infermeter.results.records.processes import ProcessRecord, ProcessRun, most_processes
 from infermeter.results.records.roofline import Roofline, RooflineError
+from infermeter.results.records.serving import ServerMetrics, ServerSample, ServingLevel
 from infermeter.results.records.soak import Footprint, SoakRecord
 
 CASE_RECORDS: tuple[type[Record], ...] = (
@@ -39,6 +40,8 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     SoakRecord,
     Footprint,
     ProcessRecord,
+    ServingLevel,
+    ServerMetrics,
 )
 
 __all__ = [
@@ -68,6 +71,9 @@ __all__ = [
     "Record",
     "Roofline",
     "RooflineError",
+    "ServerMetrics",
+    "ServerSample",
+    "ServingLevel",
     "SoakRecord",
     "Tolerance",
     "TunePoint",
