@@ -19,6 +19,7 @@ import psutil
 from infermeter.errors import InfermeterError
 from infermeter.generate.backends import get_generation_backend
 from infermeter.generate.backends.base import GenerateCase, GenerationSession
+from infermeter.generate.engine_build import build_warning
 from infermeter.generate.metrics import SLO, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
 from infermeter.measure.execute import now_iso, peak_rss_mb, record_failure
@@ -140,6 +141,11 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
         for w in result.warnings
     ]
     write_record(result, summary)
+    build = getattr(session, "engine_build", None)  # an engine that reads back its build's ISA (llama-cpp)
+    if build is not None:
+        write_record(result, build)
+        warning = build_warning(build)
+        result.warnings += [warning] if warning else []
     requests = GenerationCase(case.prompt_len, case.gen_len, throughput_unit=THROUGHPUT_UNIT, model_size_mb=size_mb)
     write_record(result, requests)
     return result
