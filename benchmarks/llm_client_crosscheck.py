@@ -123,14 +123,15 @@ def run_aiperf(url: str, name: str, level: int, args: argparse.Namespace, folder
     command += ["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0"]
     command += ["--tokenizer", str(args.tokenizer), "--output-artifact-dir", str(out), "--ui-type", "none"]
     command += ["--warmup-request-count", "1", "--no-server-metrics", "--no-gpu-telemetry"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    env.pop("PYTHONPATH", None)
+    # Not HF_HUB_OFFLINE: in offline mode aiperf 0.13 looks a tokenizer up in the hub cache only and refuses a
+    # local folder (HFValidationError); online, a local folder is loaded as it is, with no request made.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
-    found = sorted(out.rglob("profile_export_aiperf.json"))
-    if proc.returncode != 0 or not found:
+    export = out / "profile_export_aiperf.json"  # the profiling phase (phases/ holds warm-up and profiling apart)
+    if proc.returncode != 0 or not export.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise SystemExit(f"aiperf failed ({proc.returncode}): {' | '.join(tail)}")
-    data = json.loads(found[0].read_text())
+    data = json.loads(export.read_text())
     metric = lambda key, stat: float(data[key][stat])  # noqa: E731 - aiperf's JSON: {metric: {stat: value}}
     return Figures(
         CLIENTS[1],

@@ -162,5 +162,6 @@ class VllmCpuBackend(GenerationBackend):
             raise BackendError(f"vLLM's CPU engine did not start: {exc}") from exc
         session.dtype, session.engine_version = ready["dtype"], ready["ready"]
         session.load_phases_s = {"start_engine": time.perf_counter() - start}
-        session.notes = [f"vLLM {ready['ready']} (CPU build) run by {python}"]
+        kernels = ready.get("kernels", "unknown kernels")
+        session.notes = [f"vLLM {ready['ready']} (CPU build, {kernels}) run by {python}"]
         return session

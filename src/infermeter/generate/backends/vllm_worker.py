@@ -51,6 +51,17 @@ def _generate(engine: Any, request: dict[str, Any], calls: int, send: Any) -> li
     return [outputs.get(i, []) for i in ids]
 
 
+def _kernel_library() -> str:
+    """Which of vLLM's x86 kernel libraries it loads here, by its own rule (`CpuPlatform.import_kernels`)."""
+    import torch
+
+    if not torch.cpu._is_avx512_supported():
+        return "vllm._C_AVX2 (AVX2 build)"
+    if not torch.cpu._is_avx512_bf16_supported():
+        return "vllm._C_AVX512 (AVX-512 build)"
+    return "vllm._C (AVX-512 + BF16 build)"
+
+
 def main() -> None:
     """Serve the protocol on stdin / the original stdout."""
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
@@ -66,7 +77,8 @@ def main() -> None:
         return
     import vllm
 
-    send({"ready": vllm.__version__, "dtype": str(engine.model_config.dtype).removeprefix("torch.")})
+    dtype = str(engine.model_config.dtype).removeprefix("torch.")
+    send({"ready": vllm.__version__, "dtype": dtype, "kernels": _kernel_library()})
     calls = 0
     for line in sys.stdin:
         request = json.loads(line)
