@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import socket
 import statistics
 import subprocess
@@ -39,6 +40,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "llm-client-crosscheck.md"
 AIPERF = ROOT / ".venv-crosscheck" / "bin" / "aiperf"
 CLIENTS = ("infermeter load", "aiperf")
+SMOKE_NOTE = """
+**A smoke run (`--quick`: one round of 4 requests) on a machine busy with other work, whose load changed from
+one run to the next: the table shows its shape, not the agreement (a ratio far from 1 here is the machine, not
+the clients; see the concurrency-2 TPOT). Rerun without `--quick` on a quiet machine.**
+"""
 FIGURES = (("ttft_p50_ms", "TTFT P50 ms"), ("tpot_p50_ms", "TPOT P50 ms"), ("output_tokens_per_s", "output tokens/s"))
 
 
@@ -197,7 +203,7 @@ tokens of its own synthetic text), {args.gen_len} output tokens exactly (`ignore
 the two clients interleaved (the order alternates every round). Figures are medians over rounds; ratios are
 `load` / aiperf. Machine: {_cpu()}, {os.cpu_count()} logical CPUs, **{args.machine_note}**; the server and both
 clients share the CPUs.
-
+{SMOKE_NOTE if args.quick else ""}
 Command: `{command}`
 
 {rendered}
@@ -217,6 +223,8 @@ Command: `{command}`
   the tail weigh more, so this figure differs more than the per-request ones.
 - **Prompts**: `load` sends words of the shipped text; aiperf its own synthetic text of the same token count.
   Same length, different tokens: prefill costs the same, but the server's prompt cache never helps either.
+- **Queueing**: llama-cpp-python's server decodes one sequence at a time; at concurrency 2 a request waits for
+  the one ahead of it, and both clients count that wait in its TTFT (not in its TPOT).
 """
     DOCS.write_text(text)
 
@@ -260,7 +268,8 @@ def main() -> None:
     rendered = table(results, args.levels)
     print(rendered)
     if args.write_docs:
-        write_docs(rendered, "python benchmarks/llm_client_crosscheck.py " + " ".join(sys.argv[1:]), args, isl)
+        command = shlex.join(["python", "benchmarks/llm_client_crosscheck.py", *sys.argv[1:]])
+        write_docs(rendered, command, args, isl)
         print(f"wrote {DOCS}")
 
 
