@@ -87,8 +87,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smoke run: one round, 3 requests, 16 tokens")
     parser.add_argument("--machine-note", default="quiet machine")
+    parser.add_argument("--portable-python", type=Path, default=BUILDS["portable"], help="python of the portable build")
     parser.add_argument("--write-docs", action="store_true", help=f"write {DOCS.name}")
     args = parser.parse_args()
+    BUILDS["portable"] = args.portable_python
     if args.quick:
         args.rounds, args.requests, args.gen_len, args.prompt_len = 1, 3, 16, 32
     missing = [f"{name} ({path})" for name, path in BUILDS.items() if not path.is_file()]
