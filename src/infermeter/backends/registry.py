@@ -53,6 +53,7 @@ REGISTRY: tuple[Registered, ...] = (
     Registered("llama-cpp", "generate", "infermeter.generate.backends.llama_cpp:LlamaCppBackend"),
     Registered("transformers", "generate", "infermeter.generate.backends.transformers_gen:TransformersBackend"),
     Registered("vllm", "generate", "infermeter.generate.backends.vllm_gen:VllmBackend"),
+    Registered("vllm-cpu", "generate", "infermeter.generate.backends.vllm_cpu:VllmCpuBackend"),
     Registered("tensorrt-llm", "generate", "infermeter.generate.backends.tensorrt_llm:TensorRTLLMBackend"),
     Registered("fake", "generate", "infermeter.generate.backends.fake:FakeBackend"),
 )

@@ -172,7 +172,11 @@ def run_gguf_quantize(
         quality = read_record(result, GgufQuality)
         stderr.print(f"[dim]{escape(quality.gguf_level if quality else result.model)} measured[/dim]")
 
-    results.cases = compare_levels(variants, template, None, measured)
+    from infermeter.generate.packaged import default_text_for
+
+    text_name = default_text_for(source)
+    stderr.print(f"[dim]perplexity on the {text_name} text[/dim]")
+    results.cases = compare_levels(variants, template, None, measured, text_name)
     _save(results_path, results)
     stdout.print(generation_table(results.cases, f"GGUF levels of {source}", label="level"))
     if results_path:

@@ -1,5 +1,5 @@
 """Produce GGUF quantization levels of one model and compare them: size on disk, memory, load, TTFT,
-tokens/s and quality (perplexity on the shipped text, top-1 agreement with the F16 variant)."""
+tokens/s and quality (perplexity on a packaged text, top-1 agreement with the F16 variant)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from infermeter.generate.backends.base import GenerateCase
 from infermeter.generate.gguf_quant import quantized_gguf
 from infermeter.generate.metrics import SLO
 from infermeter.generate.models import TINY, gguf_from_hf, resolve_gguf, resolve_hf_folder, tiny_llama_folder
+from infermeter.generate.packaged import read_text
 from infermeter.generate.plan import run_together
 from infermeter.generate.quality import NextTokenScores, agreement, score_arrays
-from infermeter.generate.tinyllama import corpus_text
 from infermeter.measure.isolation import call_in_worker
 from infermeter.results.records import GgufQuality, read_record, write_record
 from infermeter.results.schema import CaseResult
@@ -61,9 +61,9 @@ def make_variants(source: str, levels: list[str], out_dir: Path | None = None) -
     return variants
 
 
-def score_variant(path: Path, threads: int, timeout_s: float) -> NextTokenScores:
-    """Perplexity/top-1 scores of one GGUF on the shipped text, in its own worker process."""
-    kind, payload = call_in_worker(score_arrays, (path, corpus_text(), threads), timeout_s)
+def score_variant(path: Path, threads: int, timeout_s: float, text_name: str = "lighthouse") -> NextTokenScores:
+    """Perplexity/top-1 scores of one GGUF on packaged text `text_name`, in its own worker process."""
+    kind, payload = call_in_worker(score_arrays, (path, read_text(text_name), threads), timeout_s)
     if kind != "result":
         raise ModelError(f"scoring {path.name} failed: {payload}")
     nll, top1 = payload
@@ -75,9 +75,10 @@ def compare_levels(
     template: GenerateCase,
     slo: SLO | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
+    text_name: str = "lighthouse",
 ) -> list[CaseResult]:
     """Benchmark every variant with `template` (its `model` replaced), all in interleaved rounds, and attach size
-    and quality to each result.
+    and quality to each result; perplexity is measured on packaged text `text_name` (`generate.packaged.TEXTS`).
 
     Agreement is against the `f16` variant when it is among `variants`, else against the first one.
     """
@@ -86,9 +87,9 @@ def compare_levels(
     # The levels are one comparison group: timed in interleaved rounds, paired speedups over the first.
     timed = run_together([replace(template, model=str(v.path), backend="llama-cpp") for v in variants], slo)
     for variant, result in zip(variants, timed, strict=True):
-        quality = GgufQuality(variant.level, variant.size_mb)
+        quality = GgufQuality(variant.level, variant.size_mb, perplexity_text=text_name)
         try:
-            scores[variant.level] = score_variant(variant.path, template.threads, template.timeout_s)
+            scores[variant.level] = score_variant(variant.path, template.threads, template.timeout_s, text_name)
             quality = replace(quality, perplexity=scores[variant.level].perplexity)
             quality = replace(quality, scored_tokens=len(scores[variant.level].nll))
         except ModelError as exc:

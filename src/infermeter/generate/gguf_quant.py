@@ -1,6 +1,8 @@
 """GGUF quantization levels through llama.cpp's own quantizer (`llama_cpp.llama_model_quantize`).
 
-`f16` and `f32` come from the converter; every other level is quantized from an F32 (or F16) GGUF.
+`f16` and `f32` come from the converter; every other level is quantized from an F32 (or F16) GGUF. A source
+that is itself quantized (a packaged Q4_1 model) is requantized: llama.cpp refuses that unless asked, and every
+level's quality is then bounded by the source's, which the note says.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ FTYPES = {
     "q5_k_m": 17,
     "q6_k": 18,
 }
+UNQUANTIZED = ("f32", "f16", "bf16")
 DEFAULT_LEVELS = ("q4_k_m", "q5_k_m", "q8_0", "f16")
 
 
@@ -46,12 +49,18 @@ def quantize_gguf(source: Path, target: Path, level: str, threads: int = 0) -> s
         from infermeter.generate.backends.llama_cpp import INSTALL_HINT
 
         raise BackendUnavailable(INSTALL_HINT) from exc
+    from infermeter.generate.backends.llama_cpp import gguf_file_type
+
+    source_type = gguf_file_type(source)
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = FTYPES[level]
     params.nthread = threads
+    params.allow_requantize = source_type not in UNQUANTIZED
     code = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
     if code != 0:
         raise ModelError(f"llama.cpp could not quantize {source} to {level} (code {code}); is it a valid GGUF?")
+    if params.allow_requantize:
+        return f"requantized to {level} by llama.cpp from a {source_type} source (quality bounded by the source's)"
     return f"quantized to {level} by llama.cpp"
 
 

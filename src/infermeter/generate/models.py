@@ -1,7 +1,8 @@
 """Model references for generation: the built-in `tiny-llama` (built offline, cached), HF folders, GGUF files.
 
 References: `tiny-llama` (HF folder for transformers; F16 GGUF for llama-cpp), `tiny-llama:q4_k_m` (a GGUF
-quantization level of it), a path to a `.gguf` file, or a path to a Hugging Face model folder.
+quantization level of it), a real model shipped in a package (`smollm2-135m`, `smollm2-135m:q8_0`; see
+`generate.packaged`), a path to a `.gguf` file, or a path to a Hugging Face model folder.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infermeter.errors import ModelError
+from infermeter.generate.packaged import is_packaged, packaged_gguf
 from infermeter.generate.tinyllama import TinyLlamaConfig, build_tiny_llama
 from infermeter.models.convert import cache_root, cached_build
 
@@ -73,7 +75,7 @@ def resolve_hf_folder(ref: str) -> Path:
     if ref == TINY:
         return tiny_llama_folder()
     path = Path(ref).expanduser()
-    if path.suffix == ".gguf" or ref.startswith(f"{TINY}:"):
+    if path.suffix == ".gguf" or ref.startswith(f"{TINY}:") or is_packaged(ref):
         raise ModelError(f"{ref} is a GGUF model; the transformers/vllm backends need a Hugging Face folder")
     if not (path / "config.json").is_file():
         raise ModelError(f"{ref} is not a Hugging Face model folder (no config.json there)")
@@ -81,16 +83,24 @@ def resolve_hf_folder(ref: str) -> Path:
 
 
 def resolve_gguf(ref: str) -> Path:
-    """The GGUF file for `ref`: `tiny-llama` (F16), `tiny-llama:LEVEL`, or a `.gguf` path; ModelError otherwise."""
+    """The GGUF file for `ref`: `tiny-llama` (F16), `tiny-llama:LEVEL`, a packaged model (`smollm2-135m`, its
+    `:LEVEL` requantized from the shipped file), or a `.gguf` path; ModelError otherwise."""
     if ref == TINY:
         return gguf_from_hf(tiny_llama_folder(), "f16")
     if ref.startswith(f"{TINY}:"):
         from infermeter.generate.gguf_quant import quantized_gguf
 
         return quantized_gguf(gguf_from_hf(tiny_llama_folder(), "f32"), ref.split(":", 1)[1])
+    if is_packaged(ref):
+        name, _, level = ref.partition(":")
+        if not level:
+            return packaged_gguf(name)
+        from infermeter.generate.gguf_quant import quantized_gguf
+
+        return quantized_gguf(packaged_gguf(name), level)
     path = Path(ref).expanduser()
     if not path.is_file():
-        raise ModelError(f"GGUF file {ref} does not exist; pass a .gguf path or `tiny-llama`")
+        raise ModelError(f"GGUF file {ref} does not exist; pass a .gguf path, `tiny-llama` or `smollm2-135m`")
     with path.open("rb") as handle:
         if handle.read(4) != b"GGUF":
             raise ModelError(f"{ref} is not a GGUF file (no GGUF magic); convert it with llama.cpp first")

@@ -27,6 +27,7 @@ import psutil
 from infermeter.errors import InfermeterError
 from infermeter.generate.backends import get_generation_backend
 from infermeter.generate.backends.base import GenerateCase, GenerationSession
+from infermeter.generate.engine_build import EngineBuild, build_warning
 from infermeter.generate.metrics import SLO, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
 from infermeter.measure.burstworker import BurstWorker, run_worker_until_stopped, serve_bursts
@@ -125,6 +126,7 @@ class GenerationRunner:
         self.phase = on_phase or (lambda _name: None)
         self.result = blank_generate_result(case, "ok")
         self.session: GenerationSession | None = None
+        self.engine_build: EngineBuild | None = None
         self.prompt: list[int] = []
         self.size_mb: float | None = None
         self.timings: list[RequestTiming] = []  # one per request (a batch's sequences share it), gaps removed
@@ -147,6 +149,8 @@ class GenerationRunner:
             self.phase("loading")
             load_start = time.perf_counter()
             self.session = get_generation_backend(case.backend)().load(case)
+            # An engine that reads back the ISA its build targets (llama-cpp): kept past the session's close.
+            self.engine_build = getattr(self.session, "engine_build", None)
             result.load_s = time.perf_counter() - load_start
             result.load_phases_s = dict(self.session.load_phases_s)
             result.notes = list(self.session.notes)
@@ -222,6 +226,9 @@ class GenerationRunner:
             oversubscription_warning(case.threads, 1, self.interference.cpus),
             max_time_warning(state, case.settings),
         ]
+        if self.engine_build is not None:
+            write_record(result, self.engine_build)
+            found.append(build_warning(self.engine_build))
         result.warnings += [_per_request_wording(w) for w in found if w is not None]
         write_record(result, summary)
         requests = GenerationCase(

@@ -2,7 +2,8 @@
 
 Options: `llama-cpp.n_batch` (prompt batch size, default 512), `llama-cpp.n_gpu_layers` (default 0: CPU),
 `llama-cpp.flash_attn` (on/off). One sequence at a time: the high-level API has no batched decoding; for
-concurrent requests, benchmark llama.cpp's server with `infermeter load URL --api openai`.
+concurrent requests, benchmark llama.cpp's server with `infermeter load URL --api openai`. Each session reads
+back the ISA the loaded llama.cpp was built for (`generate.engine_build`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from infermeter.backends.options import Integer, Switch
 from infermeter.errors import ModelError
 from infermeter.generate.backends.base import GenerateCase, GenerationBackend, GenerationSession, OnToken
+from infermeter.generate.engine_build import EngineBuild, llama_cpp_build
 
 N_BATCH = Integer(key="llama-cpp.n_batch", default=512, minimum=1, help="prompt batch size (n_batch)")
 N_GPU_LAYERS = Integer(key="llama-cpp.n_gpu_layers", default=0, minimum=-1, help="layers offloaded to a GPU (-1: all)")
@@ -48,6 +50,7 @@ class LlamaCppSession(GenerationSession):
     llm: Any = None
     path: Path | None = None
     file_type: str = "unknown"
+    engine_build: EngineBuild | None = None  # the ISA the loaded llama.cpp was compiled for (the runner records it)
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=False))
@@ -125,4 +128,6 @@ class LlamaCppBackend(GenerationBackend):
         except ValueError as exc:
             raise ModelError(f"llama.cpp could not load {path}: {exc}; is it a valid GGUF file?") from exc
         phases["load_model"] = time.perf_counter() - start
-        return LlamaCppSession(load_phases_s=phases, llm=llm, path=path, file_type=gguf_file_type(path))
+        return LlamaCppSession(
+            load_phases_s=phases, llm=llm, path=path, file_type=gguf_file_type(path), engine_build=llama_cpp_build()
+        )

@@ -126,6 +126,7 @@ class GgufQuality(Record):
     scored_tokens: int | None = None
     top1_agreement: float | None = None
     agreement_reference: str | None = None
+    perplexity_text: str | None = None  # the packaged text scored (`generate.packaged.TEXTS`)
 
     def to_dict(self) -> dict[str, Any]:
         """The case fields that are set."""
