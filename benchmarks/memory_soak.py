@@ -4,8 +4,8 @@ engine, and which setting stops it?
 Each part below is one `infermeter bench --soak N` run (every case in a worker process of its own, fed the same
 seeded stream of lengths 8..512: warm-up, exploration until every length is seen, then a replay of the same
 sequence; the growth slope is fitted over the replay). Parts: the three engines with free lengths; the same with
-lengths padded into buckets 128/256/512; narrow bounds (lengths 8..128); malloc variants (jemalloc, tcmalloc
-preloaded, MALLOC_ARENA_MAX=2; the libraries come from Debian's libjemalloc2 and libtcmalloc-minimal4); ONNX Runtime's
+lengths padded into buckets 128/256/512; narrow bounds (lengths 8..128); malloc variants for torch and ONNX
+Runtime's shrinking arena (jemalloc preloaded, MALLOC_ARENA_MAX=2; jemalloc from Debian's libjemalloc2); ONNX Runtime's
 arena settings and OpenVINO's shape-cache capacity; recycling the session every 1,000 requests.
 
 Usage:

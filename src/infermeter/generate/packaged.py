@@ -147,10 +147,8 @@ def text_path(name: str) -> Path:
 
 def read_text(name: str) -> str:
     """Packaged text `name`, from its start marker on (the whole file when the marker is empty)."""
-    text = TEXTS.get(name)
-    if text is None:
-        raise ModelError(f"unknown text {name!r}; known: {', '.join(TEXTS)}")
-    content = text_path(name).read_text(encoding="utf-8", errors="replace")
+    content = text_path(name).read_text(encoding="utf-8", errors="replace")  # ModelError for an unknown name
+    text = TEXTS[name]
     begin = content.find(text.start_marker) if text.start_marker else 0
     return content[max(begin, 0) :]
 

@@ -53,10 +53,10 @@ def item_for_pass(item: SweepItem, done: Mapping[str, CaseResult], index: int) -
     record = read_record(recorded, ProcessRecord)
     if record is None or len(record.runs) != index:
         return None  # not repeated (its first process failed), or already has this pass
+    if not isinstance(item, PlanItem):
+        return item  # a generation item: one case, no fallback chain to narrow
     ran = next(case for case in item.chain if case.id == recorded.id)
-    if tuple(item.chain) == (ran,) or not isinstance(item, PlanItem):
-        return item
-    return PlanItem(item.spec, (next(case for case in item.chain if case is ran),))
+    return item if item.chain == (ran,) else PlanItem(item.spec, (ran,))
 
 
 def wants_more(item: SweepItem, done: Mapping[str, CaseResult]) -> bool:
