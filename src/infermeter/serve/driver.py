@@ -19,6 +19,7 @@ from infermeter.serve.summary import LoadSummary, summarize
 if TYPE_CHECKING:
     from infermeter.case import DataSource
 
+
 @dataclass(frozen=True)
 class RunSettings:
     """One load run: its scenario (`server` needs `qps`; `single-stream`; `offline`, a closed loop at
