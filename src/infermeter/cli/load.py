@@ -79,6 +79,7 @@ def _row(summary: LoadSummary) -> list[str]:
 
 
 def print_summaries(summaries: list[LoadSummary], title: str) -> None:
+    """The runs' table (QPS, samples/s, percentiles, errors, VALID/INVALID), then each run's reasons and warnings."""
     table = Table(title=escape(title), header_style="bold", title_justify="left")
     headers = ["run", "target QPS", "QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
     headers += ["errors", "lag P99 ms", "result"]
@@ -295,7 +296,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("--api openai: ")
 @click.pass_context
-def load(ctx: click.Context, served: ServedModel, api: str, **flags: Any) -> None:
+def load(ctx: click.Context, served: ServedModel, api: str, **flags: Any) -> None:  # flags: read by kserve_load
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
     grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).
 
