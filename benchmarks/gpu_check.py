@@ -82,7 +82,7 @@ def _peak_cuda(_workdir: Path) -> tuple[str, str, str]:
 
 
 def _generate(backend: str) -> Callable[[Path], tuple[str, str, str]]:
-    """A generation backend through `infermeter bench --task generate`, when installed."""
+    """A generation backend through `infermeter llm bench`, when installed."""
 
     def run(workdir: Path) -> tuple[str, str, str]:
         from infermeter.generate.backends import get_generation_backend
@@ -92,8 +92,8 @@ def _generate(backend: str) -> Callable[[Path], tuple[str, str, str]]:
         if reason:
             return "skipped", "", reason
         out = workdir / "generate.json"
-        command = [sys.executable, "-m", "infermeter", "bench", GENERATE_MODEL, "--task", "generate", "-b", backend]
-        command += ["--prompt-len", "16", "--gen-len", "8", "--requests", "4", "--no-history", "-o", str(out)]
+        command = [sys.executable, "-m", "infermeter", "llm", "bench", GENERATE_MODEL, "-b", backend]
+        command += ["--prompt-len", "16", "--gen-len", "8", "--requests", "4", "-o", str(out)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if not out.is_file() or not read_results(out).cases:
             return "failed", "", _last_line(done.stderr) or f"exit status {done.returncode}, no results"

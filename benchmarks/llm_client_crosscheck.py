@@ -1,4 +1,4 @@
-"""Cross-check of `infermeter load URL --api openai` against an independent LLM load client: NVIDIA's aiperf.
+"""Cross-check of `infermeter llm load URL` against an independent LLM load client: NVIDIA's aiperf.
 
 Both clients load the same OpenAI-compatible server (llama-cpp-python's server started here on the model's GGUF,
 or any server given with --url), with the same model, prompt and output lengths (exact: `ignore_eos`), greedy
@@ -109,7 +109,7 @@ def prompt_tokens(folder: Path, prompt_len: int) -> int:
 
 def run_ours(url: str, name: str, level: int, args: argparse.Namespace, folder: Path) -> Figures:
     out = folder / f"ours-{level}.json"
-    command = [sys.executable, "-m", "infermeter", "load", url, "--api", "openai", "--model-name", name]
+    command = [sys.executable, "-m", "infermeter", "llm", "load", url, "--model-name", name]
     command += ["--concurrency", str(level), "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len)]
     command += ["--requests", str(args.requests), "--ignore-eos", "-o", str(out)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -193,9 +193,9 @@ def _aiperf_version() -> str:
 
 
 def write_docs(rendered: str, command: str, args: argparse.Namespace, isl: int) -> None:
-    text = f"""# `load --api openai` cross-checked against aiperf
+    text = f"""# `llm load` cross-checked against aiperf
 
-`infermeter load URL --api openai` is checked here against NVIDIA's aiperf ({_aiperf_version()}, an independent
+`infermeter llm load URL` is checked here against NVIDIA's aiperf ({_aiperf_version()}, an independent
 LLM load client, in its own venv: `make install-crosscheck`) on the same server: {args.server_label}, model
 `{args.model}`, prompts of {args.prompt_len} words for `load` (about {isl} tokens; aiperf was asked for {isl}
 tokens of its own synthetic text), {args.gen_len} output tokens exactly (`ignore_eos`), greedy, streaming

@@ -1,7 +1,7 @@
 """LLM generation figures on the tiny offline Llama: GGUF levels (size, memory, TTFT, TPOT, tokens/s, quality),
 llama.cpp vs transformers, and llama.cpp's OpenAI-compatible server under concurrency 1, 4, 16.
 
-Runs the real CLI (`infermeter quantize --format gguf --compare`, `bench --task generate`, `load --api openai`)
+Runs the real CLI (`infermeter llm quantize --compare`, `llm bench`, `llm load`)
 and prints its tables; the results files land in the output folder. Needs the `llm` extra (`make install-llm`).
 Take the figures on a quiet machine: other processes on the same cores change every number here.
 
@@ -44,9 +44,9 @@ def main() -> None:
     common = ["--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "--requests", str(args.requests)]
     common += ["--threads", str(args.threads)]
     levels = ["--levels", "q4_k_m,q5_k_m,q8_0,f16"]
-    run("quantize", "tiny-llama", "--format", "gguf", *levels, "--compare", *common,
+    run("llm", "quantize", "tiny-llama", *levels, "--compare", *common,
         "--results", str(args.out / "gguf-levels.json"))  # fmt: skip
-    run("bench", "--task", "generate", "tiny-llama", "-b", "llama-cpp,transformers", *common,
+    run("llm", "bench", "tiny-llama", "-b", "llama-cpp,transformers", *common,
         "-o", str(args.out / "backends.json"))  # fmt: skip
 
     from infermeter.generate.models import resolve_gguf
@@ -67,7 +67,7 @@ def main() -> None:
             except OSError:
                 time.sleep(0.3)
         run(
-            "load", url, "--api", "openai", "--model-name", "tiny", "--concurrency", "1,4,16",
+            "llm", "load", url, "--model-name", "tiny", "--concurrency", "1,4,16",
             "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
             "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "-o", str(args.out / "endpoint.json"),
         )  # fmt: skip

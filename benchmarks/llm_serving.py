@@ -1,4 +1,4 @@
-"""Continuous batching, measured: the serving sweep (`infermeter load --api openai`) on one GGUF model through
+"""Continuous batching, measured: the serving sweep (`infermeter llm load`) on one GGUF model through
 llama.cpp's own `llama-server` with 1 slot (no batching across requests) and with 4 slots (continuous batching),
 and through vLLM's OpenAI server when `--vllm-python` names a Python with vLLM installed.
 
@@ -93,16 +93,16 @@ def sweep_engine(engine: Engine, args: argparse.Namespace, load_flags: list[str]
         failure = wait_ready(url, process, log)
         if failure:
             return [], f"{engine.series}: the server did not start ({failure})"
-        common = [url, "--api", "openai", "--model-name", engine.model_name, "--series", engine.series, *load_flags]
+        common = [url, "--model-name", engine.model_name, "--series", engine.series, *load_flags]
         sweep = args.out / f"{slug}-concurrency.json"
-        infermeter("load", *common, "--scenario", "sweep", "--concurrency", str(args.max_concurrency),
+        infermeter("llm", "load", *common, "--scenario", "sweep", "--concurrency", str(args.max_concurrency),
                    "--server-metrics", "-o", str(sweep))  # fmt: skip
         files = [sweep]
         top = highest_rps(sweep)
         if top:
             rates = ",".join(f"{top * f:.3g}" for f in (RATE_FRACTIONS[1::2] if args.quick else RATE_FRACTIONS))
             rated = args.out / f"{slug}-rate.json"
-            infermeter("load", *common, "--rates", rates, "--server-metrics", "-o", str(rated))
+            infermeter("llm", "load", *common, "--rates", rates, "--server-metrics", "-o", str(rated))
             files.append(rated)
         return files, None
     finally:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.serve.driver import LoadTarget, prepare_target, run_once
+from infermeter.serve.driver import LoadTarget, RunSettings, prepare_target, run_once
 from infermeter.serve.server import spawn_server
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load-crosscheck.md"
@@ -84,7 +84,7 @@ def _figures(tool: str, concurrency: int, latencies_ms: list[float], elapsed_s: 
 
 def run_ours(target: LoadTarget, concurrency: int, duration_s: float) -> Figures:
     """`infermeter load URL --scenario offline --concurrency N` (its driver, with its 0.5 s warm-up)."""
-    run = run_once(target, "offline", duration_s, concurrency=concurrency)
+    run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
     return _figures(TOOLS[0], concurrency, run.latencies_ms, run.elapsed_s, sum(run.errors.values()))
 
 

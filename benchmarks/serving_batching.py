@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from infermeter.serve.driver import prepare_target, run_once
+from infermeter.serve.driver import RunSettings, prepare_target, run_once
 from infermeter.serve.server import spawn_server
 from infermeter.serve.summary import LoadSummary, summarize
 
@@ -43,7 +43,7 @@ def main() -> None:
         server = spawn_server([*common, "--max-batch", str(max_batch), "--max-delay-ms", str(args.max_delay_ms)])
         try:
             target = prepare_target(server.url)
-            run = run_once(target, "offline", args.duration, concurrency=args.concurrency, warmup_s=2.0)
+            run = run_once(target, RunSettings("offline", args.duration, concurrency=args.concurrency, warmup_s=2.0))
             saturated[max_batch] = summarize(run, None)
         finally:
             server.stop()
@@ -60,7 +60,7 @@ def main() -> None:
         server = spawn_server([*common, "--max-batch", str(max_batch), "--max-delay-ms", str(args.max_delay_ms)])
         try:
             target = prepare_target(server.url)
-            run = run_once(target, "server", args.duration, qps=qps, warmup_s=1.0)
+            run = run_once(target, RunSettings("server", args.duration, qps=qps, warmup_s=1.0))
             print(_line(f"max-batch {max_batch}, Poisson {qps:.0f} QPS", summarize(run, None)), flush=True)
         finally:
             server.stop()

@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from serve_helpers import run_cli
 
 from infermeter.results.io import read_results
-from infermeter.serve.driver import prepare_target, run_once
+from infermeter.serve.driver import RunSettings, prepare_target, run_once
 from infermeter.serve.httpclient import ConnectionPool
 from infermeter.serve.loadgen import poisson_schedule, run_async, run_server
 from infermeter.serve.summary import summarize
@@ -35,7 +35,7 @@ def test_poisson_schedule_is_poisson_and_seeded() -> None:
 def test_server_scenario_follows_the_schedule_and_counts_the_known_delay(serve: Any) -> None:
     url = serve(max_batch=1, options=[("null.latency_ms", "20"), *SLEEPY])
     target = prepare_target(url)
-    run = run_once(target, "server", 2.0, qps=20.0, seed=5, warmup_s=0.2)
+    run = run_once(target, RunSettings("server", 2.0, qps=20.0, seed=5, warmup_s=0.2))
     schedule = poisson_schedule(20.0, 2.0, seed=5)
     assert run.issued == len(schedule) == run.ok
     np.testing.assert_allclose(run.scheduled_s, schedule, atol=1e-6)
@@ -70,13 +70,13 @@ def test_latency_counts_from_the_schedule_not_the_send(serve: Any) -> None:
 def test_closed_loop_and_errors_by_kind(serve: Any) -> None:
     url = serve(max_batch=1, options=[("null.latency_ms", "10"), *SLEEPY])
     target = prepare_target(url)
-    single = run_once(target, "single-stream", 0.5, warmup_s=0.1)
+    single = run_once(target, RunSettings("single-stream", 0.5, warmup_s=0.1))
     assert single.issued == single.ok > 0 and min(single.latencies_ms) >= 10.0
     assert single.ok <= 0.5 / 0.010 + 1  # one in flight: at most duration / service time
     failing = prepare_target(serve(options=[("null.fail", "run")]))
     with pytest.raises(Exception, match="every warm-up request"):
-        run_once(failing, "offline", 0.3, concurrency=2)
-    run = run_once(failing, "offline", 0.3, concurrency=2, warmup_s=0)
+        run_once(failing, RunSettings("offline", 0.3, concurrency=2))
+    run = run_once(failing, RunSettings("offline", 0.3, concurrency=2, warmup_s=0))
     assert run.ok == 0 and run.errors["http_500"] == run.issued
     summary = summarize(run, None)
     assert not summary.valid and "no request succeeded" in summary.reasons
@@ -135,7 +135,7 @@ def test_results_round_trip_keeps_load_fields(tmp_path: Path, serve: Any) -> Non
     from infermeter.serve.summary import case_result
 
     target = prepare_target(serve(options=[("null.latency_ms", "1")]))
-    summary = summarize(run_once(target, "offline", 0.3, concurrency=2, warmup_s=0), None)
+    summary = summarize(run_once(target, RunSettings("offline", 0.3, concurrency=2, warmup_s=0)), None)
     case = case_result(summary, "tiny_cnn", "null", None, "fp32", "fp32", {}, "now", target.base_url)
     path = tmp_path / "r.json"
     write_results(path, ResultsFile(created="now", environment={}, cases=[case]))

@@ -238,14 +238,14 @@ def test_load_drives_grpc_through_the_shared_batcher_and_metrics(served: Served)
     import httpx
     from serve_helpers import metric
 
-    from infermeter.serve.driver import prepare_target, run_once
+    from infermeter.serve.driver import RunSettings, prepare_target, run_once
 
     client = triton_http.InferenceServerClient(url=served.http)
     before = client.get_inference_statistics("linear")["model_stats"][0]["inference_stats"]["success"]["count"]
     counted = metric(httpx.get(f"http://{served.http}/metrics").text, 'infermeter_requests_total{code="200"')
     target = prepare_target(f"grpc://{served.grpc}/v2/models/linear", batch=2)
     assert target.model_name == "linear" and target.backend == "onnxruntime"
-    run = run_once(target, "offline", 0.5, concurrency=4, warmup_s=0)
+    run = run_once(target, RunSettings("offline", 0.5, concurrency=4, warmup_s=0))
     assert run.ok > 0 and not run.errors
     after = client.get_inference_statistics("linear")["model_stats"][0]["inference_stats"]["success"]["count"]
     assert after - before == run.ok

@@ -19,6 +19,7 @@ from infermeter.cli import export as export_cmd
 from infermeter.cli import history as history_cmd
 from infermeter.cli import info
 from infermeter.cli import inspect as inspect_cmd
+from infermeter.cli import llm as llm_cmd
 from infermeter.cli import load as load_cmd
 from infermeter.cli import optimize as optimize_cmd
 from infermeter.cli import parity as parity_cmd
@@ -26,6 +27,7 @@ from infermeter.cli import peak as peak_cmd
 from infermeter.cli import quantize as quantize_cmd
 from infermeter.cli import report as report_cmd
 from infermeter.cli import serve as serve_cmd
+from infermeter.cli import tune_batching as tune_batching_cmd
 from infermeter.errors import InfermeterError
 
 
@@ -54,7 +56,8 @@ app.add_command(serve_cmd.serve)
 app.add_command(optimize_cmd.optimize)
 app.add_command(deploy_cmd.deploy)
 app.add_command(load_cmd.load)
-app.add_command(load_cmd.tune_batching)
+app.add_command(tune_batching_cmd.tune_batching)
+app.add_command(llm_cmd.llm)
 
 
 def _interrupt_once() -> None:

@@ -1,10 +1,13 @@
-"""`bench --task generate`: a generation sweep from bench's parsed flags, through the one plan and sweep
-(`generate.sweep`): the plan stored in the results file, cases interleaved per comparison group, `--resume`."""
+"""`infermeter llm bench` (and its old spelling, `bench --task generate`): a generation sweep from the parsed
+flags, through the one plan and sweep (`generate.sweep`): the plan stored in the results file, cases interleaved
+per comparison group, `--resume`."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -12,10 +15,21 @@ from rich.markup import escape
 
 from infermeter.case import MeasureSettings
 from infermeter.cli.common import parse_fraction, require_positive, stderr, stdout
-from infermeter.cli.generate import GENERATE_ONLY, generation_table, given_flags, make_slo, reject_flags
+from infermeter.cli.generate import (
+    GENERATE_ONLY,
+    deprecated,
+    generation_table,
+    given_flags,
+    make_slo,
+    reject_flags,
+)
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
+from infermeter.errors import UsageError
 from infermeter.generate.plan import GenerationMatrix
 from infermeter.results.schema import CaseResult
+
+if TYPE_CHECKING:
+    from infermeter.generate.sweep import GenerationSweep
 
 # With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
 GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
@@ -85,27 +99,41 @@ def generation_matrix(ctx: click.Context) -> GenerationMatrix:
 
 
 def run_bench_generate(ctx: click.Context, output: Path | None, default_output: Path) -> None:
-    """`bench --task generate` (or `bench --resume FILE` of a generation file): refuse --task infer flags, make
-    the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the table."""
-    from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep, run_generation_sweep
-    from infermeter.results.env import collect_environment
-    from infermeter.terminal import ConsoleDisplay
-
+    """`bench --task generate` (or `bench --resume FILE` of a generation file), the old spelling of `llm bench`:
+    refuse --task infer flags, then run as `llm bench` does, with one deprecation line once the flags are checked."""
     infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
     reject_flags(ctx, infer_only, "to --task infer, not --task generate")
+    old = "bench --task generate" if ctx.params["task"] == "generate" else "bench --resume FILE"
+    run_generation(ctx, output, default_output, old)
+
+
+def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> GenerationSweep:
+    """The new sweep of the flags, or the stored plan of --resume FILE (no plan flags with it)."""
+    from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep
+    from infermeter.results.env import collect_environment
+
     command = ["infermeter", *sys.argv[1:]]
     resume: Path | None = ctx.params["resume"]
-    if resume is not None:
-        given = [*given_plan_flags(ctx), *given_flags(ctx, GENERATE_ONLY)]
-        check_resume_flags(resume, False, [flag for flag in given if flag != "--task"])
-        sweep = resumed_generation_sweep(resume, output, command)
-        stderr.print(
-            f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True
-        )
-    else:
-        environment = collect_environment()
+    if resume is None:
         isolate = not ctx.params["no_isolation"]
-        sweep = new_generation_sweep(output or default_output, generation_matrix(ctx), isolate, command, environment)
+        matrix = generation_matrix(ctx)
+        return new_generation_sweep(output or default_output, matrix, isolate, command, collect_environment())
+    given = [*given_plan_flags(ctx), *given_flags(ctx, GENERATE_ONLY)]
+    check_resume_flags(resume, False, [flag for flag in given if flag != "--task"])
+    sweep = resumed_generation_sweep(resume, output, command)
+    stderr.print(f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True)
+    return sweep
+
+
+def run_generation(ctx: click.Context, output: Path | None, default_output: Path, old: str | None = None) -> None:
+    """Make the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the
+    table and findings. `old`: the deprecated spelling that asked for it, named in one line before it runs."""
+    from infermeter.generate.sweep import run_generation_sweep
+    from infermeter.terminal import ConsoleDisplay
+
+    sweep = _sweep(ctx, output, default_output)
+    if old is not None:
+        deprecated(old, "llm bench --resume FILE" if ctx.params["resume"] else "llm bench")
     cases = run_generation_sweep(sweep, ConsoleDisplay())
     matrix = sweep.plan.matrix
     stdout.print(generation_table(cases, f"generation: prompt {matrix.prompt_len}, gen {matrix.gen_len} tokens"))
@@ -142,3 +170,51 @@ def print_findings(cases: list[CaseResult]) -> None:
             )
         stdout.print(escape(text), soft_wrap=True)
     print_warnings([(_label(case), warning) for case in cases for warning in case.warnings])
+
+
+@click.command("bench")
+@click.argument("models", nargs=-1)
+@click.option(
+    "--backend", "-b", multiple=True, help="Generation backends (repeat or comma-separate; default llama-cpp)."
+)
+@click.option("--batch", multiple=True, help="Sequences per request, e.g. 1,4 (default 1).")
+@click.option("--threads", type=int, default=0, help="Threads of every backend (0: physical cores).")
+@click.option("--prompt-len", type=int, default=64, show_default=True, help="Prompt tokens.")
+@click.option("--gen-len", type=int, default=32, show_default=True, help="Tokens generated per request.")
+@click.option("--requests", type=int, default=5, show_default=True, help="Timed requests per case.")
+@click.option("--warmup", type=int, default=1, show_default=True, help="Untimed requests before the timed ones.")
+@click.option("--slo-ttft-ms", type=float, help="Goodput SLO: time to first token at most this.")
+@click.option("--slo-tpot-ms", type=float, help="Goodput SLO: time per output token at most this.")
+@click.option(
+    "--target-ci", help="Go on until the P50 E2E's 95% interval is within ± this (e.g. 5%), within --max-time."
+)
+@click.option(
+    "--rounds", type=int, default=1, show_default=True, help="Interleaved comparisons: at least these rounds."
+)
+@click.option("--no-interleave", is_flag=True, help="Time the cases of a comparison one after another, not in rounds.")
+@click.option("--min-time", type=float, default=0.0, show_default=True, help="Minimum seconds of timed requests.")
+@click.option("--max-time", type=float, help="Maximum seconds of timed requests (default: --case-timeout).")
+@click.option("--case-timeout", type=float, default=600.0, show_default=True, help="Seconds before a case is killed.")
+@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE, e.g. fake.decode_ms=3.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts.")
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Results file (default: results/llm-bench-<time>.json)."
+)
+@click.option(
+    "--resume", type=click.Path(path_type=Path), help="Finish the plan stored in a results file (no plan flags)."
+)
+@click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only).")
+@click.pass_context
+def llm_bench(ctx: click.Context, output: Path | None, resume: Path | None, **flags: object) -> None:
+    """Benchmark LLM generation: TTFT, TPOT, end-to-end time, tokens/s, requests/s, goodput, peak memory and load
+    time per case. MODELS are LLMs (default tiny-llama, built offline; `tiny-llama:q4_k_m`, a .gguf path, or a
+    Hugging Face folder) on generation backends (default llama-cpp; also transformers, vllm, tensorrt-llm).
+    Interleaved per comparison group, saved after every case; `--resume FILE` finishes an interrupted sweep."""
+    if resume is not None:
+        from infermeter.generate.sweep import TASK, plan_task
+        from infermeter.results.io import read_results
+
+        if plan_task(read_results(resume)) != TASK:
+            raise UsageError(f"{resume} holds an inference plan: resume it with `infermeter bench --resume {resume}`")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_generation(ctx, output, Path("results") / f"llm-bench-{stamp}.json")

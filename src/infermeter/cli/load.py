@@ -1,4 +1,4 @@
-"""`infermeter load` (MLPerf-LoadGen-style scenarios against a served model) and `infermeter tune-batching`."""
+"""`infermeter load`: MLPerf-LoadGen-style scenarios against a served model (KServe v2, over HTTP or gRPC)."""
 
 from __future__ import annotations
 
@@ -6,59 +6,27 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
-from infermeter.cli.optimize_serve import joined
-from infermeter.cli.serve import BACKEND_OPTION, serve_options
+from infermeter.cli.serve_group import ServedModel, serving_options
+from infermeter.cli.serving import OPENAI_ONLY, load_openai_deprecated, openai_options
 from infermeter.errors import UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
-from infermeter.serve import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_BATCHES,
-    DEFAULT_MAX_DELAYS_MS,
-    DEFAULT_POINT_DURATION_S,
-    DEFAULT_WORKERS,
-)
+from infermeter.serve import SCENARIOS
 
 if TYPE_CHECKING:
-    from infermeter.serve.driver import LoadTarget
+    from infermeter.serve.driver import LoadTarget, RunSettings
     from infermeter.serve.summary import LoadSummary
-    from infermeter.serve.tune import BatchPolicy
-
-SCENARIOS = ("single-stream", "server", "offline", "sweep")
-
-
-def _model_args(
-    model: str,
-    backend: str,
-    precision: str,
-    threads: int,
-    inputs: tuple[str, ...],
-    option: tuple[str, ...],
-    buckets: tuple[str, ...],
-    max_queue: int,
-    data: str | None = None,
-) -> list[str]:
-    args = [model, "--backend", backend, "--precision", precision, "--max-queue", str(max_queue)]
-    if threads:
-        args += ["--threads", str(threads)]
-    if data:
-        from infermeter.models.feeds_data import absolute_data_ref
-
-        args += ["--data", absolute_data_ref(data)]
-    for flag, values in (("--input", inputs), ("--option", option), ("--buckets", buckets)):
-        for value in values:
-            args += [flag, value]
-    return args
 
 
 @contextlib.contextmanager
@@ -110,7 +78,8 @@ def _row(summary: LoadSummary) -> list[str]:
     ]
 
 
-def _print_summaries(summaries: list[LoadSummary], title: str) -> None:
+def print_summaries(summaries: list[LoadSummary], title: str) -> None:
+    """The runs' table (QPS, samples/s, percentiles, errors, VALID/INVALID), then each run's reasons and warnings."""
     table = Table(title=escape(title), header_style="bold", title_justify="left")
     headers = ["run", "target QPS", "QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
     headers += ["errors", "lag P99 ms", "result"]
@@ -163,61 +132,125 @@ def _one_int(text: str, flag: str) -> int:
     return value
 
 
-def _load_openai(ctx: click.Context, url: str, chat: bool) -> None:
-    """`load URL --api openai`: refuse the KServe-only flags, then run the serving sweep."""
-    from infermeter.cli.generate import make_slo
-    from infermeter.cli.serving import SweepFlags, endpoint_settings, run_openai_sweep
+@dataclass(frozen=True)
+class KServeLoad:
+    """What `load` runs against a KServe v2 target: the scenario and its flags, checked."""
 
-    params = ctx.params
-    kserve_only = [p.name for p in ctx.command.params if p.name and p.name not in {*OPENAI_PARAMS, *OPENAI_ONLY}]
-    reject_flags(ctx, kserve_only, "to --api kserve, not --api openai")
-    scenario_given = ctx.get_parameter_source("scenario") not in (None, click.core.ParameterSource.DEFAULT)
-    if scenario_given and params["scenario"] != "sweep":
-        raise UsageError(
-            f"--api openai takes --scenario sweep only (1, 2, 4 … --concurrency), not {params['scenario']}"
+    protocol: str
+    scenario: str
+    qps: float | None
+    concurrency: int
+    duration_s: float
+    slo_p99_ms: float | None
+    find_peak: bool
+    steps: int
+    batch: int
+    model_name: str | None
+    use_json: bool
+    api_key: str | None
+    seed: int
+    timeout_s: float
+    output: Path | None
+
+    def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
+        """One run of the scenario at a rate or a concurrency."""
+        from infermeter.serve.driver import RunSettings
+
+        return RunSettings(scenario, self.duration_s, qps, concurrency, self.seed, self.timeout_s)
+
+
+def kserve_load(flags: dict[str, Any]) -> KServeLoad:
+    """The KServe load of `load`'s flags; UsageError for a bad value or a scenario without what it needs."""
+    from infermeter.serve.protocol import API_KEY_VARIABLE
+
+    concurrency = _one_int(flags["concurrency"] or "16", "--concurrency")
+    for name in ("duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
+        if flags[name] is not None:
+            require_positive(flags[name], "--" + name.replace("_", "-"))
+    if flags["find_peak"] and flags["slo_p99_ms"] is None:
+        raise UsageError("--find-peak needs --slo-p99-ms: the peak is the highest QPS whose P99 meets it")
+    if flags["scenario"] == "server" and not flags["qps"] and not flags["find_peak"]:
+        raise UsageError("the server scenario needs --qps (or --find-peak with --slo-p99-ms)")
+    return KServeLoad(
+        protocol=flags["protocol"],
+        scenario=flags["scenario"],
+        qps=flags["qps"],
+        concurrency=concurrency,
+        duration_s=flags["duration"],
+        slo_p99_ms=flags["slo_p99_ms"],
+        find_peak=flags["find_peak"],
+        steps=flags["steps"],
+        batch=flags["batch"],
+        model_name=flags["model_name"],
+        use_json=flags["use_json"],
+        api_key=flags["api_key"] or os.environ.get(API_KEY_VARIABLE) or None,
+        seed=flags["seed"],
+        timeout_s=flags["timeout"],
+        output=flags["output"],
+    )
+
+
+def _progress(summary: LoadSummary) -> None:
+    stats = summary.stats
+    p99 = f"P99 {stats.p99:.2f} ms" if stats else "no answers"
+    verdict = "VALID" if summary.valid else "INVALID"
+    stderr.print(f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS, {p99}, {verdict}")
+
+
+def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
+    """--find-peak: the probes, printed, and the peak QPS whose P99 met the SLO."""
+    from infermeter.serve.driver import find_peak
+
+    slo = load.slo_p99_ms
+    assert slo is not None
+    best, probes = find_peak(target, slo, load.duration_s, load.seed, load.concurrency, on_probe=_progress)
+    print_summaries(probes, f"peak search: {label}, SLO P99 ≤ {slo:g} ms")
+    if best is None:
+        stdout.print(f"[red]no QPS met the SLO[/] of {slo:g} ms (lowest probe still INVALID)")
+    else:
+        stdout.print(
+            f"peak: [bold]{best.run.target_qps:.1f} QPS[/] with P99 "
+            f"{best.stats.p99 if best.stats else float('nan'):.2f} ms ≤ {slo:g} ms (VALID)"
         )
-    timeout_given = ctx.get_parameter_source("timeout") not in (None, click.core.ParameterSource.DEFAULT)
-    endpoint = endpoint_settings(
-        url,
-        params["model_name"],
-        chat,
-        params["prompt_len"],
-        params["gen_len"],
-        params["requests"],
-        params["timeout"] if timeout_given else 60.0,
-        params["ignore_eos"],
-        # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
-        params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
-        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
-    )
-    flags = SweepFlags(
-        params["concurrency"],
-        scenario_given,
-        params["rates"],
-        params["server_metrics"],
-        params["metrics_interval"],
-        params["slo_attainment"],
-        params["seed"],
-        params["series"],
-    )
-    run_openai_sweep(endpoint, flags, params["output"])
+    return probes
 
 
-# With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
-OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
-OPENAI_ONLY = (
-    "prompt_len",
-    "gen_len",
-    "requests",
-    "slo_ttft_ms",
-    "slo_tpot_ms",
-    "ignore_eos",
-    "rates",
-    "server_metrics",
-    "metrics_interval",
-    "slo_attainment",
-    "series",
-)
+def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
+    """The scenario's run (or the sweep's runs), printed."""
+    from infermeter.serve.driver import run_once, sweep_steps
+    from infermeter.serve.summary import summarize
+
+    if load.scenario != "sweep":
+        run = run_once(target, load.run(load.scenario, load.qps, load.concurrency))
+        summaries = [summarize(run, load.slo_p99_ms, load.batch, load.seed)]
+        print_summaries(summaries, f"{load.scenario}: {label}")
+        return summaries
+    summaries = []
+    for kind, value in sweep_steps(load.qps, load.concurrency, load.steps):
+        run = run_once(target, load.run(kind, value, int(value)))
+        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed))
+        _progress(summaries[-1])
+    print_summaries(summaries, f"sweep: {label}")
+    return summaries
+
+
+def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
+    """Serve MODEL here when it is not a URL, load it as `load` says, print the runs and write the results."""
+    from infermeter.serve.driver import prepare_target
+
+    overrides, values = parse_input_flags(served.inputs)
+    serve_args = [*served.serve_args(), "--max-batch", str(max(8, load.batch))]
+    started = now_iso()
+    with _served(served.model, served.backend, serve_args, load.protocol) as url:
+        prepared = prepare_target(
+            url, load.model_name, load.batch, overrides, load.use_json, load.api_key, load.seed,
+            input_values=values, data=served.data,
+        )  # fmt: skip
+        for note in prepared.notes:
+            stderr.print(f"note: {escape(note)}", soft_wrap=True)
+        label = f"{prepared.model_name} at {url} ({prepared.backend})"
+        run = _peak if load.find_peak else _scenario
+        _write(load.output, run(prepared, load, label), prepared, started, url)
 
 
 @click.command("load")
@@ -227,10 +260,10 @@ OPENAI_ONLY = (
     type=click.Choice(["kserve", "openai", "openai-chat"]),
     default="kserve",
     show_default=True,
-    help="kserve: the Open Inference Protocol (v2); openai / openai-chat: an OpenAI-compatible LLM server, "
-    "streaming /v1/completions or /v1/chat/completions.",
+    help="kserve: the Open Inference Protocol (v2); openai / openai-chat (deprecated: `infermeter llm load`): an "
+    "OpenAI-compatible LLM server, streaming /v1/completions or /v1/chat/completions.",
 )
-@click.option("--backend", "-b", help="Serve TARGET (a model) with this backend first; omit for a URL.")
+@serving_options("target", "Serve TARGET (a model) with this backend first; omit for a URL.")
 @click.option(
     "--protocol",
     type=click.Choice(["http", "grpc"]),
@@ -261,248 +294,23 @@ OPENAI_ONLY = (
     help="Seconds to wait for stragglers (--api openai: seconds per request, default 60).",
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
-@serve_options
-@click.option("--prompt-len", type=int, default=64, show_default=True, help="--api openai: prompt words.")
-@click.option("--gen-len", type=int, default=32, show_default=True, help="--api openai: max_tokens per request.")
-@click.option("--requests", type=int, help="--api openai: requests per level (default: max(8, 2 × concurrency)).")
-@click.option("--slo-ttft-ms", type=float, help="--api openai: goodput SLO, time to first token at most this.")
-@click.option("--slo-tpot-ms", type=float, help="--api openai: goodput SLO, time per output token at most this.")
-@click.option("--ignore-eos", is_flag=True, help="--api openai: send ignore_eos (vLLM, llama.cpp) for exact lengths.")
-@click.option("--rates", help="--api openai: a Poisson rate sweep instead, requests/s per level, e.g. 0.5,1,2.")
-@click.option(
-    "--server-metrics", is_flag=True, help="--api openai: read the server's /metrics and /slots while each level runs."
-)
-@click.option("--metrics-interval", type=float, default=0.5, show_default=True, help="--server-metrics: seconds.")
-@click.option(
-    "--slo-attainment",
-    type=float,
-    default=0.9,
-    show_default=True,
-    help="--api openai: the SLO holds at a level when this fraction of its requests meet it.",
-)
-@click.option("--series", help="--api openai: the sweep's name in tables and charts (default: the URL).")
+@openai_options("--api openai: ")
 @click.pass_context
-def load(
-    ctx: click.Context,
-    target: str,
-    api: str,
-    backend: str | None,
-    protocol: str,
-    scenario: str,
-    qps: float | None,
-    concurrency: str | None,
-    duration: float,
-    slo_p99_ms: float | None,
-    find_peak: bool,
-    steps: int,
-    batch: int,
-    model_name: str | None,
-    use_json: bool,
-    api_key: str | None,
-    seed: int,
-    timeout: float,
-    output: Path | None,
-    precision: str,
-    threads: int,
-    inputs: tuple[str, ...],
-    data: str | None,
-    option: tuple[str, ...],
-    buckets: tuple[str, ...],
-    max_queue: int,
-    prompt_len: int,
-    gen_len: int,
-    requests: int | None,
-    slo_ttft_ms: float | None,
-    slo_tpot_ms: float | None,
-    ignore_eos: bool,
-    rates: str | None,
-    server_metrics: bool,
-    metrics_interval: float,
-    slo_attainment: float,
-    series: str | None,
-) -> None:
+def load(ctx: click.Context, served: ServedModel, api: str, **flags: Any) -> None:  # flags: read by kserve_load
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
     grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).
 
-    With --api openai, TARGET is the URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server): streamed
-    completions at each --concurrency level (or each Poisson --rates level) give TTFT, TPOT, tokens/s, requests/s,
-    goodput under the SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md).
+    With --api openai (deprecated: `infermeter llm load`), TARGET is the URL of an OpenAI-compatible server
+    (Ollama, vLLM, llama.cpp server): streamed completions at each --concurrency level (or each Poisson --rates
+    level) give TTFT, TPOT, tokens/s, requests/s, goodput under the SLO, errors, the knee and the highest level
+    where the SLO held (docs/llm-serving.md).
 
     Scenarios: server (Poisson arrivals at --qps; latency from each request's scheduled time), single-stream
     (one request in flight), offline (--concurrency requests in flight), sweep (QPS steps up to --qps, or
     concurrency 1, 2, 4 … --concurrency). Each run is VALID or INVALID against --slo-p99-ms, with the reason.
     """
     if api != "kserve":
-        _load_openai(ctx, target, api == "openai-chat")
+        load_openai_deprecated(ctx, served.model, api == "openai-chat")
         return
-    from infermeter.serve.driver import find_peak as search_peak
-    from infermeter.serve.driver import prepare_target, run_once, sweep_steps
-    from infermeter.serve.protocol import API_KEY_VARIABLE
-    from infermeter.serve.summary import summarize
-
     reject_flags(ctx, OPENAI_ONLY, "to --api openai (add --api openai)")
-    concurrency_n = _one_int(concurrency or "16", "--concurrency")
-    require_positive(duration, "--duration")
-    require_positive(batch, "--batch")
-    require_positive(steps, "--steps")
-    require_positive(timeout, "--timeout")
-    if qps is not None:
-        require_positive(qps, "--qps")
-    if slo_p99_ms is not None:
-        require_positive(slo_p99_ms, "--slo-p99-ms")
-    if find_peak and slo_p99_ms is None:
-        raise UsageError("--find-peak needs --slo-p99-ms: the peak is the highest QPS whose P99 meets it")
-    if scenario == "server" and not qps and not find_peak:
-        raise UsageError("the server scenario needs --qps (or --find-peak with --slo-p99-ms)")
-    key = api_key or os.environ.get(API_KEY_VARIABLE) or None
-    overrides, values = parse_input_flags(inputs)
-    serve_args = _model_args(target, backend or "", precision, threads, inputs, option, buckets, max_queue, data)
-    started = now_iso()
-    with _served(target, backend, [*serve_args, "--max-batch", str(max(8, batch))], protocol) as url:
-        prepared = prepare_target(
-            url, model_name, batch, overrides, use_json, key, seed, input_values=values, data=data
-        )
-        for note in prepared.notes:
-            stderr.print(f"note: {escape(note)}", soft_wrap=True)
-        label = f"{prepared.model_name} at {url} ({prepared.backend})"
-        summaries: list[LoadSummary] = []
-
-        def progress(summary: LoadSummary) -> None:
-            stats = summary.stats
-            p99 = f"P99 {stats.p99:.2f} ms" if stats else "no answers"
-            verdict = "VALID" if summary.valid else "INVALID"
-            stderr.print(f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS, {p99}, {verdict}")
-
-        if find_peak:
-            assert slo_p99_ms is not None
-            best, probes = search_peak(prepared, slo_p99_ms, duration, seed, concurrency_n, on_probe=progress)
-            summaries = probes
-            _print_summaries(probes, f"peak search: {label}, SLO P99 ≤ {slo_p99_ms:g} ms")
-            if best is None:
-                stdout.print(f"[red]no QPS met the SLO[/] of {slo_p99_ms:g} ms (lowest probe still INVALID)")
-            else:
-                stdout.print(
-                    f"peak: [bold]{best.run.target_qps:.1f} QPS[/] with P99 "
-                    f"{best.stats.p99 if best.stats else float('nan'):.2f} ms ≤ {slo_p99_ms:g} ms (VALID)"
-                )
-        elif scenario == "sweep":
-            for kind, value in sweep_steps(qps, concurrency_n, steps):
-                run = run_once(
-                    prepared, kind, duration, qps=value, concurrency=int(value), seed=seed, timeout_s=timeout
-                )
-                summaries.append(summarize(run, slo_p99_ms, batch, seed))
-                progress(summaries[-1])
-            _print_summaries(summaries, f"sweep: {label}")
-        else:
-            run = run_once(
-                prepared, scenario, duration, qps=qps, concurrency=concurrency_n, seed=seed, timeout_s=timeout
-            )
-            summaries.append(summarize(run, slo_p99_ms, batch, seed))
-            _print_summaries(summaries, f"{scenario}: {label}")
-        _write(output, summaries, prepared, started, url)
-
-
-@click.command("tune-batching")
-@click.argument("model")
-@BACKEND_OPTION
-@serve_options
-@click.option("--slo-p99-ms", type=float, required=True, help="Latency SLO the recommendation must meet.")
-@click.option("--max-batch", "max_batches", multiple=True, default=[joined(DEFAULT_MAX_BATCHES)], show_default=True)
-@click.option("--max-delay-ms", "max_delays", multiple=True, default=[joined(DEFAULT_MAX_DELAYS_MS)], show_default=True)
-@click.option("--workers", "workers_list", multiple=True, default=[joined(DEFAULT_WORKERS)], show_default=True)
-@click.option("--duration", type=float, default=DEFAULT_POINT_DURATION_S, show_default=True,
-              help="Seconds per load point.")  # fmt: skip
-@click.option("--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Most requests in flight.")  # fmt: skip
-@click.option("--no-check", is_flag=True, help="Skip the Poisson check of the recommendation.")
-@click.option(
-    "--output", "-o", type=click.Path(path_type=Path), help="Results file of every point (for deploy --load)."
-)
-def tune_batching(
-    model: str,
-    backend: str,
-    precision: str,
-    threads: int,
-    inputs: tuple[str, ...],
-    data: str | None,
-    option: tuple[str, ...],
-    buckets: tuple[str, ...],
-    max_queue: int,
-    slo_p99_ms: float,
-    max_batches: tuple[str, ...],
-    max_delays: tuple[str, ...],
-    workers_list: tuple[str, ...],
-    duration: float,
-    concurrency: int,
-    no_check: bool,
-    output: Path | None,
-) -> None:
-    """Find the batching policy (max-batch × max-delay × workers) with the highest throughput whose P99 meets
-    --slo-p99-ms: each policy is served on 127.0.0.1 and measured at rising concurrency; the pick is then
-    checked under Poisson arrivals."""
-    require_extra("serve", SERVE_MODULES, "`infermeter tune-batching`")
-    from infermeter.serve.tune import CHECK_MIN_DURATION_S, check_pick, measure_policy, policies, recommend
-
-    require_positive(slo_p99_ms, "--slo-p99-ms")
-    require_positive(duration, "--duration")
-    require_positive(concurrency, "--concurrency")
-    delays = []
-    for item in split_values(max_delays):
-        try:
-            delays.append(float(item))
-        except ValueError:
-            raise UsageError(f"--max-delay-ms {item!r} is not a number") from None
-        require_positive(delays[-1], "--max-delay-ms", allow_zero=True)
-    grid = policies(
-        parse_positive_ints(max_batches, "--max-batch"), delays, parse_positive_ints(workers_list, "--workers")
-    )
-    model_args = _model_args(model, backend, precision, threads, inputs, option, buckets, max_queue, data)
-
-    def on_point(policy: BatchPolicy, summary: LoadSummary) -> None:
-        stats = summary.stats
-        p99 = f"P99 {stats.p99:.2f} ms" if stats else "no answers"
-        stderr.print(f"  {policy.label()} x{summary.run.concurrency}: {summary.throughput:.1f}/s, {p99}")
-
-    results = []
-    started = now_iso()
-    for policy in grid:
-        stderr.print(f"policy {policy.label()}")
-        results.append(measure_policy(policy, model_args, slo_p99_ms, duration, concurrency, on_point))
-    table = Table(title=f"tune-batching {escape(model)} ({escape(backend)}), SLO P99 ≤ {slo_p99_ms:g} ms",
-                  header_style="bold", title_justify="left")  # fmt: skip
-    for header in ("policy", "curve (concurrency: samples/s @ P99 ms)", "best samples/s", "P50 ms", "P99 ms"):
-        table.add_column(header, justify="left" if header.startswith(("policy", "curve")) else "right")
-    pick = recommend(results)
-    if output is not None:
-        from infermeter.results.io import write_results
-        from infermeter.serve.tune import tuning_results
-
-        write_results(output, tuning_results(results, pick, model, backend, precision, started))
-        stdout.print(f"results: {escape(str(output))} (the pick is marked for `infermeter deploy --load`)")
-    for result in results:
-        curve = ", ".join(
-            f"{s.run.concurrency}: {s.throughput:.0f} @ {s.stats.p99:.1f}" if s.stats else f"{s.run.concurrency}: -"
-            for s in result.curve
-        )
-        best = result.best
-        cells = [
-            result.policy.label() + (" ← pick" if result is pick else ""),
-            curve,
-            f"{best.throughput:.1f}" if best else "-",
-            f"{best.stats.p50:.2f}" if best and best.stats else "-",
-            f"{best.stats.p99:.2f}" if best and best.stats else "-",
-        ]
-        table.add_row(*(escape(c) for c in cells))
-    stdout.print(table)
-    if pick is None or pick.best is None:
-        stdout.print(f"[red]no policy met the SLO[/] of {slo_p99_ms:g} ms even at concurrency 1; relax the SLO")
-        raise SystemExit(1)
-    best = pick.best
-    assert best.stats is not None
-    stdout.print(
-        f"recommendation: [bold]{escape(' '.join(pick.policy.serve_args()))}[/] — {best.throughput:.1f} samples/s "
-        f"at concurrency {best.run.concurrency}, P50 {best.stats.p50:.2f} ms, P99 {best.stats.p99:.2f} ms"
-    )
-    if not no_check:
-        check = check_pick(pick, model_args, slo_p99_ms, max(duration, CHECK_MIN_DURATION_S))
-        _print_summaries([check], "check of the pick under Poisson arrivals (90% of its throughput)")
+    run_kserve_load(served, kserve_load(flags))

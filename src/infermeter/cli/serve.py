@@ -5,48 +5,43 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
 from rich.markup import escape
 
-from infermeter.case import PRECISIONS
 from infermeter.cli.common import RESHAPE_HELP, parse_options, require_positive, stderr
+from infermeter.cli.serve_group import ServedModel, serving_options
 from infermeter.errors import UsageError
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.reshape import parse_reshape
 
-
-def serve_options(function: click.decorators.FC) -> click.decorators.FC:
-    """The model and batching flags shared by `serve`, `load` and `tune-batching` (not --backend: `load`
-    makes it optional)."""
-    decorators = [
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
-        click.option("--threads", type=int, default=0, help="Intra-op threads in total, split across workers."),
-        click.option(
-            "--input",
-            "inputs",
-            multiple=True,
-            help="A dynamic input's shape for warm-up, NAME:1x128, or a constant a request may omit, NAME=VALUE.",
-        ),
-        click.option("--data", help="Real samples (.npz, folder of .npy or images, file.py:function) to warm up on."),
-        click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (e.g. null.latency_ms=5)."),
-        click.option(
-            "--buckets",
-            multiple=True,
-            help="Shape buckets: pad a dynamic axis up to these sizes (16,32,64 or NAME:AXIS=16,32,64).",
-        ),
-        click.option("--max-queue", type=int, default=256, show_default=True, help="Waiting requests before 503."),
-    ]
-    for decorator in reversed(decorators):
-        function = decorator(function)
-    return function
+if TYPE_CHECKING:
+    from infermeter.serve.model import ServeConfig
 
 
-BACKEND_OPTION = click.option(
-    "--backend", "-b", required=True, help="Backend to serve with (see `infermeter backends`)."
-)
+@dataclass(frozen=True)
+class Batching:
+    """The server's batching and instances: rows per batch, the longest wait for a batch to fill, workers."""
+
+    max_batch: int
+    max_delay_ms: float
+    workers: int
+
+
+@dataclass(frozen=True)
+class Source:
+    """What serve serves once MODEL is read: the model and batching (from the flags, an optimize folder or a
+    Triton repository), the protocol name, and the Triton config and repository it came from."""
+
+    served: ServedModel
+    batching: Batching
+    name: str | None = None
+    triton_config: str | None = None
+    repository: str | None = None
 
 
 def _is_deploy_folder(model: str) -> bool:
@@ -55,42 +50,58 @@ def _is_deploy_folder(model: str) -> bool:
     return Path(model).is_dir() and not (Path(model) / "config.json").is_file()
 
 
-def _from_repository(
-    repo: Path,
-    backend: str | None,
-    precision: str,
-    option: tuple[str, ...],
-    max_batch: int,
-    max_delay_ms: float,
-    workers: int,
-    threads: int,
-    name: str | None,
-) -> tuple[str, str, str, tuple[str, ...], int, float, int, int, str, str, str | None]:
-    """Serve settings from a Triton model repository; flags given on the command line still win for
-    batching, workers and threads, as for an optimize folder."""
-    from infermeter.deploy.repository import read_repository
-
-    model = read_repository(repo, name)
-    if backend is not None and backend != model.backend:
-        raise UsageError(f"{model.config} runs on {model.backend}; drop --backend {backend}")
+def _stored(
+    source: Source, found: Any, model: str, options: tuple[tuple[str, str], ...], mismatch: str
+) -> tuple[ServedModel, Batching]:
+    """The settings stored in an optimize folder or a Triton repository (`found`: its model, backend, precision,
+    threads and batching), under the flags given on the command line, which still win for batching, workers and
+    threads; --backend must agree with the stored one."""
+    served, batching = source.served, source.batching
+    if served.backend is not None and served.backend != found.backend:
+        raise UsageError(f"{mismatch}; drop --backend {served.backend}")
     given = click.get_current_context().get_parameter_source
-    explicit = {
-        key for key in ("max_batch", "max_delay_ms", "threads", "workers") if given(key) == ParameterSource.COMMANDLINE
-    }
-    stderr.print(f"Triton repository: serving {escape(model.name)} ({escape(str(model.model_file))})")
-    return (
-        str(model.model_file),
-        model.backend,
-        model.precision,
-        tuple(f"{k}={v}" for k, v in model.options) + option,
-        max_batch if "max_batch" in explicit else model.max_batch,
-        max_delay_ms if "max_delay_ms" in explicit else model.max_delay_ms,
-        workers if "workers" in explicit else model.workers,
-        threads if "threads" in explicit else model.threads,
-        model.name,
-        str(model.config),
-        str(repo) if model.config.parent.parent.resolve() == repo.resolve() else None,
+
+    def pick(key: str, flag: Any, stored: Any) -> Any:
+        return flag if given(key) == ParameterSource.COMMANDLINE else stored
+
+    served = replace(
+        served,
+        model=model,
+        backend=found.backend,
+        precision=found.precision,
+        threads=pick("threads", served.threads, found.threads),
+        options=tuple(f"{k}={v}" for k, v in options) + served.options,
     )
+    return served, Batching(
+        pick("max_batch", batching.max_batch, found.max_batch),
+        pick("max_delay_ms", batching.max_delay_ms, found.max_delay_ms),
+        pick("workers", batching.workers, found.workers),
+    )
+
+
+def _source(source: Source) -> Source:
+    """`source` with MODEL read: a Triton model repository or an optimize output folder gives the model and its
+    settings; any other MODEL is served as it is."""
+    from infermeter.deploy.repository import is_repository, read_repository
+
+    model = source.served.model
+    if model and is_repository(Path(model)):
+        repo = Path(model)
+        found = read_repository(repo, source.name)
+        mismatch = f"{found.config} runs on {found.backend}"
+        served, batching = _stored(source, found, str(found.model_file), found.options, mismatch)
+        stderr.print(f"Triton repository: serving {escape(found.name)} ({escape(str(found.model_file))})")
+        in_repo = found.config.parent.parent.resolve() == repo.resolve()
+        return Source(served, batching, found.name, str(found.config), str(repo) if in_repo else None)
+    if model and _is_deploy_folder(model):
+        from infermeter.optimize.deploy import serve_settings
+
+        chosen = serve_settings(Path(model))
+        mismatch = f"{model} was optimized for --backend {chosen.backend}"
+        served, batching = _stored(source, chosen, chosen.model, chosen.options, mismatch)
+        stderr.print(f"deploy manifest: serving the chosen {escape(chosen.label)} ({escape(chosen.model)})")
+        return replace(source, served=served, batching=batching)
+    return source
 
 
 def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> int:
@@ -118,8 +129,7 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
 
 @click.command("serve")
 @click.argument("model")
-@click.option("--backend", "-b", help="Backend to serve with (required unless MODEL is an optimize output folder).")
-@serve_options
+@serving_options("model", "Backend to serve with (required unless MODEL is an optimize output folder).")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Most rows in one batch.")
 @click.option(
     "--max-delay-ms",
@@ -148,15 +158,7 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
     help="Reload a worker's session after N batches, giving its memory back (a remedy for growth; 0: never).",
 )
 def serve(
-    model: str,
-    backend: str | None,
-    precision: str,
-    threads: int,
-    inputs: tuple[str, ...],
-    data: str | None,
-    option: tuple[str, ...],
-    buckets: tuple[str, ...],
-    max_queue: int,
+    served: ServedModel,
     max_batch: int,
     max_delay_ms: float,
     workers: int,
@@ -186,73 +188,13 @@ def serve(
     from infermeter.extras import SERVE_MODULES, require_extra
 
     require_extra("serve", SERVE_MODULES, "`infermeter serve`")
-    from infermeter.deploy.repository import is_repository
-    from infermeter.serve.model import ServeConfig
-    from infermeter.serve.protocol import API_KEY_VARIABLE
     from infermeter.serve.server import GRPC_LISTENING_PREFIX, LISTENING_PREFIX, serve_foreground
 
-    triton_config = repository = None
-    if model and is_repository(Path(model)):
-        settings = _from_repository(
-            Path(model), backend, precision, option, max_batch, max_delay_ms, workers, threads, name
-        )
-        model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = settings[:9]
-        triton_config, repository = settings[9:]
-    elif model and _is_deploy_folder(model):
-        from infermeter.optimize.deploy import serve_settings
-
-        chosen = serve_settings(Path(model))
-        if backend is not None and backend != chosen.backend:
-            raise UsageError(f"{model} was optimized for --backend {chosen.backend}; drop --backend {backend}")
-        given = click.get_current_context().get_parameter_source
-        explicit = {
-            name
-            for name in ("max_batch", "max_delay_ms", "threads", "workers")
-            if given(name) == ParameterSource.COMMANDLINE
-        }
-        model, backend, precision, option = chosen.model, chosen.backend, chosen.precision, option
-        option = tuple(f"{k}={v}" for k, v in chosen.options) + option
-        max_batch = max_batch if "max_batch" in explicit else chosen.max_batch
-        max_delay_ms = max_delay_ms if "max_delay_ms" in explicit else chosen.max_delay_ms
-        threads = threads if "threads" in explicit else chosen.threads
-        workers = workers if "workers" in explicit else chosen.workers
-        stderr.print(f"deploy manifest: serving the chosen {escape(chosen.label)} ({escape(model)})")
-    if backend is None:
-        raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")
-    require_positive(max_batch, "--max-batch")
-    reshaped = parse_reshape(reshape)
-    max_batch = _max_batch_for(model, max_batch, reshaped)
-    require_positive(max_delay_ms, "--max-delay-ms", allow_zero=True)
-    require_positive(workers, "--workers")
-    require_positive(max_queue, "--max-queue")
-    require_positive(max_body_mb, "--max-body-mb")
-    require_positive(threads, "--threads", allow_zero=True)
     for flag, value in (("--port", port), ("--grpc-port", grpc_port)):
         if value is not None and not 0 <= value <= 65535:
             raise UsageError(f"{flag} {value} must be between 0 and 65535")
-    shapes, values = parse_input_flags(inputs)
-    config = ServeConfig(
-        model=model,
-        backend=backend,
-        precision=precision,
-        max_batch=max_batch,
-        max_delay_ms=max_delay_ms,
-        buckets=tuple(buckets),
-        workers=workers,
-        max_queue=max_queue,
-        threads=threads,
-        options=parse_options(option),
-        input_shapes=shapes,
-        name=name,
-        api_key=api_key or os.environ.get(API_KEY_VARIABLE) or None,
-        max_body_mb=max_body_mb,
-        data=data,
-        input_values=values,
-        reshape=reshaped,
-        triton_config=triton_config,
-        repository=repository,
-        recycle_after=recycle_after,
-    )
+    source = _source(Source(served, Batching(max_batch, max_delay_ms, workers), name))
+    config = _serve_config(source, api_key, max_body_mb, reshape, recycle_after)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
     def listening(url: str, grpc_address: str | None) -> None:
@@ -261,10 +203,53 @@ def serve(
         if grpc_address is not None:
             print(f"{GRPC_LISTENING_PREFIX}{grpc_address}", flush=True)
         stderr.print(
-            f"serving {escape(model)} with {escape(backend)} at {escape(url)} "
-            f"(max-batch {max_batch}, max-delay {max_delay_ms:g} ms, workers {workers}); "
+            f"serving {escape(config.model)} with {escape(config.backend)} at {escape(url)} "
+            f"(max-batch {config.max_batch}, max-delay {config.max_delay_ms:g} ms, workers {config.workers}); "
             "ready when /v2/health/ready says so; Ctrl-C to stop"
         )
 
     serve_foreground(config, host, port, listening, log_level, grpc_port)
     sys.stdout.flush()
+
+
+def _serve_config(
+    source: Source, api_key: str | None, max_body_mb: float, reshape: tuple[str, ...], recycle_after: int
+) -> ServeConfig:
+    """The server's configuration from what MODEL gave and the flags, each checked (UsageError)."""
+    from infermeter.serve.model import ServeConfig
+    from infermeter.serve.protocol import API_KEY_VARIABLE
+
+    served, batching = source.served, source.batching
+    if served.backend is None:
+        raise UsageError("--backend is required (or give the output folder of `infermeter optimize`)")
+    require_positive(batching.max_batch, "--max-batch")
+    reshaped = parse_reshape(reshape)
+    max_batch = _max_batch_for(served.model, batching.max_batch, reshaped)
+    require_positive(batching.max_delay_ms, "--max-delay-ms", allow_zero=True)
+    require_positive(batching.workers, "--workers")
+    require_positive(served.max_queue, "--max-queue")
+    require_positive(max_body_mb, "--max-body-mb")
+    require_positive(served.threads, "--threads", allow_zero=True)
+    shapes, values = parse_input_flags(served.inputs)
+    return ServeConfig(
+        model=served.model,
+        backend=served.backend,
+        precision=served.precision,
+        max_batch=max_batch,
+        max_delay_ms=batching.max_delay_ms,
+        buckets=served.buckets,
+        workers=batching.workers,
+        max_queue=served.max_queue,
+        threads=served.threads,
+        options=parse_options(served.options),
+        input_shapes=shapes,
+        name=source.name,
+        api_key=api_key or os.environ.get(API_KEY_VARIABLE) or None,
+        max_body_mb=max_body_mb,
+        data=served.data,
+        input_values=values,
+        reshape=reshaped,
+        triton_config=source.triton_config,
+        repository=source.repository,
+        recycle_after=recycle_after,
+    )

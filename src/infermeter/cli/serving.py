@@ -1,24 +1,29 @@
-"""`infermeter load URL --api openai`: a serving sweep against an OpenAI-compatible server (concurrency levels,
-or Poisson request rates), saved after every level, printed as a table per sweep with the knee and the max level
-under the SLO."""
+"""`infermeter llm load URL` (and its old spelling, `load URL --api openai`): a serving sweep against an
+OpenAI-compatible server (concurrency levels, or Poisson request rates), saved after every level, printed as a
+table per sweep with the knee and the max level under the SLO."""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
+from infermeter.cli.generate import deprecated, make_slo, reject_flags
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 if TYPE_CHECKING:
     from infermeter.generate.openai_bench import EndpointSettings
+    from infermeter.generate.serving_sweep import SweepSettings
 
 
 @dataclass(frozen=True)
@@ -82,14 +87,9 @@ def level_table(cases: list[CaseResult], title: str) -> list[Table]:
     return tables
 
 
-def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path | None) -> None:
-    """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
-    level had a successful request."""
-    from infermeter.generate.serving_sweep import SweepSettings, run_sweep
-    from infermeter.generate.serving_verdict import verdicts
-    from infermeter.report.serving import failure_notes
-    from infermeter.results.env import collect_environment
-    from infermeter.results.io import write_results
+def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettings:
+    """The sweep of the flags, each checked (UsageError) before anything is sent."""
+    from infermeter.generate.serving_sweep import SweepSettings
 
     require_positive(flags.metrics_interval_s, "--metrics-interval")
     if not 0 < flags.slo_attainment <= 1:
@@ -99,33 +99,29 @@ def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path
         from infermeter.extras import require_extra
 
         require_extra("serve", ["prometheus_client"], "--server-metrics (its Prometheus text parser)")
-    settings = SweepSettings(
-        endpoint,
-        mode,
-        levels,
-        flags.series or "",
-        flags.slo_attainment,
-        flags.server_metrics,
-        flags.metrics_interval_s,
-        flags.seed,
+    return SweepSettings(
+        endpoint=endpoint,
+        mode=mode,
+        levels=levels,
+        series=flags.series or "",
+        slo_target=flags.slo_attainment,
+        server_metrics=flags.server_metrics,
+        metrics_interval_s=flags.metrics_interval_s,
+        seed=flags.seed,
     )
+
+
+def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
+    """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
+    level had a successful request."""
+    from infermeter.generate.serving_sweep import run_sweep
+    from infermeter.generate.serving_verdict import verdicts
+    from infermeter.report.serving import failure_notes
+    from infermeter.results.env import collect_environment
+
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
-
-    def on_level(result: CaseResult) -> None:
-        results.cases.append(result)
-        if output is not None:
-            write_results(output, results)  # what was measured is on disk before the next level starts
-        from infermeter.results.records import ServingLevel, read_record
-
-        level = read_record(result, ServingLevel)
-        name = f"{mode} {level.level:g}" if level else mode
-        if result.status != "ok":
-            line = f"[red]{escape(result.error or '')}[/]"
-        else:
-            line = f"done; [yellow]{escape(level.failure)}[/]" if level and level.failure else "done"
-        stderr.print(f"  {escape(name)}: {line}", soft_wrap=True)
-
-    run_sweep(settings, on_level)
+    run_sweep(settings, _on_level(results, settings.mode, output))
+    endpoint = settings.endpoint
     endpoint_desc = f"{endpoint.url}: prompt {endpoint.prompt_len} words, max {endpoint.gen_len} tokens"
     for table in level_table(results.cases, endpoint_desc):
         stdout.print(table)
@@ -136,6 +132,26 @@ def run_openai_sweep(endpoint: EndpointSettings, flags: SweepFlags, output: Path
         stdout.print(f"results: {escape(str(output))}")
     if not any(r.status == "ok" for r in results.cases):
         sys.exit(1)
+
+
+def _on_level(results: ResultsFile, mode: str, output: Path | None) -> Callable[[CaseResult], None]:
+    """What is done with each level measured: kept, written (before the next level starts), told on stderr."""
+    from infermeter.results.io import write_results
+    from infermeter.results.records import ServingLevel, read_record
+
+    def on_level(result: CaseResult) -> None:
+        results.cases.append(result)
+        if output is not None:
+            write_results(output, results)
+        level = read_record(result, ServingLevel)
+        name = f"{mode} {level.level:g}" if level else mode
+        if result.status != "ok":
+            line = f"[red]{escape(result.error or '')}[/]"
+        else:
+            line = f"done; [yellow]{escape(level.failure)}[/]" if level and level.failure else "done"
+        stderr.print(f"  {escape(name)}: {line}", soft_wrap=True)
+
+    return on_level
 
 
 def endpoint_settings(
@@ -169,3 +185,131 @@ def endpoint_settings(
         api_key=api_key,
         slo=slo,
     )
+
+
+# With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
+OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
+# The flags of the serving sweep alone (`openai_options`).
+OPENAI_ONLY = (
+    "prompt_len",
+    "gen_len",
+    "requests",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "ignore_eos",
+    "rates",
+    "server_metrics",
+    "metrics_interval",
+    "slo_attainment",
+    "series",
+)
+
+
+def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The serving sweep's own flags, declared once for `llm load` and `load --api openai` (whose help says
+    `prefix`, the API they apply to)."""
+
+    def say(text: str) -> str:
+        return prefix + text[0].lower() + text[1:] if prefix else text
+
+    decorators = [
+        click.option("--prompt-len", type=int, default=64, show_default=True, help=say("Prompt words.")),
+        click.option("--gen-len", type=int, default=32, show_default=True, help=say("max_tokens per request.")),
+        click.option("--requests", type=int, help=say("Requests per level (default: max(8, 2 × concurrency)).")),
+        click.option("--slo-ttft-ms", type=float, help=say("Goodput SLO, time to first token at most this.")),
+        click.option("--slo-tpot-ms", type=float, help=say("Goodput SLO, time per output token at most this.")),
+        click.option("--ignore-eos", is_flag=True, help=say("Send ignore_eos (vLLM, llama.cpp) for exact lengths.")),
+        click.option("--rates", help=say("A Poisson rate sweep instead, requests/s per level, e.g. 0.5,1,2.")),
+        click.option(
+            "--server-metrics",
+            is_flag=True,
+            help=say("Read the server's /metrics and /slots while each level runs."),
+        ),
+        click.option(
+            "--metrics-interval", type=float, default=0.5, show_default=True, help="--server-metrics: seconds."
+        ),
+        click.option(
+            "--slo-attainment",
+            type=float,
+            default=0.9,
+            show_default=True,
+            help=say("The SLO holds at a level when this fraction of its requests meet it."),
+        ),
+        click.option("--series", help=say("The sweep's name in tables and charts (default: the URL).")),
+    ]
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return wrap
+
+
+def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, doubling: bool) -> SweepSettings:
+    """The serving sweep of a command's flags (`params`, by name), each checked."""
+    endpoint = endpoint_settings(
+        url,
+        params["model_name"],
+        chat,
+        params["prompt_len"],
+        params["gen_len"],
+        params["requests"],
+        timeout_s,
+        params["ignore_eos"],
+        # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
+        params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
+        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+    )
+    flags = SweepFlags(
+        concurrency=params["concurrency"],
+        scenario_sweep=doubling,
+        rates=params["rates"],
+        server_metrics=params["server_metrics"],
+        metrics_interval_s=params["metrics_interval"],
+        slo_attainment=params["slo_attainment"],
+        seed=params["seed"],
+        series=params["series"],
+    )
+    return sweep_settings(endpoint, flags)
+
+
+def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
+    """`load URL --api openai` (deprecated for `llm load URL`): refuse the KServe-only flags, then run the serving
+    sweep, after the one deprecation line."""
+    params = ctx.params
+    kserve_only = [p.name for p in ctx.command.params if p.name and p.name not in {*OPENAI_PARAMS, *OPENAI_ONLY}]
+    reject_flags(ctx, kserve_only, "to --api kserve, not --api openai")
+    scenario_given = ctx.get_parameter_source("scenario") not in (None, click.core.ParameterSource.DEFAULT)
+    if scenario_given and params["scenario"] != "sweep":
+        raise UsageError(
+            f"--api openai takes --scenario sweep only (1, 2, 4 … --concurrency), not {params['scenario']}"
+        )
+    timeout_given = ctx.get_parameter_source("timeout") not in (None, click.core.ParameterSource.DEFAULT)
+    settings = _sweep_of(params, url, chat, params["timeout"] if timeout_given else 60.0, scenario_given)
+    deprecated(f"load URL --api {params['api']}", "llm load URL" + (" --chat" if chat else ""))
+    run_openai_sweep(settings, params["output"])
+
+
+@click.command("load")
+@click.argument("url")
+@click.option("--chat", is_flag=True, help="Stream /v1/chat/completions instead of /v1/completions.")
+@click.option(
+    "--scenario",
+    type=click.Choice(["levels", "sweep"]),
+    default="levels",
+    show_default=True,
+    help="levels: each --concurrency level; sweep: concurrency 1, 2, 4 … up to --concurrency N.",
+)
+@click.option("--concurrency", help="Requests in flight per level, e.g. 1,4,16 (the default; sweep: the top, 16).")
+@click.option("--model-name", help="The model name sent in each request (default: `default`).")
+@click.option("--api-key", help="API key of the server (default: $OPENAI_API_KEY).")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
+@openai_options("")
+def llm_load(url: str, chat: bool, scenario: str, timeout: float, output: Path | None, **flags: Any) -> None:
+    """Load an OpenAI-compatible LLM server at URL (Ollama, vLLM, llama.cpp server) with streamed completions at
+    each --concurrency level (or each Poisson --rates level): TTFT, TPOT, tokens/s, requests/s, goodput under the
+    SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md)."""
+    run_openai_sweep(_sweep_of(flags, url, chat, timeout, scenario == "sweep"), output)

@@ -9,3 +9,6 @@ DEFAULT_MAX_DELAYS_MS = (1.0, 4.0)
 DEFAULT_WORKERS = (1,)
 DEFAULT_POINT_DURATION_S = 3.0
 DEFAULT_CONCURRENCY = 64
+
+# The load generator's scenarios (`load --scenario`), named once for the command and the driver.
+SCENARIOS = ("single-stream", "server", "offline", "sweep")

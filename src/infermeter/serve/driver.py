@@ -19,7 +19,20 @@ from infermeter.serve.summary import LoadSummary, summarize
 if TYPE_CHECKING:
     from infermeter.case import DataSource
 
-SCENARIOS = ("single-stream", "server", "offline", "sweep")
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One load run: its scenario (`server` needs `qps`; `single-stream`; `offline`, a closed loop at
+    `concurrency`), how long it lasts, how long a straggler is waited for, and the warm-up before it."""
+
+    scenario: str
+    duration_s: float
+    qps: float | None = None
+    concurrency: int = 1
+    seed: int = 0
+    timeout_s: float = 30.0
+    warmup_s: float = 0.5
+    max_connections: int = 1024
 
 
 @dataclass
@@ -220,36 +233,26 @@ def _measure(
     return run_async(main)
 
 
-def run_once(
-    target: LoadTarget,
-    scenario: str,
-    duration_s: float,
-    qps: float | None = None,
-    concurrency: int = 1,
-    seed: int = 0,
-    timeout_s: float = 30.0,
-    warmup_s: float = 0.5,
-    max_connections: int = 1024,
-) -> LoadRun:
+def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:
     """One run of `server` (needs qps), `single-stream` or `offline` (closed loop at `concurrency`)."""
-    if scenario == "server":
-        if not qps or qps <= 0:
+    if run.scenario == "server":
+        if not run.qps or run.qps <= 0:
             raise UsageError("the server scenario needs --qps (a positive rate); or use --find-peak with --slo-p99-ms")
-        rate = qps
+        rate = run.qps
         return _measure(
             target,
-            lambda pool: run_server(pool, target.requests, rate, duration_s, seed, timeout_s),
-            warmup_s,
+            lambda pool: run_server(pool, target.requests, rate, run.duration_s, run.seed, run.timeout_s),
+            run.warmup_s,
             4,
-            max_connections,
+            run.max_connections,
         )
-    width = 1 if scenario == "single-stream" else concurrency
+    width = 1 if run.scenario == "single-stream" else run.concurrency
     return _measure(
         target,
-        lambda pool: run_closed_loop(pool, target.requests, width, duration_s, timeout_s, scenario),
-        warmup_s,
+        lambda pool: run_closed_loop(pool, target.requests, width, run.duration_s, run.timeout_s, run.scenario),
+        run.warmup_s,
         width,
-        max_connections,
+        run.max_connections,
     )
 
 
@@ -279,7 +282,8 @@ def find_peak(
 ) -> tuple[LoadSummary | None, list[LoadSummary]]:
     """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
     bounds the capacity, then bisection on QPS until the bracket is within `tolerance`."""
-    capacity = summarize(run_once(target, "offline", duration_s, concurrency=concurrency), None, target.batch)
+    capacity_run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
+    capacity = summarize(capacity_run, None, target.batch)
     if on_probe:
         on_probe(capacity)
     probes: list[LoadSummary] = [capacity]
@@ -288,7 +292,8 @@ def find_peak(
     best: LoadSummary | None = None
     qps = high
     for _ in range(max_probes):
-        summary = summarize(run_once(target, "server", duration_s, qps=qps, seed=seed), slo_p99_ms, target.batch)
+        probe = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
+        summary = summarize(probe, slo_p99_ms, target.batch)
         probes.append(summary)
         if on_probe:
             on_probe(summary)

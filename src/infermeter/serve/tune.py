@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from infermeter.results.records import TunePoint, write_record
 from infermeter.results.schema import ResultsFile
-from infermeter.serve.driver import prepare_target, run_once
+from infermeter.serve.driver import RunSettings, prepare_target, run_once
 from infermeter.serve.server import spawn_server
 from infermeter.serve.summary import LoadSummary, summarize
 
@@ -106,7 +106,7 @@ def measure_policy(
     try:
         target = prepare_target(server.url)
         for level in concurrency_levels(policy, concurrency_limit):
-            run = run_once(target, "offline", duration_s, concurrency=level, warmup_s=0.2)
+            run = run_once(target, RunSettings("offline", duration_s, concurrency=level, warmup_s=0.2))
             summary = summarize(run, slo_p99_ms, target.batch)
             result.curve.append(summary)
             if on_point:
@@ -142,7 +142,8 @@ def check_pick(
     server = spawn_server([*model_args, *pick.policy.serve_args(), "--max-queue", "4096"])
     try:
         target = prepare_target(server.url)
-        return summarize(run_once(target, "server", duration_s, qps=qps, seed=seed), slo_p99_ms, target.batch)
+        run = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
+        return summarize(run, slo_p99_ms, target.batch)
     finally:
         server.stop()
 
