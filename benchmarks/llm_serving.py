@@ -114,7 +114,7 @@ def sweep_engine(engine: Engine, args: argparse.Namespace, load_flags: list[str]
 
 
 def engines(args: argparse.Namespace, model: Path) -> list[Engine]:
-    """llama-server with 1 and 4 slots; vLLM with max running sequences 1 and 4 when --vllm-python is given."""
+    """llama-server with 1 and 4 slots; vLLM with each --vllm-seqs max running sequences when --vllm-python is given."""
     threads = str(args.threads or os.cpu_count() or 1)
     out = []
     for slots in (1, 4):
@@ -139,7 +139,7 @@ def engines(args: argparse.Namespace, model: Path) -> list[Engine]:
         ]
         out.append(Engine(f"llama-server -np {slots}", command, "model"))
     if args.vllm_python:
-        for seqs in (1, 4):
+        for seqs in args.vllm_seqs:
             command = [
                 str(args.vllm_python),
                 "-m",
@@ -176,6 +176,12 @@ def main() -> None:
         "--vllm-model",
         help="what vLLM loads (default: MODEL): a Hugging Face folder, e.g. the one "
         "benchmarks/gguf_to_hf.py writes from the same GGUF",
+    )
+    parser.add_argument(
+        "--vllm-seqs",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 4],
+        help="vLLM's --max-num-seqs values, one server each (default 1,4; each start compiles again)",
     )
     parser.add_argument("--vllm-memory-fraction", type=float, default=0.3, help="vLLM's --gpu-memory-utilization")
     parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's compute precision (default bfloat16)")
