@@ -152,7 +152,9 @@ class OnnxRuntimeBackend(Backend):
         aliases=("onnxruntime",),
         parameters=TRITON_THREADS,
         # Our level -> the onnxruntime_backend's `optimization.graph.level`; `all` is its default (no field).
-        graph_level=TritonGraphLevel(OPT_LEVEL.key, OPT_LEVEL.default, (("basic", -1), ("extended", 1), ("disable", 2))),
+        graph_level=TritonGraphLevel(
+            OPT_LEVEL.key, OPT_LEVEL.default, (("basic", -1), ("extended", 1), ("disable", 2))
+        ),
     )
     distribution = "onnxruntime"
     install_extra: ClassVar[str | None] = "onnxruntime"

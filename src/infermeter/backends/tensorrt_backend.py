@@ -19,8 +19,8 @@ from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, package_version
-from infermeter.backends.triton import TritonTarget
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Integer, Text
+from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, InputSpecError
 from infermeter.models.convert import onnx_for

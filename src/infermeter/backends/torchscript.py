@@ -10,9 +10,9 @@ from infermeter.backends._common import dummy_feeds
 from infermeter.backends._torch_common import CompiledTorchSession
 from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Session
-from infermeter.backends.triton import THREADS, TritonParameter, TritonTarget
 from infermeter.backends.options import Switch
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
+from infermeter.backends.triton import THREADS, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.spec import ModelSpec

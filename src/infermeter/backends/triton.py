@@ -83,3 +83,17 @@ class TritonTarget:
     def parameter(self, setting: str) -> TritonParameter | None:
         """The parameter that carries `setting` (THREADS, PRECISION or an option key), None when none does."""
         return next((p for p in self.parameters if p.setting == setting and p.fixed is None), None)
+
+
+def servable_engines() -> dict[str, str]:
+    """Triton platform or backend value -> the backend `infermeter serve` runs it with: the CPU backends whose
+    model file a case writes (`Backend.triton`), the first registered for a platform several share."""
+    from infermeter.backends.registry import inference_backends
+
+    servable: dict[str, str] = {}
+    for cls in inference_backends():
+        target = cls.triton
+        if target is not None and target.writable and cls.device == "cpu":
+            for word in (target.name, *target.aliases):
+                servable.setdefault(word, cls.name)
+    return servable

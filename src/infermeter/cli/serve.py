@@ -199,7 +199,7 @@ def serve(
         model, backend, precision, option, max_batch, max_delay_ms, workers, threads, name = settings[:9]
         triton_config, repository = settings[9:]
     elif model and _is_deploy_folder(model):
-        from infermeter.optimize.deploy import serve_settings
+        from infermeter.deploy.manifest import serve_settings
 
         chosen = serve_settings(Path(model))
         if backend is not None and backend != chosen.backend:

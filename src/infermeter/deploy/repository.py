@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.backends.triton import PRECISION, THREADS, TritonTarget
+from infermeter.backends.triton import PRECISION, THREADS, TritonTarget, servable_engines
 from infermeter.deploy.pbtxt import Message, PbtxtError, parse
 from infermeter.deploy.source import TensorSpec, onnx_tensors
 from infermeter.errors import UsageError
@@ -112,20 +112,6 @@ def _int(message: Message, field: str, fail: _Fail, default: int = 0, label: str
     if not isinstance(value, int):
         raise fail(label or field, f"must be an integer, got {value!r}")
     return value
-
-
-def servable_engines() -> dict[str, str]:
-    """Triton platform or backend value -> the backend `infermeter serve` runs it with: the CPU backends whose
-    model file a case writes (`Backend.triton`), the first registered for a platform several share."""
-    from infermeter.backends.registry import inference_backends
-
-    servable: dict[str, str] = {}
-    for cls in inference_backends():
-        target = cls.triton
-        if target is not None and target.writable and cls.device == "cpu":
-            for word in (target.name, *target.aliases):
-                servable.setdefault(word, cls.name)
-    return servable
 
 
 def _engine(config: Message, fail: _Fail) -> str:

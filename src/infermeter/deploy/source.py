@@ -173,7 +173,7 @@ _Found = tuple[CaseResult, Path, dict[str, Any], Path | None, Figure | None]
 
 
 def _from_optimize(folder: Path, which: str) -> _Found:
-    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
+    from infermeter.deploy.manifest import MANIFEST_NAME, read_manifest
 
     manifest_path = folder / MANIFEST_NAME
     manifest, chosen = read_manifest(folder, which)
@@ -197,7 +197,7 @@ def measured_serving(folder: Path, which: str) -> Path | None:
     """The tune-batching results of `optimize --serve` (deploy.json's `serving.measured.load_file`) for the
     chosen configuration, or None when the folder holds no measured policy. UsageError when the manifest names a
     file that is not there."""
-    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
+    from infermeter.deploy.manifest import MANIFEST_NAME, read_manifest
 
     if which != "chosen":
         return None  # the policy was measured on the pick only
