@@ -41,8 +41,8 @@ CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
 HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
 STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
-# The precisions the openvino_backend of Triton takes as INFERENCE_PRECISION_HINT (int8 is the file's own).
-TRITON_PRECISION_HINTS = (("fp32", "f32"), ("bf16", "bf16"), ("fp16", "f16"))
+# The precisions a config.pbtxt sets as INFERENCE_PRECISION_HINT, each read back as itself (int8 is the file's own).
+TRITON_PRECISION_HINTS = tuple((precision, hint) for precision, hint in PRECISION_HINTS.items() if precision != "int8")
 CACHE_CAPACITY = Integer(key="openvino.cache_capacity", default=-1, minimum=-1,
                          help="CPU_RUNTIME_CACHE_CAPACITY: shapes kept compiled (-1: the default)")  # fmt: skip
 INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own", int8_only=True,
