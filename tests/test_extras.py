@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from infermeter.backends.registry import backend_names, get_backend
+from infermeter.backends.registry import backend_names, get_backend, require_torch_form
 from infermeter.errors import MissingExtra
 from infermeter.extras import (
     MODULE_EXTRAS,
     install_line,
     missing_extra_error,
     require_extra,
-    require_torch_form,
     torch_requirement,
 )
 from infermeter.models.spec import resolve_model

@@ -175,6 +175,18 @@ def tiny_onnx() -> Path:
     return onnx_for(resolve_model("tiny_cnn")).path
 
 
+def test_a_reference_that_runs_the_torch_form_is_refused_for_an_onnx_file(tiny_onnx: Path) -> None:
+    from infermeter.parity.run import choose_reference
+
+    onnx_spec = resolve_model(str(tiny_onnx))
+    assert (choose_reference(onnx_spec, None), choose_reference(resolve_model("tiny_cnn"), None)) == (
+        "onnxruntime",
+        "torch",
+    )
+    with pytest.raises(UsageError, match=r"--reference torch: .* has no PyTorch form"):
+        choose_reference(onnx_spec, "torch")
+
+
 @pytest.fixture(scope="module")
 def corrupted(tiny_onnx: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A copy of tiny_cnn's ONNX with one weight of its LAST Conv perturbed; returns (path, that node's name)."""

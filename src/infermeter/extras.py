@@ -12,12 +12,8 @@ import importlib.metadata
 import importlib.util
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from infermeter.errors import MissingExtra
-
-if TYPE_CHECKING:
-    from infermeter.models.spec import ModelSpec
 
 # Top-level import name -> the extra that installs it. Only packages the core does not install.
 MODULE_EXTRAS: dict[str, str] = {
@@ -101,23 +97,6 @@ def no_engine_message() -> str:
     return (
         f"no inference engine is installed: {install_line(_ENGINE_EXTRAS[0])} (or {alternatives}; "
         "see `infermeter backends`)"
-    )
-
-
-def require_torch_form(specs: Sequence[ModelSpec], backends: Iterable[str]) -> None:
-    """Raise MissingExtra when a model exists only as PyTorch code (a built-in model, a Python factory, a .pt2) and
-    torch is missing while a real backend would need it (every backend reads such a model through torch; the
-    synthetic `null` backend does not read the model at all)."""
-    from infermeter.backends.registry import get_backend
-
-    if not missing_modules(["torch"]):
-        return
-    torch_models = [spec.ref for spec in specs if spec.has_torch_form]
-    if not torch_models or all(get_backend(name).synthetic for name in backends):
-        return
-    raise MissingExtra(
-        f"{', '.join(torch_models)} is defined in PyTorch, which is not installed: pass an .onnx file instead, "
-        f"or {install_line('torch')}"
     )
 
 

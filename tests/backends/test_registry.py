@@ -86,7 +86,7 @@ def test_no_list_of_backend_names_outside_the_backend_folders() -> None:
 
 
 def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
-    from infermeter.deploy.repository import servable_engines
+    from infermeter.backends.triton import servable_engines
     from infermeter.deploy.triton import platform_for
     from infermeter.optimize.steps_int8 import int8_engines
     from infermeter.parity.run import reference_backends

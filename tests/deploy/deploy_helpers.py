@@ -9,9 +9,9 @@ from typing import Any
 
 from crafted_results import accuracy_field, load_field, make_case, make_results, parity_field
 from infermeter.case import Case
+from infermeter.deploy.manifest import MANIFEST_FORMAT, entry, write_manifest
 from infermeter.models.convert import onnx_for
 from infermeter.models.spec import resolve_model
-from infermeter.optimize.deploy import MANIFEST_FORMAT, entry, write_manifest
 from infermeter.results.io import write_results
 from infermeter.results.records import OptimizeStep, write_record
 from infermeter.results.schema import CaseResult

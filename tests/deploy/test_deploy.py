@@ -153,8 +153,8 @@ def test_a_manifest_of_another_format_is_refused_by_deploy_and_serve(optimize_fo
     import json
     import shutil
 
+    from infermeter.deploy.manifest import serve_settings
     from infermeter.errors import UsageError
-    from infermeter.optimize.deploy import serve_settings
 
     folder = tmp_path / "future"
     shutil.copytree(optimize_folder, folder)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import load_json, run_cli
-from infermeter.optimize.deploy import serve_settings
+from infermeter.deploy.manifest import serve_settings
 from infermeter.optimize.serving import SERVING_FILE, MeasuredPolicy
 
 QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "2", "--max-time", "2", "--threads", "1"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from infermeter.backends.artifact import Artifact, ArtifactReport, BuildOutput
+from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
@@ -98,20 +99,6 @@ class AutoTuning:
     prior_s_per_trial: float
 
 
-@dataclass(frozen=True)
-class TritonTarget:
-    """How Triton runs what a backend ran: `key` is `platform` or `backend` in config.pbtxt, `name` its value,
-    `filename` the model file in the version folder. `writable`: the file is the ONNX the case ran (TensorRT plans
-    and TorchScript files are not kept by bench, so their repository cannot be filled from a results file).
-    `aliases`: other spellings of `name` in config.pbtxt files (Triton's backend name for a platform)."""
-
-    key: str
-    name: str
-    filename: str
-    writable: bool = True
-    aliases: tuple[str, ...] = ()
-
-
 class BackendInfo(ABC):
     """What every registered backend, of any task (inference or generation), tells about itself without loading
     anything: its CLI word, device, framework distribution, options, and whether it can run here. The registry
@@ -174,8 +161,14 @@ class Backend(BackendInfo):
     model_files: ClassVar[tuple[str, ...]] = ()
     # Set when the backend can be the fp32 reference of `infermeter parity`: the options it runs the reference with.
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
-    # How Triton serves what this backend ran (None: Triton has no backend for it).
+    # How Triton serves what this backend ran, its platform and settings both ways (None: Triton has no backend
+    # for it; `backends.triton`).
     triton: ClassVar[TritonTarget | None] = None
+    # True when `load` runs the model's PyTorch form (a zoo name, Python source or .pt2), which ONNX files lack.
+    needs_torch_form: ClassVar[bool] = False
+    # True when scoring a measured case's accuracy in the scorer's process would compile the model again
+    # (torch.compile): optimize takes such a case's accuracy from its parity check instead.
+    scorer_recompiles: ClassVar[bool] = False
     # The `infermeter[...]` extra that installs the framework (None: not installable through an extra, e.g. GPU).
     install_extra: ClassVar[str | None] = None
 

@@ -18,8 +18,9 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
-from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
+from infermeter.backends.triton import THREADS, TritonGraphLevel, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.convert import onnx_for
@@ -30,6 +31,13 @@ from infermeter.results.records.int8 import LayerMix, LayerProfile
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",
                    help="graph optimization level (SessionOptions.graph_optimization_level)")  # fmt: skip
+# Every ONNX Runtime backend's threads as Triton's onnxruntime_backend parameters.
+TRITON_THREADS = (
+    TritonParameter("intra_op_thread_count", THREADS),
+    TritonParameter(
+        "inter_op_thread_count", THREADS, fixed="1", why="infermeter's ONNX Runtime sessions run inter_op_num_threads 1"
+    ),
+)
 PROFILE = Switch(key="onnxruntime.profile", default=False,
                  help="SessionOptions.enable_profiling: per-node kernel times (the untimed INT8 profile pass "
                       "turns it on)")  # fmt: skip
@@ -137,7 +145,17 @@ class OnnxRuntimeBackend(Backend):
     model_files = (".onnx",)
     # As the parity reference it runs the graph as written: no fusion, no layout change.
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((OPT_LEVEL.key, "disable"),)
-    triton = TritonTarget("platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",))
+    triton: ClassVar[TritonTarget | None] = TritonTarget(
+        "platform",
+        "onnxruntime_onnx",
+        "model.onnx",
+        aliases=("onnxruntime",),
+        parameters=TRITON_THREADS,
+        # Our level -> the onnxruntime_backend's `optimization.graph.level`; `all` is its default (no field).
+        graph_level=TritonGraphLevel(
+            OPT_LEVEL.key, OPT_LEVEL.default, (("basic", -1), ("extended", 1), ("disable", 2))
+        ),
+    )
     distribution = "onnxruntime"
     install_extra: ClassVar[str | None] = "onnxruntime"
     description = "ONNX Runtime, CPU execution provider"

@@ -13,8 +13,9 @@ from infermeter.backends._common import onnx_form_reason
 from infermeter.backends._gpu import nvidia_gpu_reason
 from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session, package_version
-from infermeter.backends.onnxruntime import OPT_LEVEL, OnnxRuntimeBackend, OnnxRuntimeSession
+from infermeter.backends.onnxruntime import OPT_LEVEL, TRITON_THREADS, OnnxRuntimeBackend, OnnxRuntimeSession
 from infermeter.backends.options import CACHE, Option, Switch
+from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
@@ -35,6 +36,10 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
     quantizer = False
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     reference_options = None
+    # The CPU backend's platform; config.pbtxt keeps Triton's default graph level for GPU cases.
+    triton: ClassVar[TritonTarget | None] = TritonTarget(
+        "platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS
+    )
 
     @classmethod
     def version(cls) -> str | None:
@@ -106,6 +111,10 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
     providers: ClassVar[tuple[str, ...]] = ("TensorrtExecutionProvider",)
     precisions = ("fp32", "fp16")
     options = (OPT_LEVEL, CPU_FALLBACK, CACHE)
+    triton: ClassVar[TritonTarget | None] = TritonTarget(
+        "platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS,
+        accelerator="tensorrt",
+    )  # fmt: skip
 
     @classmethod
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:

@@ -24,8 +24,9 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, cpu_precision_reason, precision_from_dtype_name
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
-from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
+from infermeter.backends.triton import PRECISION, THREADS, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
@@ -40,6 +41,8 @@ CAPABILITIES = {"bf16": "BF16", "fp16": "FP16"}
 PERFORMANCE_HINTS = ("latency", "throughput")
 HINT = Choice(key="openvino.hint", choices=PERFORMANCE_HINTS, default="latency", help="PERFORMANCE_HINT")
 STREAMS = Integer(key="openvino.streams", default=0, help="NUM_STREAMS (0: what the performance hint chooses)")
+# The precisions a config.pbtxt sets as INFERENCE_PRECISION_HINT, each read back as itself (int8 is the file's own).
+TRITON_PRECISION_HINTS = tuple((precision, hint) for precision, hint in PRECISION_HINTS.items() if precision != "int8")
 CACHE_CAPACITY = Integer(key="openvino.cache_capacity", default=-1, minimum=-1,
                          help="CPU_RUNTIME_CACHE_CAPACITY: shapes kept compiled (-1: the default)")  # fmt: skip
 INT8_SOURCE = Choice(key="openvino.int8_source", choices=("own", "qdq"), default="own", int8_only=True,
@@ -149,7 +152,19 @@ class OpenVinoBackend(Backend):
     model_files = (".onnx", ".xml", ".tflite")  # a .tflite file through OpenVINO's TFLite frontend
     # As the parity reference (the default one of an IR) it runs at the f32 hint, set explicitly like every case.
     reference_options: ClassVar[tuple[tuple[str, str], ...] | None] = ()
-    triton = TritonTarget("backend", "openvino", "model.onnx")
+    triton = TritonTarget(
+        "backend",
+        "openvino",
+        "model.onnx",
+        parameters=(
+            # A quantized file fixes int8 itself; the hint then governs its float layers, as when measured.
+            TritonParameter("INFERENCE_PRECISION_HINT", PRECISION, TRITON_PRECISION_HINTS, fallback="fp32"),
+            TritonParameter("PERFORMANCE_HINT", HINT.key, default=HINT.default, upper=True),
+            TritonParameter("INFERENCE_NUM_THREADS", THREADS),
+            TritonParameter("NUM_STREAMS", STREAMS.key, only_when_set=True),
+        ),
+        streams_option=STREAMS.key,
+    )
     distribution = "openvino"
     precision_fallback: ClassVar[str | None] = "openvino-hint"
     install_extra = "openvino"

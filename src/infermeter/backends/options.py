@@ -212,16 +212,12 @@ class Text(Option):
 CACHE = Switch(key="cache", default=True, help="read and write the compiled-artifact cache (off: build every time)")
 
 
-def _quantize_methods() -> tuple[str, ...]:
-    from infermeter.quantize.ort_quant import METHODS
-
-    return METHODS
-
-
+# ONNX Runtime's static calibration methods (`quantize.ort_quant` quantizes with them).
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 # Read by the measure core (`quantize.onthefly`) for backends that quantize a float model on the fly.
 QUANTIZE_CALIB = Text(key="quantize.calib", help="calibration data for int8 on the fly (default: random inputs, "
                       "with a warning)", describe="data path (.npz, folder, file.py:fn)", int8_only=True)  # fmt: skip
-QUANTIZE_METHOD = Choice(key="quantize.method", choices=_quantize_methods(), default="minmax",
+QUANTIZE_METHOD = Choice(key="quantize.method", choices=CALIBRATION_METHODS, default="minmax",
                          help="int8 calibration method", int8_only=True)  # fmt: skip
 QUANTIZE_PER_CHANNEL = Switch(key="quantize.per_channel", default=False, help="per-channel weight scales for int8",
                               int8_only=True)  # fmt: skip

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from infermeter.errors import UsageError
+from infermeter.errors import MissingExtra, UsageError
 
 if TYPE_CHECKING:
     from infermeter.backends.base import Backend, BackendInfo
     from infermeter.generate.backends.base import GenerationBackend
+    from infermeter.models.spec import ModelSpec
 
 TASKS = ("infer", "generate")
 
@@ -190,6 +192,23 @@ def framework_distributions() -> list[str]:
         if distribution and distribution not in seen:
             seen.append(distribution)
     return seen
+
+
+def require_torch_form(specs: Sequence[ModelSpec], backends: Iterable[str]) -> None:
+    """Raise MissingExtra when a model exists only as PyTorch code (a built-in model, a Python factory, a .pt2) and
+    torch is missing while a real backend would need it (every backend reads such a model through torch; the
+    synthetic `null` backend does not read the model at all)."""
+    from infermeter.extras import install_line, missing_modules
+
+    if not missing_modules(["torch"]):
+        return
+    torch_models = [spec.ref for spec in specs if spec.has_torch_form]
+    if not torch_models or all(get_backend(name).synthetic for name in backends):
+        return
+    raise MissingExtra(
+        f"{', '.join(torch_models)} is defined in PyTorch, which is not installed: pass an .onnx file instead, "
+        f"or {install_line('torch')}"
+    )
 
 
 _register_from_environment()

@@ -18,8 +18,9 @@ import numpy as np
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
 from infermeter.backends.artifact import Artifact, BuildOutput, Phase
-from infermeter.backends.base import Backend, Session, TritonTarget, package_version
+from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Integer, Text
+from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, InputSpecError
 from infermeter.models.convert import onnx_for
@@ -295,7 +296,7 @@ class TensorRTBackend(Backend):
     shape_aware = True
     runs_quantized_onnx = True
     model_files = (".onnx",)
-    triton = TritonTarget("platform", "tensorrt_plan", "model.plan", writable=False)
+    triton = TritonTarget("platform", "tensorrt_plan", "model.plan", writable=False, precision_in_file=True)
     device = "cuda"
     distribution = "tensorrt"
     precision_fallback: ClassVar[str | None] = "tensorrt-layer-precision"

@@ -65,6 +65,7 @@ class TorchCompileBackend(TorchFamilyBackend):
     description = "torch.compile (Inductor)"
     options = (MODE, CACHE)
     slow_to_load = True
+    scorer_recompiles = True  # a second compile of the same model in the scoring process
 
     @classmethod
     def available(cls) -> str | None:

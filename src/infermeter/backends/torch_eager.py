@@ -124,6 +124,7 @@ class TorchFamilyBackend(Backend):
     install_extra = "torch"
     precisions = ("fp32", "bf16")
     model_files = (".pt2",)
+    needs_torch_form = True
 
     @classmethod
     def available(cls) -> str | None:
@@ -135,7 +136,7 @@ class TorchFamilyBackend(Backend):
     def unsupported_reason(cls, model: ModelSpec, case: Case) -> str | None:
         from infermeter.backends._common import cpu_precision_reason
 
-        if not model.has_torch_form:
+        if cls.needs_torch_form and not model.has_torch_form:
             return (
                 f"{model.ref} is a {model.kind} model with no PyTorch form; {cls.name} needs a PyTorch model "
                 "(zoo name, Python source or .pt2)"

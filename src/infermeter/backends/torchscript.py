@@ -9,9 +9,10 @@ from typing import Any
 from infermeter.backends._common import dummy_feeds
 from infermeter.backends._torch_common import CompiledTorchSession
 from infermeter.backends.artifact import Artifact, Phase
-from infermeter.backends.base import Session, TritonTarget
+from infermeter.backends.base import Session
 from infermeter.backends.options import Switch
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
+from infermeter.backends.triton import THREADS, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.spec import ModelSpec
@@ -28,7 +29,18 @@ class TorchScriptBackend(TorchFamilyBackend):
     name = "torchscript"
     description = "TorchScript: trace + freeze + optimize_for_inference"
     options = (OPTIMIZE,)
-    triton = TritonTarget("platform", "pytorch_libtorch", "model.pt", writable=False)
+    triton = TritonTarget(
+        "platform",
+        "pytorch_libtorch",
+        "model.pt",
+        writable=False,
+        parameters=(
+            TritonParameter("INTRA_OP_THREAD_COUNT", THREADS),
+            TritonParameter(
+                "INTER_OP_THREAD_COUNT", THREADS, fixed="1", why="infermeter's PyTorch runs use one inter-op thread"
+            ),
+        ),
+    )
 
     def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:
         start = time.perf_counter()

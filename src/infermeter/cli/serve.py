@@ -94,7 +94,7 @@ def _source(source: Source) -> Source:
         in_repo = found.config.parent.parent.resolve() == repo.resolve()
         return Source(served, batching, found.name, str(found.config), str(repo) if in_repo else None)
     if model and _is_deploy_folder(model):
-        from infermeter.optimize.deploy import serve_settings
+        from infermeter.deploy.manifest import serve_settings
 
         chosen = serve_settings(Path(model))
         mismatch = f"{model} was optimized for --backend {chosen.backend}"

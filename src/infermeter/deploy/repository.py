@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermeter.backends.triton import PRECISION, THREADS, TritonTarget, servable_engines
 from infermeter.deploy.pbtxt import Message, PbtxtError, parse
 from infermeter.deploy.source import TensorSpec, onnx_tensors
 from infermeter.errors import UsageError
@@ -59,8 +60,6 @@ KNOWN_ELSEWHERE = frozenset(
         "tensorrtllm",
     ]
 )
-OV_PRECISIONS = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
-ORT_LEVELS = {-1: "basic", 1: "extended", 2: "disable"}
 
 
 @dataclass(frozen=True)
@@ -113,20 +112,6 @@ def _int(message: Message, field: str, fail: _Fail, default: int = 0, label: str
     if not isinstance(value, int):
         raise fail(label or field, f"must be an integer, got {value!r}")
     return value
-
-
-def servable_engines() -> dict[str, str]:
-    """Triton platform or backend value -> the backend `infermeter serve` runs it with: the CPU backends whose
-    model file a case writes (`Backend.triton`), the first registered for a platform several share."""
-    from infermeter.backends.registry import inference_backends
-
-    servable: dict[str, str] = {}
-    for cls in inference_backends():
-        target = cls.triton
-        if target is not None and target.writable and cls.device == "cpu":
-            for word in (target.name, *target.aliases):
-                servable.setdefault(word, cls.name)
-    return servable
 
 
 def _engine(config: Message, fail: _Fail) -> str:
@@ -203,29 +188,50 @@ def _parameters(config: Message, fail: _Fail) -> dict[str, str]:
 
 
 def _engine_settings(engine: str, config: Message, fail: _Fail) -> tuple[str, int, dict[str, str]]:
-    """Precision, threads per instance and backend options from the parameters and optimization fields."""
+    """Precision, threads per instance and backend options from the parameters and optimization fields, read by
+    the engine's own mapping (`Backend.triton`, the one `deploy` writes with)."""
+    from infermeter.backends.registry import get_backend
+
+    target = get_backend(engine).triton
+    assert target is not None, engine  # servable_engines() holds only backends with a Triton target
     params = _parameters(config, fail)
-    options: dict[str, str] = {}
-    key = "intra_op_thread_count" if engine == "onnxruntime" else "INFERENCE_NUM_THREADS"
+    threads_parameter = target.parameter(THREADS)
+    key = threads_parameter.key if threads_parameter else "threads"
     threads_text = params.get(key, "0")
     if not threads_text.isdigit():
         raise fail(f"parameters[{key}]", f"must be a whole number, got {threads_text!r}")
-    precision = "fp32"
-    if engine == "openvino":
-        hint = params.get("INFERENCE_PRECISION_HINT", "f32")
-        if hint not in OV_PRECISIONS:
-            raise fail("parameters[INFERENCE_PRECISION_HINT]", f"{hint!r} is not one of {', '.join(OV_PRECISIONS)}")
-        precision = OV_PRECISIONS[hint]
-        options["openvino.hint"] = params.get("PERFORMANCE_HINT", "LATENCY").lower()
-        if "NUM_STREAMS" in params:
-            options["openvino.streams"] = params["NUM_STREAMS"]
+    precision, options = _precision(target, params, fail), _options(target, params)
     graphs = [g for o in config.messages("optimization") for g in o.messages("graph")]
-    if engine == "onnxruntime" and graphs:
+    if target.graph_level is not None and graphs:
         level = _int(graphs[-1], "level", fail, label="optimization.graph.level")
-        if level not in ORT_LEVELS:
-            raise fail("optimization.graph.level", f"{level} is not one of -1, 1, 2")
-        options["onnxruntime.opt_level"] = ORT_LEVELS[level]
+        ours = {triton: name for name, triton in target.graph_level.levels}
+        if level not in ours:
+            raise fail("optimization.graph.level", f"{level} is not one of {', '.join(str(n) for n in ours)}")
+        options[target.graph_level.option] = ours[level]
     return precision, int(threads_text), options
+
+
+def _precision(target: TritonTarget, params: dict[str, str], fail: _Fail) -> str:
+    parameter = target.parameter(PRECISION)
+    if parameter is None:
+        return "fp32"
+    text = params.get(parameter.key, parameter.triton_value("fp32"))
+    precision = parameter.our_value(text)
+    if precision is None:
+        known = ", ".join(triton for _, triton in parameter.values)
+        raise fail(f"parameters[{parameter.key}]", f"{text!r} is not one of {known}")
+    return precision
+
+
+def _options(target: TritonTarget, params: dict[str, str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for parameter in target.parameters:
+        if parameter.fixed is not None or parameter.setting in (THREADS, PRECISION):
+            continue
+        if parameter.key in params or not parameter.only_when_set:
+            text = params.get(parameter.key, parameter.triton_value(parameter.default))
+            options[parameter.setting] = parameter.our_value(text) or text
+    return options
 
 
 def _batching(config: Message, fail: _Fail) -> tuple[int, float, int]:

@@ -126,7 +126,12 @@ def _model_file(case: CaseResult, artifact: Path | None) -> Path:
 
 def _serving_from_case(case: CaseResult, delay: Figure | None) -> tuple[Figure, Figure | None, Figure]:
     batch = Figure(case.batch, f"case {case.id}: measured at batch {case.batch}")
-    streams = int(case.options.get("openvino.streams", 0) or 0) if case.backend == "openvino" else 0
+    from infermeter.backends.registry import backend_names, get_backend
+
+    # An engine that ran its own streams inside one instance (OpenVINO's NUM_STREAMS) deploys one instance.
+    target = get_backend(case.backend).triton if case.backend in backend_names() else None
+    option = target.streams_option if target is not None else None
+    streams = int(case.options.get(option, 0) or 0) if option else 0
     if case.streams > 1 and not streams:
         instances = Figure(case.streams, f"case {case.id}: measured with {case.streams} concurrent streams")
     else:
@@ -168,7 +173,7 @@ _Found = tuple[CaseResult, Path, dict[str, Any], Path | None, Figure | None]
 
 
 def _from_optimize(folder: Path, which: str) -> _Found:
-    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
+    from infermeter.deploy.manifest import MANIFEST_NAME, read_manifest
 
     manifest_path = folder / MANIFEST_NAME
     manifest, chosen = read_manifest(folder, which)
@@ -192,7 +197,7 @@ def measured_serving(folder: Path, which: str) -> Path | None:
     """The tune-batching results of `optimize --serve` (deploy.json's `serving.measured.load_file`) for the
     chosen configuration, or None when the folder holds no measured policy. UsageError when the manifest names a
     file that is not there."""
-    from infermeter.optimize.deploy import MANIFEST_NAME, read_manifest
+    from infermeter.deploy.manifest import MANIFEST_NAME, read_manifest
 
     if which != "chosen":
         return None  # the policy was measured on the pick only

@@ -10,8 +10,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.backends.onnxruntime import OPT_LEVEL
-from infermeter.backends.openvino_backend import HINT, STREAMS
+from infermeter.backends.triton import PRECISION, THREADS, TritonTarget
 from infermeter.deploy.source import DeploySource, Figure, TensorSpec
 from infermeter.errors import UsageError
 from infermeter.serve.protocol import datatype_of
@@ -32,10 +31,7 @@ class Platform:
     writable: bool = True
 
 
-# infermeter's ONNX Runtime level -> the onnxruntime_backend's `optimization.graph.level` (-1 basic, 1 extended,
-# 2 disabled); `all` is that backend's default and has no level of its own.
-ORT_LEVELS = {"basic": -1, "extended": 1, "disable": 2}
-OV_PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+# The TensorRT accelerator's precision_mode for a case's precision.
 TRT_PRECISIONS = {"fp32": "FP32", "fp16": "FP16", "int8": "INT8"}
 
 
@@ -61,38 +57,34 @@ def platform_for(engine: str) -> Platform:
     return Platform(target.key, target.name, target.filename, kind, target.writable)
 
 
+def _target(engine: str) -> TritonTarget:
+    from infermeter.backends.registry import get_backend
+
+    target = get_backend(engine).triton
+    if target is None:  # platform_for refused it before anything was written
+        raise UsageError(f"backend {engine} has no Triton backend to deploy to")
+    return target
+
+
 def engine_parameters(source: DeploySource) -> list[Parameter]:
-    """The engine settings the case was measured with, as the Triton backend's own parameter keys."""
+    """The engine settings the case was measured with, as the Triton backend's own parameter keys
+    (`TritonTarget.parameters` of the case's backend)."""
     case = source.case
-    threads = f"case {case.id}: measured with {case.threads} intra-op thread(s)"
-    if case.backend.startswith("onnxruntime"):
-        return [
-            Parameter("intra_op_thread_count", str(case.threads), threads),
-            Parameter("inter_op_thread_count", "1", "infermeter's ONNX Runtime sessions run inter_op_num_threads 1"),
-        ]
-    if case.backend == "openvino":
-        # A quantized file fixes int8 itself; the hint then governs its float layers, as when measured.
-        asked = case.precision if case.precision in OV_PRECISION_HINTS else "fp32"
-        hint = case.options.get(HINT.key, HINT.default)
-        params = [
-            Parameter(
-                "INFERENCE_PRECISION_HINT",
-                OV_PRECISION_HINTS[asked],
-                f"case {case.id}: precision {case.precision}, effective {case.precision_effective} (read back)",
-            ),
-            Parameter("PERFORMANCE_HINT", hint.upper(), f"case {case.id}: openvino.hint {hint}"),
-            Parameter("INFERENCE_NUM_THREADS", str(case.threads), threads),
-        ]
-        if STREAMS.key in case.options:
-            streams = case.options[STREAMS.key]
-            params.append(Parameter("NUM_STREAMS", streams, f"case {case.id}: openvino.streams {streams}"))
-        return params
-    if case.backend == "torchscript":
-        return [
-            Parameter("INTRA_OP_THREAD_COUNT", str(case.threads), threads),
-            Parameter("INTER_OP_THREAD_COUNT", "1", "infermeter's PyTorch runs use one inter-op thread"),
-        ]
-    return []
+    params: list[Parameter] = []
+    for parameter in _target(case.backend).parameters:
+        if parameter.fixed is not None:
+            params.append(Parameter(parameter.key, parameter.fixed, parameter.why))
+        elif parameter.setting == THREADS:
+            origin = f"case {case.id}: measured with {case.threads} intra-op thread(s)"
+            params.append(Parameter(parameter.key, str(case.threads), origin))
+        elif parameter.setting == PRECISION:
+            origin = f"case {case.id}: precision {case.precision}, effective {case.precision_effective} (read back)"
+            params.append(Parameter(parameter.key, parameter.triton_value(case.precision), origin))
+        elif parameter.setting in case.options or not parameter.only_when_set:
+            value = case.options.get(parameter.setting, parameter.default)
+            origin = f"case {case.id}: {parameter.setting} {value}"
+            params.append(Parameter(parameter.key, parameter.triton_value(value), origin))
+    return params
 
 
 def _dims(spec: TensorSpec, batched: bool) -> str:
@@ -149,23 +141,25 @@ def _batching_lines(source: DeploySource, batched: bool) -> list[str]:
 
 def _optimization_lines(source: DeploySource) -> list[str]:
     case = source.case
+    target = _target(case.backend)
     lines: list[str] = []
-    level = case.options.get(OPT_LEVEL.key, OPT_LEVEL.default)
-    if case.backend == "onnxruntime":
-        if level in ORT_LEVELS:
-            origin = f"case {case.id}: onnxruntime.opt_level {level}"
-            lines += [f"# {origin}", f"optimization {{ graph {{ level: {ORT_LEVELS[level]} }} }}"]
+    if target.graph_level is not None:
+        level = case.options.get(target.graph_level.option, target.graph_level.default)
+        levels = dict(target.graph_level.levels)
+        if level in levels:
+            origin = f"case {case.id}: {target.graph_level.option} {level}"
+            lines += [f"# {origin}", f"optimization {{ graph {{ level: {levels[level]} }} }}"]
         else:
             lines.append(f"# case {case.id}: ORT graph level {level}, the onnxruntime backend's default (no field)")
-    if case.backend == "onnxruntime-tensorrt":
+    if target.accelerator is not None:
         mode = TRT_PRECISIONS.get(case.precision, "FP32")
         lines += [
             f"# case {case.id}: precision {case.precision} on the TensorRT execution provider",
             "optimization { execution_accelerators { gpu_execution_accelerator: [ {",
-            f'  name: "tensorrt" parameters {{ key: "precision_mode" value: "{mode}" }}',
+            f'  name: "{target.accelerator}" parameters {{ key: "precision_mode" value: "{mode}" }}',
             "} ] } }",
         ]
-    if case.backend == "tensorrt":
+    if target.precision_in_file:
         lines.append(f"# case {case.id}: precision {case.precision} is built into the plan itself")
     return lines
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from infermeter.backends.registry import require_torch_form
 from infermeter.backends.variant import base_name, variant_options
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case, DataSource, MeasureSettings
 from infermeter.checks import check_settings, choose, require_positive, setting_flag
 from infermeter.errors import MissingExtra, UsageError
-from infermeter.extras import no_engine_message, require_torch_form
+from infermeter.extras import no_engine_message
 from infermeter.measure.plan import Matrix
 from infermeter.models.spec import ModelSpec
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.advise import Advice, accuracy_drop, advise
+from infermeter.deploy.manifest import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.extras import install_line, missing_modules
-from infermeter.optimize.deploy import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.optimize.pipeline import Run
 from infermeter.optimize.serving import MeasuredPolicy
 from infermeter.optimize.steps import begin, finish, note, skip

@@ -73,7 +73,7 @@ def step_baseline(run: Run) -> CaseResult | None:
     """1. The model as it runs today, measured in this run: every gain is relative to it."""
     backend = baseline_backend(run)
     suffix = Path(run.spec.path or run.spec.ref).suffix
-    what = "PyTorch eager FP32" if backend == "torch" else f"{backend} FP32 (the input is a {suffix} file)"
+    what = "PyTorch eager FP32" if run.spec.has_torch_form else f"{backend} FP32 (the input is a {suffix} file)"
     begin(run, "baseline", f"{what} is the reference every later step is measured against, in this same run")
     result = run.measure("baseline", run.spec, run.case(run.spec.ref, backend, check_parity=False), "baseline")
     finish(run, "baseline", "done" if result is not None and result.ok else "failed")
@@ -244,7 +244,7 @@ def _score_half(run: Run, result: CaseResult) -> None:
 
     if read_record(result, Accuracy) is not None:
         return
-    if result.backend == "torch-compile":
+    if get_backend(result.backend).scorer_recompiles:
         note(run, "half", f"{result.backend} {result.precision}: accuracy from the parity check only (scoring would "
              "compile the model again in this process)")  # fmt: skip
         return

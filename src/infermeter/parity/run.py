@@ -69,8 +69,8 @@ def choose_reference(spec: ModelSpec, reference: str | None) -> str:
     references = reference_backends()
     if reference not in references:
         raise UsageError(f"--reference {reference!r}: use one of {', '.join(references)}")
-    if reference == "torch" and not spec.has_torch_form:
-        raise UsageError(f"--reference torch: {spec.ref} has no PyTorch form; use --reference onnxruntime")
+    if get_backend(reference).needs_torch_form and not spec.has_torch_form:
+        raise UsageError(f"--reference {reference}: {spec.ref} has no PyTorch form; use --reference onnxruntime")
     return reference
 
 

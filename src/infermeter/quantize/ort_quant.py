@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infermeter.backends.options import CALIBRATION_METHODS
 from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.quantize.data import SampleSet
 
 MODES = ("static", "dynamic")
-METHODS = ("minmax", "entropy", "percentile")
+METHODS = CALIBRATION_METHODS  # declared with the backends' `quantize.method` option, which offers them
 # The operators whose quantization changes accuracy and speed: the layers the sensitivity search ranks.
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 

@@ -60,7 +60,7 @@ def grpc_model_metadata(address: str, model_name: str | None, api_key: str | Non
         try:
             config = stub.ModelConfig(service_pb2.ModelConfigRequest(name=model_name), metadata=metadata).config
             backend = config.backend or config.platform or backend
-            from infermeter.deploy.repository import servable_engines
+            from infermeter.backends.triton import servable_engines
 
             backend = servable_engines().get(backend, backend)  # Triton's onnxruntime_onnx: our onnxruntime
         except grpc.RpcError:

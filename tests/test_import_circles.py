@@ -1,0 +1,156 @@
+"""No import circle between the packages of infermeter: its top-level units (each subpackage, each top-level
+module) must import each other in layers. Every import counts, lazy ones (inside a function) included, except
+those under `if TYPE_CHECKING:`, which never run. The circles still left are listed below, edge by edge, each with
+its reason; any other circle fails, and so does an entry whose import is gone (remove it)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import infermeter
+
+PACKAGE = Path(infermeter.__file__).parent
+
+# (importer, imported): why the import that closes a circle is still there. Each entry is one edge of the graph
+# of units; the graph without these edges has no circle.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("results", "report"): "results/view.py (metric-registry's this session) renders through report/: the "
+    "`Results` façade of the API lives in results/ though it sits above report/, compare and terminal",
+    ("results", "compare"): "results/view.py: `Results.compare` (as for report)",
+    ("results", "checks"): "results/view.py: `Results.gate` (as for report)",
+    ("results", "terminal"): "results/view.py: `Results.print` (as for report)",
+    ("results", "backends"): "results/schema.py keeps a case's build `Artifact` (backends/artifact.py) and "
+    "results/env.py lists every backend's framework version, while the backends write results' INT8 records "
+    "(results/records/int8.py) and read the host's ISA (results/env.py): the data both share has to move below "
+    "both (and report/ and measure/ import backends.artifact)",
+    ("models", "backends"): "models/spec.py: a model with no PyTorch form names the backends whose `model_files` "
+    "read its file, in the error raised where the torch form is built",
+    ("models", "quantize"): "models/feeds_data.py loads --data through quantize/data.py `load_samples`, which the "
+    "INT8 study (int8-study's, this session) rewrites: the loader belongs in models/",
+    ("backends", "measure"): "backends/tvm_backend.py keys its resumable tuning folder by the build stage's full "
+    "artifact key (measure/build.py `build_key`), which includes the on-the-fly quantizer's key from quantize/",
+    ("quantize", "measure"): "quantize/ (int8-study's this session) runs its latency and accuracy-control steps in "
+    "measure's workers, while measure/build.py builds INT8 graphs on the fly through quantize/onthefly.py",
+    ("parity", "measure"): "parity/run.py opens sessions through measure/build.py `open_session`, while "
+    "measure/execute.py runs a case's --check-parity through parity/run.py",
+    ("measure", "cluster"): "measure/benchrun.py hands a `--cluster` bench to cluster/driver.py, which runs "
+    "measure's sweep on each node",
+}
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in ast.unparse(test)
+
+
+def _imports(node: ast.AST, module: str) -> Iterator[tuple[int, str]]:
+    """Modules imported anywhere under `node` (`module`: the file's dotted name, `pkg.__init__` for a package's
+    own file, to resolve relative imports)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            for other in child.orelse:
+                yield from _imports(other, module)
+            continue
+        if isinstance(child, ast.Import):
+            yield from ((child.lineno, alias.name) for alias in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            base = module.rsplit(".", child.level)[0] if child.level else ""
+            name = ".".join(filter(None, [base, child.module or ""]))
+            yield child.lineno, name
+            if name == "infermeter":  # `from infermeter import errors` imports the unit `errors`
+                yield from ((child.lineno, f"infermeter.{alias.name}") for alias in child.names)
+        yield from _imports(child, module)
+
+
+def unit_of(module: str) -> str | None:
+    """The top-level unit of a dotted module name inside infermeter (None outside it, or for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "infermeter" and len(parts) > 1 else None
+
+
+def import_graph(package: Path) -> dict[tuple[str, str], list[str]]:
+    """(importer unit, imported unit) -> the `file:line` of each import between two different units."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
+        if relative.parts == ("__init__.py",):
+            continue  # importing any unit runs it anyway: its own imports are no layer of their own
+        source = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        module = ".".join([package.name, *relative.with_suffix("").parts])  # `pkg.__init__` for a package
+        for line, name in _imports(ast.parse(path.read_text(), str(path)), module):
+            target = unit_of(name)
+            if target is None or target == source:
+                continue
+            if (package / target).is_dir() or (package / f"{target}.py").is_file():  # not `infermeter.__version__`
+                edges[(source, target)].append(f"{relative}:{line}")
+    return edges
+
+
+def circles(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one unit (Tarjan's algorithm), each sorted."""
+    following: dict[str, list[str]] = defaultdict(list)
+    for source, target in sorted(edges):
+        following[source].append(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for other in following[unit]:
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == unit:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for unit in sorted(following):
+        if unit not in index:
+            visit(unit)
+    return found
+
+
+def test_no_import_circle_between_the_units_of_infermeter() -> None:
+    graph = import_graph(PACKAGE)
+    assert len({unit for edge in graph for unit in edge}) > 20
+    remaining = circles(set(graph) - set(ALLOWED))
+    described = [
+        "\n".join(
+            [" -> ".join(component)]
+            + [f"  {a} -> {b}: {', '.join(graph[(a, b)])}" for a, b in sorted(graph) if {a, b} <= set(component)]
+        )
+        for component in remaining
+    ]
+    assert not remaining, "import circles between units (move the shared piece below both):\n" + "\n".join(described)
+    stale = sorted(edge for edge in ALLOWED if edge not in graph)
+    assert not stale, f"allowed imports that are gone (remove them from ALLOWED): {stale}"
+
+
+def test_the_circle_check_counts_lazy_imports_and_skips_type_checking(tmp_path: Path) -> None:
+    package = tmp_path / "infermeter"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("def f():\n    from infermeter.high import g\n")
+    (package / "high.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom infermeter.low import f\n"
+        "if TYPE_CHECKING:\n    from infermeter.other import T\n"
+    )
+    (package / "other.py").write_text("from . import high\n")
+    graph = import_graph(package)
+    assert set(graph) == {("low", "high"), ("high", "low"), ("other", "high")}
+    assert graph[("low", "high")] == ["low/__init__.py:2"]
+    assert circles(set(graph)) == [["high", "low"]]
