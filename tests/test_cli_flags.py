@@ -199,7 +199,7 @@ def test_bench_takes_at_most_15_parameters() -> None:
     assert len(inspect.signature(inspect.unwrap(callback)).parameters) <= 15
 
 
-def test_optimize_backends_is_a_deprecated_alias(tmp_path: object) -> None:
+def test_optimize_backends_is_a_deprecated_alias() -> None:
     from click.testing import CliRunner
 
     result = CliRunner().invoke(app, ["optimize", "tiny_cnn", "--backends", "warp-drive"])
