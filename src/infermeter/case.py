@@ -81,7 +81,7 @@ def comparison_key(
     return (model, batch, shape_mode, shapes, threads, streams, data_hash, tuple(sorted(input_values)), machine)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasureSettings:
     """How long and how often to measure. Not part of a case's identity: changing them re-measures the same case."""
 

@@ -124,6 +124,21 @@ def backend_names(task: str = "infer") -> list[str]:
     return [entry.name for entry in registered(task)]
 
 
+def unknown_backend(name: str, why: str = "", known: Iterable[str] | None = None) -> UsageError:
+    """The one message for a backend name that is not registered (`why`: when the name is a backend of another
+    task); `known` lists the inference backends unless given."""
+    names = ", ".join(backend_names() if known is None else known)
+    return UsageError(f"unknown backend {name!r}{why}; known backends: {names} (see `infermeter backends`)")
+
+
+def require_known_backends(names: Iterable[str]) -> None:
+    """UsageError (the one message) for the first of `names` that is not a registered inference backend."""
+    known = backend_names()
+    for name in names:
+        if name not in known:
+            raise unknown_backend(name)
+
+
 def _load(entry: Registered) -> type[BackendInfo]:
     module_name, class_name = entry.target.split(":")
     cls: type[BackendInfo] = getattr(importlib.import_module(module_name), class_name)
@@ -134,7 +149,7 @@ def backend_class(name: str) -> type[BackendInfo]:
     """The class of backend `name`, whatever its task; UsageError listing the known ones."""
     entry = _BY_NAME.get(name)
     if entry is None:
-        raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(_BY_NAME)} (see `infermeter backends`)")
+        raise unknown_backend(name, known=_BY_NAME)
     return _load(entry)
 
 
@@ -142,9 +157,8 @@ def get_backend(name: str) -> type[Backend]:
     """The inference backend class for CLI word `name`, or UsageError listing the known ones."""
     entry = _BY_NAME.get(name)
     if entry is None or entry.task != "infer":
-        known = ", ".join(backend_names())
         other = f" ({name} is a {entry.task} backend: use --task {entry.task})" if entry else ""
-        raise UsageError(f"unknown backend {name!r}{other}; known backends: {known} (see `infermeter backends`)")
+        raise unknown_backend(name, other)
     return cast("type[Backend]", _load(entry))
 
 

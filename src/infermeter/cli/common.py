@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import click
 
-from infermeter.case import MeasureSettings
 from infermeter.checks import check_price_per_hour as check_price_per_hour
-from infermeter.checks import check_settings
 from infermeter.checks import choose as choose
 from infermeter.checks import parse_fraction as parse_fraction
 from infermeter.checks import parse_options as parse_options
@@ -22,11 +20,6 @@ RESHAPE_HELP = (
     "Rewrite dims the model file declares fixed, NAME:DIMS (e.g. images:1x3x480x640), before it is loaded: "
     "ONNX via onnx.tools.update_model_dims, OpenVINO IR via Model.reshape. --input sizes symbolic dims only."
 )
-
-
-def require_measure_flags(warmup: int, iterations: int, min_time: float, max_time: float, case_timeout: float) -> None:
-    """The loop flags `bench` and `optimize` share: counts and times must make sense before any case runs."""
-    check_settings(MeasureSettings(warmup, iterations, min_time, max_time, case_timeout_s=case_timeout))
 
 
 PRICE_PER_HOUR = click.option(

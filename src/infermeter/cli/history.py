@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -11,6 +12,9 @@ from rich.table import Table
 from infermeter.cli.common import stdout
 from infermeter.errors import UsageError
 from infermeter.report.summary import format_ms
+
+if TYPE_CHECKING:
+    from infermeter.history import CaseTrend
 
 
 @click.command("history")
@@ -59,30 +63,7 @@ def history(
         return
     flagged = unjudged = 0
     for trend in trends:
-        table = Table(title=escape(f"{trend.label}  ({trend.case_id})"), title_justify="left", header_style="bold")
-        numeric = ("run", "P50 ms", "P99 ms", "band ms", "vs previous")
-        for column in ("run", "date", "commit", "env", "status", "P50 ms", "P99 ms", "band ms", "vs previous", ""):
-            table.add_column(column, justify="right" if column in numeric else "left")
-        for item in trend.points[-last:]:
-            p = item.point
-            change = "—" if item.change is None else f"{item.change - 1:+.1%}"
-            flag = "[red]REGRESSION[/]" if item.regression else ""
-            band = "—" if item.band is None else f"{format_ms(item.band[0])}–{format_ms(item.band[1])}"
-            if item.env_changed:
-                flag += (" " if flag else "") + "[yellow]environment changed[/]"
-            table.add_row(
-                str(p.run_id),
-                escape(p.created.replace("T", " ")[:16]),
-                escape(p.git_commit or "—"),
-                escape(p.env_fingerprint or "—"),
-                escape(p.status),
-                format_ms(p.p50_ms),
-                format_ms(p.p99_ms),
-                band,
-                change,
-                flag,
-            )
-        stdout.print(table)
+        stdout.print(_trend_table(trend, last))
         flagged += trend.regressed
         unjudged += not trend.judged
     stdout.print(
@@ -96,3 +77,31 @@ def history(
         )
     if fail_on_regression and flagged:
         raise SystemExit(1)
+
+
+def _trend_table(trend: CaseTrend, last: int) -> Table:
+    """One case's last `last` runs: P50/P99, the band of the previous runs, the change and its flags."""
+    table = Table(title=escape(f"{trend.label}  ({trend.case_id})"), title_justify="left", header_style="bold")
+    numeric = ("run", "P50 ms", "P99 ms", "band ms", "vs previous")
+    for column in ("run", "date", "commit", "env", "status", "P50 ms", "P99 ms", "band ms", "vs previous", ""):
+        table.add_column(column, justify="right" if column in numeric else "left")
+    for item in trend.points[-last:]:
+        p = item.point
+        change = "—" if item.change is None else f"{item.change - 1:+.1%}"
+        flag = "[red]REGRESSION[/]" if item.regression else ""
+        band = "—" if item.band is None else f"{format_ms(item.band[0])}–{format_ms(item.band[1])}"
+        if item.env_changed:
+            flag += (" " if flag else "") + "[yellow]environment changed[/]"
+        table.add_row(
+            str(p.run_id),
+            escape(p.created.replace("T", " ")[:16]),
+            escape(p.git_commit or "—"),
+            escape(p.env_fingerprint or "—"),
+            escape(p.status),
+            format_ms(p.p50_ms),
+            format_ms(p.p99_ms),
+            band,
+            change,
+            flag,
+        )
+    return table

@@ -10,7 +10,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.cli.common import RESHAPE_HELP, stderr, stdout
+from infermeter.cli.common import stderr, stdout
+from infermeter.cli.options import INPUT, RESHAPE
 from infermeter.errors import UsageError
 from infermeter.graph.ov_inspect import IrReport
 from infermeter.models.input_flags import parse_input_flags
@@ -70,6 +71,11 @@ def _print_report(report: dict[str, Any], top: int) -> None:
             f"{node['arithmetic_intensity']:.1f}",
         )
     stdout.print(nodes)
+    _print_memory_and_fusion(report)
+
+
+def _print_memory_and_fusion(report: dict[str, Any]) -> None:
+    """The report's activation memory, fusion opportunities, ONNX Runtime optimizer counts and notes."""
     memory = report["memory"]
     peak = memory["peak_node"] or {"name": "—", "op": "—"}
     live = ", ".join(f"{t['name']} {_mb(t['bytes'])} MB" for t in memory["live_at_peak"][:4])
@@ -154,9 +160,8 @@ def _print_builds(path: Path) -> None:
 @click.option(
     "--batch", type=int, help="Batch size the shapes are fixed to (default: 1, or the batch the model fixes)."
 )
-@click.option("--input", "inputs", multiple=True, metavar="NAME:DIMS",
-              help="Shape of an input, e.g. input:1x3x64x64 (a name may hold colons: in:0:1x16).")  # fmt: skip
-@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
+@INPUT
+@RESHAPE
 @click.option("--top", type=int, default=10, show_default=True, help="How many of the heaviest nodes to list.")
 @click.option("--no-ort", is_flag=True, help="Skip ONNX Runtime's optimizer node counts.")
 @click.option("--json", "as_json", is_flag=True, help="The whole report as JSON (every node).")

@@ -3,8 +3,9 @@ batching → the pick, with a live account of each step and a deployable output 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -15,18 +16,26 @@ from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
     MEMORY_BUDGET,
     PRICE_PER_HOUR,
-    RESHAPE_HELP,
     memory_budget_mb,
-    parse_fraction,
     parse_options,
     parse_positive_ints,
-    require_measure_flags,
     require_positive,
     split_values,
     stderr,
     stdout,
 )
 from infermeter.cli.optimize_serve import serve_flags, serving_request
+from infermeter.cli.options import (
+    BACKEND,
+    CLUSTER,
+    INPUT,
+    OPTION,
+    RESHAPE,
+    THREADS,
+    MeasureFlags,
+    measure_options,
+    option_group,
+)
 from infermeter.optimize.request import (
     DEFAULT_BUDGET_MINUTES,
     DEFAULT_MAX_ACCURACY_DROP_PCT,
@@ -35,6 +44,10 @@ from infermeter.optimize.request import (
     THROUGHPUT_BATCHES,
 )
 from infermeter.results.records import Accuracy, ParityRecord, read_record
+
+if TYPE_CHECKING:
+    from infermeter.case import MeasureSettings
+    from infermeter.optimize.request import OptimizeRequest
 
 EXIT_NO_PICK = 3
 
@@ -138,74 +151,95 @@ def _print_outcome(outcome: object) -> None:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ConstraintFlags:
+    """What the pick must meet and what it is chosen for: accuracy, latency, memory, load time, price, budget."""
+
+    max_accuracy_drop: float
+    max_p99_ms: float | None
+    max_memory_mb: float | None
+    memory_budget: str | None
+    max_load_s: float | None
+    price_per_hour: float | None
+    objective: str
+    budget_minutes: float
+
+    def request_fields(self) -> dict[str, Any]:
+        """These flags as `OptimizeRequest` fields, checked (UsageError for a budget or limit that cannot work)."""
+        require_positive(self.budget_minutes, "--budget-minutes")
+        return {
+            "max_accuracy_drop_pct": self.max_accuracy_drop,
+            "max_p99_ms": self.max_p99_ms,
+            "max_memory_mb": memory_budget_mb(self.max_memory_mb, self.memory_budget),
+            "max_load_s": self.max_load_s,
+            "objective": self.objective,
+            "budget_s": self.budget_minutes * 60,
+            "price_per_hour": self.price_per_hour,
+        }
+
+
+constraint_options = option_group(
+    "constraints",
+    ConstraintFlags,
+    click.option(
+        "--max-accuracy-drop",
+        type=float,
+        default=DEFAULT_MAX_ACCURACY_DROP_PCT,
+        show_default=True,
+        help="Accuracy budget in points (top-1 with labelled --eval, else agreement with FP32).",
+    ),
+    click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms)."),
+    click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB)."),
+    MEMORY_BUDGET,
+    click.option("--max-load-s", type=float, help="Largest acceptable load time (s)."),
+    PRICE_PER_HOUR,
+    click.option(
+        "--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True, help="What to optimize."
+    ),
+    click.option(
+        "--budget-minutes",
+        type=float,
+        default=DEFAULT_BUDGET_MINUTES,
+        show_default=True,
+        help="Time this invocation may spend; dominated configurations are pruned to fit.",
+    ),
+)
+
+
 @click.command("optimize")
 @click.argument("model")
 @click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True, help="Target device.")
 @click.option("--batch", multiple=True, help="Batch sizes; the first is the main comparison (default 1; 1,8,32 for "
               "--objective throughput).")  # fmt: skip
-@click.option("--max-accuracy-drop", type=float, default=DEFAULT_MAX_ACCURACY_DROP_PCT, show_default=True,
-              help="Accuracy budget in points (top-1 with labelled --eval, else agreement with FP32).")  # fmt: skip
-@click.option("--calib", help="Calibration data for INT8: image folder, .npz/.npy, or file.py:function.")
+@click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
 @click.option("--eval", "eval_data", help="Evaluation data (with `labels`: task metric; without: FP32 agreement).")
-@click.option(
-    "--input",
-    "inputs",
-    multiple=True,
-    help="A model input's shape, NAME:1x128 (a symbolic dim), or a constant, NAME=VALUE, as bench takes it.",
-)
-@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
-@click.option("--max-p99-ms", type=float, help="Largest acceptable P99 latency (ms).")
-@click.option("--max-memory-mb", type=float, help="Largest acceptable peak memory (MB).")
-@MEMORY_BUDGET
-@click.option("--max-load-s", type=float, help="Largest acceptable load time (s).")
-@PRICE_PER_HOUR
-@click.option("--objective", type=click.Choice(OBJECTIVES), default="latency", show_default=True)
-@click.option("--budget-minutes", type=float, default=DEFAULT_BUDGET_MINUTES, show_default=True,
-              help="Time this invocation may spend; dominated configurations are pruned to fit.")  # fmt: skip
+@INPUT
+@RESHAPE
+@constraint_options
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Output folder (default optimize-<model>).")
-@click.option("--backends", "-b", multiple=True, help="Only these backends (default: every one of the device).")
-@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (prefixed keys go to that backend).")
-@click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
-@click.option("--warmup", type=int, default=DEFAULT_SETTINGS.warmup_iterations, show_default=True)
-@click.option("--iterations", type=int, default=DEFAULT_SETTINGS.min_iterations, show_default=True,
-              help="Minimum timed iterations per case.")  # fmt: skip
-@click.option("--min-time", type=float, default=DEFAULT_SETTINGS.min_time_s, show_default=True)
-@click.option("--max-time", type=float, default=DEFAULT_SETTINGS.max_time_s, show_default=True)
-@click.option("--target-ci", default="1%", show_default=True,
-              help="Stop a case once its P50's 95% interval is within ± this; 0: no precision target.")  # fmt: skip
-@click.option("--case-timeout", type=float, default=DEFAULT_SETTINGS.case_timeout_s, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--cluster", envvar="RAY_ADDRESS", help="Measure every case as a task on a Ray cluster node: its address "
-              "(HEAD:6379), or `local`; also RAY_ADDRESS. Needs infermeter[cluster] (docs/cluster.md).")  # fmt: skip
+@BACKEND
+@click.option("--backends", "backends_alias", multiple=True, hidden=True, help="Deprecated spelling of -b/--backend.")
+@OPTION
+@THREADS
+@measure_options(DEFAULT_SETTINGS)
+@CLUSTER
 @click.option("--machine", help="With --cluster: the class of node (label infermeter.io/machine) to optimize for.")
 @serve_flags
 def optimize(
     model: str,
     device: str,
     batch: tuple[str, ...],
-    max_accuracy_drop: float,
     calib: str | None,
     eval_data: str | None,
     inputs: tuple[str, ...],
     reshape: tuple[str, ...],
-    max_p99_ms: float | None,
-    max_memory_mb: float | None,
-    memory_budget: str | None,
-    max_load_s: float | None,
-    price_per_hour: float | None,
-    objective: str,
-    budget_minutes: float,
+    constraints: ConstraintFlags,
     output: Path | None,
-    backends: tuple[str, ...],
+    backend: tuple[str, ...],
+    backends_alias: tuple[str, ...],
     option: tuple[str, ...],
     threads: int,
-    warmup: int,
-    iterations: int,
-    min_time: float,
-    max_time: float,
-    target_ci: str,
-    case_timeout: float,
-    seed: int,
+    measure: MeasureFlags,
     cluster: str | None,
     machine: str | None,
     **serve: Any,
@@ -219,71 +253,73 @@ def optimize(
     server (tune-batching's search on the pick). Rerun with the same -o to resume.
     Exit 0: a pick was made; 3: nothing meets the constraints; 2: bad input.
     """
-    from dataclasses import replace
-
-    from infermeter.backends.registry import backend_names
-    from infermeter.errors import UsageError
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
-    from infermeter.optimize.main import run_optimize
     from infermeter.optimize.request import OptimizeRequest
     from infermeter.results.env import default_threads
 
+    chosen = _backends(backend, backends_alias)
+    settings = _checked_settings(measure, threads, cluster, machine)
     shapes, values = parse_input_flags(inputs)
-    require_positive(threads, "--threads", allow_zero=True)
-    if machine and not cluster:
-        raise UsageError("--machine picks a class of cluster node: it goes with --cluster ADDRESS")
-    check_cluster_flags(cluster, (), threads)
-    require_measure_flags(warmup, iterations, min_time, max_time, case_timeout)
-    require_positive(budget_minutes, "--budget-minutes")
     reshaped = parse_reshape(reshape)
-    batches = parse_positive_ints(batch, "--batch") or _default_batches(model, objective, reshaped)
-    chosen = split_values(backends)
-    unknown = [name for name in chosen if name not in backend_names()]
-    if unknown:
-        raise UsageError(f"unknown backend(s) {', '.join(unknown)}; known: {', '.join(backend_names())}")
+    batches = parse_positive_ints(batch, "--batch") or _default_batches(model, constraints.objective, reshaped)
     folder = output or Path(f"optimize-{Path(model).stem.replace(':', '-')}")
     request = OptimizeRequest(
         model=model,
         output=folder.resolve(),
         device=device,
         batches=tuple(batches),
-        max_accuracy_drop_pct=max_accuracy_drop,
         calib=calib,
         eval=eval_data,
-        max_p99_ms=max_p99_ms,
-        max_memory_mb=memory_budget_mb(max_memory_mb, memory_budget),
-        max_load_s=max_load_s,
-        objective=objective,
-        budget_s=budget_minutes * 60,
         backends=tuple(chosen),
         options=parse_options(option),
         threads=threads or default_threads(),
-        settings=replace(
-            DEFAULT_SETTINGS,
-            warmup_iterations=warmup,
-            min_iterations=iterations,
-            min_time_s=min_time,
-            max_time_s=max_time,
-            case_timeout_s=case_timeout,
-            target_ci=parse_fraction(target_ci, "--target-ci"),
-        ),
-        seed=seed,
+        settings=settings,
+        seed=measure.seed,
         cluster=cluster,
         machine=machine,
         input_shapes=shapes,
         input_values=values,
         reshape=reshaped,
-        price_per_hour=price_per_hour,
         serving=serving_request(**serve),
+        **constraints.request_fields(),
     )
+    _run(request, folder)
+
+
+def _backends(backend: tuple[str, ...], deprecated: tuple[str, ...]) -> list[str]:
+    """-b/--backend's names and the deprecated --backends' (said on stderr), each a known backend."""
+    from infermeter.backends.registry import require_known_backends
+
+    if deprecated:
+        stderr.print("warning: --backends is deprecated: use -b/--backend (the same values)", soft_wrap=True)
+    chosen = split_values((*backend, *deprecated))
+    require_known_backends(chosen)
+    return chosen
+
+
+def _checked_settings(measure: MeasureFlags, threads: int, cluster: str | None, machine: str | None) -> MeasureSettings:
+    """The measurement group's settings; UsageError for those, a thread count or cluster flags that cannot work."""
+    from infermeter.errors import UsageError
+
+    require_positive(threads, "--threads", allow_zero=True)
+    if machine and not cluster:
+        raise UsageError("--machine picks a class of cluster node: it goes with --cluster ADDRESS")
+    check_cluster_flags(cluster, (), threads)
+    return measure.settings()
+
+
+def _run(request: OptimizeRequest, folder: Path) -> None:
+    """The optimize run with its live view (Ctrl-C: saved, resumable), its outcome printed, exit 3 without a pick."""
+    from infermeter.optimize.main import run_optimize
+
     view = LiveView()
     try:
-        with cluster_connection(cluster), view.status:
-            if machine:
+        with cluster_connection(request.cluster), view.status:
+            if request.machine:
                 from infermeter.cluster.session import resolve_machines
 
-                resolve_machines([machine])
+                resolve_machines([request.machine])
             outcome = run_optimize(request, view)
     except KeyboardInterrupt:
         stderr.print(f"interrupted: finished steps and cases are saved in {escape(str(folder))}; rerun the same "

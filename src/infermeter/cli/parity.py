@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.case import PRECISIONS, SHAPE_MODES, Case
-from infermeter.cli.common import (
-    RESHAPE_HELP,
-    choose,
-    parse_options,
-    require_positive,
-    split_values,
-    stderr,
-    stdout,
-)
+from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
+from infermeter.cli.options import BACKEND, INPUT, OPTION, RESHAPE, SEED, THREADS, option_group
 from infermeter.errors import InputSpecError, UsageError
 from infermeter.models.feeds_data import check_input_values
 from infermeter.models.input_flags import parse_input_flags
@@ -100,32 +94,62 @@ def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityR
     write_results(path, results)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToleranceFlags:
+    """What the outputs are judged against: the precision and its default tolerance, or the user's own."""
+
+    precision: str | None
+    tolerance_of: str | None
+    atol: float | None
+    rtol: float | None
+    min_cosine: float | None
+
+    def resolve(self, spec: ModelSpec) -> tuple[str, Tolerance, bool]:
+        """The precision checked, the tolerance, and whether the tolerance follows what the reference really ran
+        (only a default one does: a tolerance the user set is kept as given)."""
+        from infermeter.parity import default_tolerance
+
+        (precision,) = choose([self.precision or spec.default_precision], PRECISIONS, "--precision")
+        (tolerance_of,) = choose([self.tolerance_of or precision], PRECISIONS, "--tolerance")
+        tolerance = default_tolerance(tolerance_of, self.atol, self.rtol, self.min_cosine)
+        own = tolerance_of != precision or self.atol is not None or self.rtol is not None or self.min_cosine
+        return precision, tolerance, not own
+
+
+tolerance_options = option_group(
+    "judged",
+    ToleranceFlags,
+    click.option(
+        "--precision",
+        help="fp32, fp16, bf16 or int8 (sets the tolerance; default: the model's own, int8 for a quantized model, "
+        "else fp32).",
+    ),
+    click.option(
+        "--tolerance",
+        "tolerance_of",
+        help="Judge with this precision's default tolerance instead of --precision's (e.g. a quantized "
+        "--candidate-onnx run at fp32 is judged as int8).",
+    ),
+    click.option("--atol", type=float, help="Absolute tolerance, in units of each output's max |reference|."),
+    click.option("--rtol", type=float, help="Relative tolerance (of |reference| per element)."),
+    click.option("--min-cosine", type=float, help="Minimum cosine similarity per output."),
+)
+
+
 @click.command("parity")
 @click.argument("model")
-@click.option("--backend", "-b", multiple=True, help="Backends to check (repeat or comma-separate). Default: all.")
+@BACKEND
 @click.option("--reference", help="torch or onnxruntime (default: torch when the model has a PyTorch form).")
-@click.option("--precision", help="fp32, fp16, bf16 or int8 (sets the tolerance; default: the model's own, int8 for a "
-              "quantized model, else fp32).")  # fmt: skip
-@click.option(
-    "--tolerance",
-    "tolerance_of",
-    help="Judge with this precision's default tolerance instead of --precision's (e.g. a quantized "
-    "--candidate-onnx run at fp32 is judged as int8).",
-)
-@click.option("--atol", type=float, help="Absolute tolerance, in units of each output's max |reference|.")
-@click.option("--rtol", type=float, help="Relative tolerance (of |reference| per element).")
-@click.option("--min-cosine", type=float, help="Minimum cosine similarity per output.")
+@tolerance_options
 @click.option("--batch", type=int, help="Batch size (default 1; with --data: split the data into batches of N).")
-@click.option(
-    "--input", "inputs", multiple=True, help="A model input's shape, NAME:1x3x224x224, or a constant, NAME=VALUE."
-)
+@INPUT
 @click.option("--data", type=click.Path(path_type=Path), help=".npz file with arrays named like the inputs.")
-@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
+@RESHAPE
 @click.option("--samples", type=int, default=4, show_default=True, help="Random input sets (without --data).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-@click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
+@SEED
+@THREADS
 @click.option("--shape-mode", default="static", show_default=True, help="static or dynamic.")
-@click.option("--option", "-O", multiple=True, help="Backend option KEY=VALUE (applies to the checked backends).")
+@OPTION
 @click.option(
     "--candidate-onnx",
     multiple=True,
@@ -138,11 +162,7 @@ def parity(
     model: str,
     backend: tuple[str, ...],
     reference: str | None,
-    precision: str | None,
-    tolerance_of: str | None,
-    atol: float | None,
-    rtol: float | None,
-    min_cosine: float | None,
+    judged: ToleranceFlags,
     batch: int | None,
     inputs: tuple[str, ...],
     data: Path | None,
@@ -159,36 +179,84 @@ def parity(
 ) -> None:
     """Check that every backend computes what the reference computes: max/mean abs and rel error, cosine,
     SQNR, top-1/top-5 agreement per output; PASS/FAIL per backend (exit code 1 when any fails)."""
-    from infermeter.backends.registry import backend_names, default_backends
+    from infermeter.backends.registry import default_backends, require_known_backends
     from infermeter.models.reshape import parse_reshape, reshape_notes
-    from infermeter.parity import default_tolerance, tolerance_for_reference
-    from infermeter.parity.data import load_npz_feeds, random_feeds
-    from infermeter.parity.run import candidate_spec, choose_reference, reference_run
-    from infermeter.results.env import default_threads
+    from infermeter.parity.run import candidate_spec, choose_reference
 
-    require_positive(samples, "--samples")
+    for value, flag in ((samples, "--samples"), (top_k, "--top-k"), (batch, "--batch")):
+        if value is not None:
+            require_positive(value, flag)
     require_positive(threads, "--threads", allow_zero=True)
-    require_positive(top_k, "--top-k")
-    if batch is not None:
-        require_positive(batch, "--batch")
     (shape_mode,) = choose([shape_mode], SHAPE_MODES, "--shape-mode") or ["static"]
     spec = resolve_model(model, parse_reshape(reshape))
     for note in reshape_notes(spec):
         stderr.print(escape(f"warning: {note}"), soft_wrap=True)
-    (precision,) = choose([precision or spec.default_precision], PRECISIONS, "--precision")
-    (tolerance_of,) = choose([tolerance_of or precision], PRECISIONS, "--tolerance")
-    tolerance = default_tolerance(tolerance_of, atol, rtol, min_cosine)
-    # A tolerance the user set is kept as given; the default one follows what the reference really ran.
-    follow_reference = not (tolerance_of != precision or atol is not None or rtol is not None or min_cosine)
+    precision, tolerance, follow_reference = judged.resolve(spec)
     ref_name = choose_reference(spec, reference)
     backends = split_values(backend) or default_backends()
-    known = backend_names()
-    for name in backends:
-        if name not in known:
-            raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(known)}")
+    require_known_backends(backends)
     if not backends:
         raise UsageError("no backend to check: name some with --backend")
     served = {name: candidate_spec(spec, path) for name, path in _parse_candidates(candidate_onnx, backends).items()}
+    feeds = _feeds(spec, batch, inputs, data, samples, seed)
+    cases = _cases(spec, backends, precision, feeds, shape_mode, threads, option)
+    tolerance, expected = _reference(spec, cases[0], feeds, ref_name, tolerance, follow_reference)
+    records = _check_all(spec, cases, feeds.sets, expected, ref_name, tolerance, served, localize, top_k)
+    _print_table(records)
+    if output is not None:
+        _write(output, spec, cases, records)
+        stdout.print(f"results: {escape(str(output))}")
+    checked = [r for r in records if r.status != "unavailable"]
+    if not checked or any(r.status in ("fail", "error") for r in records):
+        raise SystemExit(1)
+
+
+@dataclass(frozen=True)
+class _Feeds:
+    """The input sets every backend gets, their batch and shapes, and where they came from (for the header)."""
+
+    sets: list[Feeds]
+    batch: int
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    source: str
+
+
+def _cases(
+    spec: ModelSpec,
+    backends: list[str],
+    precision: str,
+    feeds: _Feeds,
+    shape_mode: str,
+    threads: int,
+    option: tuple[str, ...],
+) -> list[Case]:
+    """One case per checked backend, each with its own backend's `-O` options."""
+    from infermeter.backends.options import options_for
+    from infermeter.results.env import default_threads
+
+    options = parse_options(option)
+    return [
+        Case(
+            spec.ref,
+            name,
+            precision,
+            feeds.batch,
+            shape_mode,
+            threads or default_threads(),
+            feeds.shapes,
+            options_for(name, options),
+            reshape=spec.reshape,
+        )
+        for name in backends
+    ]
+
+
+def _feeds(
+    spec: ModelSpec, batch: int | None, inputs: tuple[str, ...], data: Path | None, samples: int, seed: int
+) -> _Feeds:
+    """`--data`'s arrays cut into batches, or `samples` random sets at `--input`'s shapes."""
+    from infermeter.parity.data import load_npz_feeds, random_feeds
+
     overrides, values = parse_input_flags(inputs)
     check_input_values(spec.inputs, values)
     if data is not None:
@@ -198,52 +266,37 @@ def parity(
         batch, shapes = _data_shapes(spec, feed_sets[0])
         if any(_data_shapes(spec, f) != (batch, shapes) for f in feed_sets):
             raise InputSpecError(f"--data {data}: its batch size is not a multiple of --batch {batch}")
-        source = f"{data} ({len(feed_sets)} batch(es))"
-    else:
-        batch = batch or 1
-        for warning in shared_dim_conflicts(spec.inputs, overrides):
-            stderr.print(escape(f"warning: {warning}"), soft_wrap=True)
-        feed_sets = random_feeds(spec, batch, overrides, samples, seed, values)
-        shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
-        source = f"random × {samples} (seed {seed})"
-    from infermeter.backends.options import options_for
+        return _Feeds(feed_sets, batch, shapes, f"{data} ({len(feed_sets)} batch(es))")
+    batch = batch or 1
+    for warning in shared_dim_conflicts(spec.inputs, overrides):
+        stderr.print(escape(f"warning: {warning}"), soft_wrap=True)
+    feed_sets = random_feeds(spec, batch, overrides, samples, seed, values)
+    shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
+    return _Feeds(feed_sets, batch, shapes, f"random × {samples} (seed {seed})")
 
-    options = parse_options(option)
-    cases = [
-        Case(
-            spec.ref,
-            name,
-            precision,
-            batch,
-            shape_mode,
-            threads or default_threads(),
-            shapes,
-            options_for(name, options),
-            reshape=spec.reshape,
-        )
-        for name in backends
-    ]
-    shape_text = "; ".join(f"{n}[{'x'.join(map(str, d))}]" for n, d in shapes)
+
+def _reference(
+    spec: ModelSpec, case: Case, feeds: _Feeds, ref_name: str, tolerance: Tolerance, follow: bool
+) -> tuple[Tolerance, list[list[Any]]]:
+    """The reference's outputs, the tolerance (a default one follows what the reference really ran) and the
+    header line that says both."""
+    from infermeter.parity import tolerance_for_reference
+    from infermeter.parity.run import reference_run
+
     stderr.print(escape(f"running the reference ({ref_name})…"))
-    expected, ran = reference_run(spec, cases[0], feed_sets, ref_name)
-    if follow_reference:
+    expected, ran = reference_run(spec, case, feeds.sets, ref_name)
+    if follow:
         tolerance = tolerance_for_reference(tolerance, ran)
     own = " (the model's own graph)" if ran == spec.precision and ran != "fp32" else ""
+    shape_text = "; ".join(f"{n}[{'x'.join(map(str, d))}]" for n, d in feeds.shapes)
     stdout.print(
         escape(
-            f"parity of {spec.ref} · reference {ref_name} {ran}{own} · inputs {shape_text} {source} · "
+            f"parity of {spec.ref} · reference {ref_name} {ran}{own} · inputs {shape_text} {feeds.source} · "
             f"tolerance {tolerance.precision}: {tolerance.describe()}"
         ),
         soft_wrap=True,
     )
-    records = _check_all(spec, cases, feed_sets, expected, ref_name, tolerance, served, localize, top_k)
-    _print_table(records)
-    if output is not None:
-        _write(output, spec, cases, records)
-        stdout.print(f"results: {escape(str(output))}")
-    checked = [r for r in records if r.status != "unavailable"]
-    if not checked or any(r.status in ("fail", "error") for r in records):
-        raise SystemExit(1)
+    return tolerance, expected
 
 
 def _check_all(

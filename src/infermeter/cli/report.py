@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from infermeter.cli.common import stderr, stdout
+from infermeter.cli.options import ALLOW_MIXED_PRECISION
 from infermeter.errors import UsageError
 from infermeter.files import write_text_atomically
 from infermeter.report.merged import report_table
@@ -23,7 +24,7 @@ from infermeter.report.render import FORMATS, format_of, load_report, render
     help="table (console), md, html or csv. Default: from the -o suffix, else table.",
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the report to this file.")
-@click.option("--allow-mixed-precision", is_flag=True, help="Show speedups across effective precisions (marked).")
+@ALLOW_MIXED_PRECISION
 def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allow_mixed_precision: bool) -> None:
     """Render results files (several are merged, their differences shown) as a table, markdown, HTML or CSV."""
     if fmt is None:

@@ -101,18 +101,13 @@ def backend_chains(
 ) -> list[tuple[str, ...]]:
     """The backends to run, each a fallback chain (usually of one). Without backends or fallback: every available
     CPU backend that can run the models' form (a `.tflite`-only backend is left out for a zoo model, with a note)."""
-    from infermeter.backends.registry import backend_names, default_backends, get_backend
+    from infermeter.backends.registry import default_backends, get_backend, require_known_backends
 
     chains: list[tuple[str, ...]] = [(name,) for name in request.backends]
     chains += [chain for chain in request.fallback if chain]
-    known = backend_names()
     for chain in chains:
         for entry in chain:
-            name = base_name(entry)
-            if name not in known:
-                raise UsageError(
-                    f"unknown backend {name!r}; known backends: {', '.join(known)} (see `infermeter backends`)"
-                )
+            require_known_backends([base_name(entry)])
             variant_options(entry)  # a misspelt variant is a usage error now, before anything runs
     if chains:
         return chains

@@ -58,12 +58,9 @@ class CheckConfig:
             raise UsageError("no model to check: give MODEL, or `model` in [tool.infermeter.check] of pyproject.toml")
         if not self.backends:
             raise UsageError("no engine to check: give -b/--backend, e.g. -b onnxruntime")
-        from infermeter.backends.registry import backend_names
+        from infermeter.backends.registry import require_known_backends
 
-        known = backend_names()
-        for name in (*self.backends, self.gate_backend):
-            if name not in known:
-                raise UsageError(f"unknown backend {name!r}; known backends: {', '.join(known)}")
+        require_known_backends((*self.backends, self.gate_backend))
         for value, name in ((self.batch, "batch"), (self.rounds, "rounds"), (self.samples, "samples")):
             require_positive(value, f"--{name}")
         require_positive(self.threads, "--threads", allow_zero=True)
