@@ -34,9 +34,7 @@ from infermeter.report.metrics import GATES, gate_metric
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
 
-# The registry's gateable metrics (p50, p99, throughput): each is computed below from a case's samples and judged on
-# its replicates, so a metric the registry marks gateable needs its statistic in `statistic` too.
-METRICS = GATES
+METRICS = GATES  # the registry's gateable metrics (p50, p99, throughput), each with its `statistic` below
 DEFAULT_ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
 # Below this many samples a P99 rests on fewer than 5 samples beyond it (see stats.min_samples_for).
