@@ -122,9 +122,11 @@ class Results:
             import pandas as pd
         except ImportError:
             raise ImportError(PANDAS_MISSING) from None
+        from infermeter.report.metrics import STORED
+
         rows = self.rows()
         columns = [f.name for f in dataclasses.fields(CaseRow) if f.name != "extra"]
-        extra = list(rows[0].extra) if rows else []
+        extra = [metric.key for metric in STORED if metric.key not in columns]  # what CaseRow.extra holds
         records = [[getattr(row, name) for name in columns] + [row.extra[key] for key in extra] for row in rows]
         return pd.DataFrame(records, columns=columns + extra)
 
