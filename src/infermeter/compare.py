@@ -30,10 +30,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infermeter.compare_stats import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
+from infermeter.report.metrics import GATES, gate_metric
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
 
-METRICS = ("p50", "p99", "throughput")
+METRICS = GATES  # the registry's gateable metrics (p50, p99, throughput), each with its `statistic` below
 DEFAULT_ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
 # Below this many samples a P99 rests on fewer than 5 samples beyond it (see stats.min_samples_for).
@@ -79,7 +80,7 @@ class CaseChange:
         """How many times slower the new run is (> 1 slower, < 1 faster), whichever the metric."""
         if self.ratio is None:
             return None
-        return 1.0 / self.ratio if self.metric == "throughput" else self.ratio
+        return 1.0 / self.ratio if higher_is_better(self.metric) else self.ratio
 
     @property
     def unreplicated(self) -> bool:
@@ -139,6 +140,11 @@ class Comparison:
             return ""
         parts = [f"{count} case(s) on {names.get(kind, kind)}" for kind, count in counts.items()]
         return "replicates: " + "; ".join(parts)
+
+
+def higher_is_better(metric: str) -> bool:
+    """True when a rise of this `compare --metric` is an improvement (throughput), from the registry."""
+    return gate_metric(metric).better == "higher"
 
 
 def statistic(samples: np.ndarray, metric: str, batch: int) -> float:
@@ -285,12 +291,13 @@ def _replicated(
     for p99 and throughput)."""
     metric = draft.metric
     # The replicates are latencies: throughput's ratio is judged as the latency ratio it implies, then inverted.
-    latency_ratio = 1.0 / point if metric == "throughput" else point
+    higher = higher_is_better(metric)
+    latency_ratio = 1.0 / point if higher else point
     test = welch_log_ratio(reps[0].medians_ms, reps[1].medians_ms, None if metric == "p50" else math.log(latency_ratio))
     low, high = test.ci95
-    ratio, ci = (1.0 / test.ratio, (1.0 / high, 1.0 / low)) if metric == "throughput" else (test.ratio, (low, high))
+    ratio, ci = (1.0 / test.ratio, (1.0 / high, 1.0 / low)) if higher else (test.ratio, (low, high))
     significant = test.p_value < alpha
-    slowdown = 1.0 / ratio if metric == "throughput" else ratio
+    slowdown = 1.0 / ratio if higher else ratio
     beyond, verdict = _limit_verdict(slowdown, threshold, significant)
     if significant and not beyond:
         draft.notes.append(f"within the {threshold:.0%} threshold")
@@ -311,7 +318,7 @@ def _unreplicated(draft: CaseChange, reps: tuple[Replicates, Replicates], point:
     noise floor (a change smaller than the noise between two single runs is never called)."""
     floor = noise_floor(*reps)
     limit = max(threshold, floor or 0.0)
-    slowdown = 1.0 / point if draft.metric == "throughput" else point
+    slowdown = 1.0 / point if higher_is_better(draft.metric) else point
     beyond, verdict = _limit_verdict(slowdown, limit, True)
     if floor is not None and floor > threshold:
         draft.notes.append(f"unreplicated: changes within the case's noise floor ±{floor:.1%} are not judged")

@@ -20,6 +20,7 @@ from rich.table import Table
 from infermeter.compare import CaseChange, Comparison
 from infermeter.interrupts import Terminated
 from infermeter.report.coldstart import COLD_START_PHASE_COLUMNS
+from infermeter.report.metrics import gate_metric
 from infermeter.report.summary import (
     NUMERIC_COLUMNS,
     PER_SHAPE_COLUMNS,
@@ -167,7 +168,8 @@ _STYLES = {
 def _value(change: CaseChange, value: float | None) -> str:
     if value is None:
         return "—"
-    return f"{value:,.1f}/s" if change.metric == "throughput" else f"{format_ms(value)} ms"
+    metric = gate_metric(change.metric)  # the registry's unit: ms figures as every table writes them
+    return f"{format_ms(value)}{metric.suffix}" if metric.unit == "ms" else f"{value:,.1f}{metric.suffix}"
 
 
 def print_comparison(comparison: Comparison, console: Console = stdout) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from infermeter.report.merged import MergedReport
+from infermeter.report.metrics import STORED, metric
 from infermeter.results.records import Accuracy, ParityRecord, Record, Roofline, read_record
 from infermeter.results.schema import CaseResult
 
@@ -61,10 +62,10 @@ COLUMNS: list[tuple[str, str, Callable[[CaseResult], Value]]] = [
     ("latency_ms.count", "int", _stat("count")),
     ("iterations", "int", lambda c: c.iterations),
     ("warmup_iterations", "int", lambda c: c.warmup_iterations),
-    ("throughput", "float", lambda c: c.throughput),
-    ("peak_rss_mb", "float", lambda c: c.peak_rss_mb),
+    ("throughput", "float", metric("throughput").value),
+    ("peak_rss_mb", "float", metric("peak_rss_mb").value),
     ("rss_before_load_mb", "float", lambda c: c.rss_before_load_mb),
-    ("load_s", "float", lambda c: c.load_s),
+    ("load_s", "float", metric("load_s").value),
     ("cache_hit", "bool", lambda c: c.cache_hit),
     ("first_inference_ms", "float", lambda c: c.first_inference_ms),
     ("isolated", "bool", lambda c: c.isolated),
@@ -78,9 +79,13 @@ COLUMNS: list[tuple[str, str, Callable[[CaseResult], Value]]] = [
     ("accuracy.value", "float", _record(Accuracy, "value")),
     ("accuracy.drop_pct", "float", _record(Accuracy, "drop_pct")),
     ("flops", "float", _record(Roofline, "flops")),
-    ("achieved_gflops", "float", _record(Roofline, "achieved_gflops")),
+    ("achieved_gflops", "float", metric("achieved_gflops").value),
     ("arithmetic_intensity", "float", _record(Roofline, "arithmetic_intensity")),
 ]
+# Each registry metric's CSV column: where the file already had it, its getter is the registry's; a metric added to
+# the registry later is appended here, after the columns above (the order is append-only).
+_LISTED = {name for name, _, _ in COLUMNS}
+COLUMNS += [(m.csv, "float", m.value) for m in STORED if m.csv is not None and m.csv not in _LISTED]
 COLUMN_TYPES = {name: kind for name, kind, _ in COLUMNS}
 
 

@@ -8,7 +8,8 @@ from html import escape
 from infermeter.report.charts import report_charts
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
-from infermeter.report.summary import NUMERIC_COLUMNS, group_warnings
+from infermeter.report.metrics import NUMERIC_COLUMNS
+from infermeter.report.summary import group_warnings
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;

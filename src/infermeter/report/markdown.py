@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
-from infermeter.report.summary import NUMERIC_COLUMNS, case_label, format_ms, group_warnings, speedup_cell, speedups
+from infermeter.report.metrics import NUMERIC_COLUMNS, format_ms, speedup_cell
+from infermeter.report.summary import case_label, group_warnings, speedups
 from infermeter.results.schema import CaseResult
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from infermeter.report.metrics import metric
 from infermeter.report.summary import SummaryTable, backend_labels
 from infermeter.results.records import SoakRecord, read_record
 from infermeter.results.schema import CaseResult
@@ -80,7 +81,7 @@ def soak_table(cases: Sequence[CaseResult]) -> SummaryTable | None:
             rows.append([labels[case.id], case.status, "—", "—", "—", "—", "—", peak, "—", "—", "—"])
             continue
         ci = record.slope_ci_mb_per_1k
-        slope = "—" if record.slope_mb_per_1k is None else f"{record.slope_mb_per_1k:+.2f}"
+        slope = metric("growth_mb_per_1k").text(case)  # as the summary table's column writes it
         status = "growing" if record.growing else case.status
         rows.append([
             labels[case.id],

@@ -8,42 +8,27 @@ from dataclasses import dataclass, field
 from infermeter.backends.variant import variant_label
 from infermeter.case import comparison_key, model_family
 from infermeter.report.int8 import int8_explanation
-from infermeter.report.numbers import format_number
+from infermeter.report.metrics import METRICS, Metric
+from infermeter.report.metrics import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
+from infermeter.report.metrics import Speedup as Speedup
+from infermeter.report.metrics import format_ms as format_ms
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import (
     GenerationCase,
     Int8Run,
     NodeRecord,
     ParityRecord,
-    Roofline,
     most_processes,
     read_record,
 )
 from infermeter.results.records.int8 import GIVEN
-from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, PairedSpeedup
+from infermeter.results.schema import CaseResult, CaseWarning
 from infermeter.stats import WARNING_CODES, min_samples_for
 
-COLUMNS = (
-    "model",
-    "backend",
-    "precision",
-    "batch",
-    "shape",
-    "streams",
-    "P50 ms",
-    "P99 ms",
-    "throughput/s",
-    "peak MB",
-    "load s",
-    "speedup",
-    "GFLOP/s",
-    "% peak",
-)
-
-# Right-aligned by every renderer (console, markdown, HTML).
-NUMERIC_COLUMNS = frozenset(
-    {"batch", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "GFLOP/s", "% peak"}
-)
+# The case's identity, before the registry's metric columns (`report.metrics.METRICS`).
+HEAD_COLUMNS = ("model", "backend", "precision", "batch", "shape", "streams")
+# Every column the summary table can have (a metric whose `shown` is false for the cases is left out).
+COLUMNS = HEAD_COLUMNS + tuple(metric.header for metric in METRICS)
 
 
 @dataclass(frozen=True)
@@ -71,7 +56,16 @@ class SummaryTable:
 
 _ALWAYS = {"backend", "P50 ms", "P99 ms", "throughput/s", "peak MB", "load s", "speedup", "shape", "runs", "cache"}
 _ALWAYS |= {"import s", "load s", "first ms", "to first result s", "cache hit"}
-_ALWAYS |= {"case", "status", "MB/1k req", "95% CI", "plateau at", "start MB", "end MB"}  # the soak's table
+_ALWAYS |= {
+    "growth MB/1k req",
+    "case",
+    "status",
+    "MB/1k req",
+    "95% CI",
+    "plateau at",
+    "start MB",
+    "end MB",
+}  # the soak's table
 # A constant column at its default value says nothing: dropped, not captioned ("—": not measured for any case).
 _DEFAULT_HIDDEN = {"streams": "1", "GFLOP/s": "—", "% peak": "—"}
 _DEFAULT_HIDDEN |= {column: "—" for column in ("build s", "model init s", "quantize s", "optimize s", "deserialize s")}
@@ -152,17 +146,6 @@ def comparison_group(case: CaseResult) -> tuple[object, ...]:
     )
 
 
-def format_ms(value: float | None) -> str:
-    """Milliseconds with three significant digits at least (0.0123, 1.23, 123)."""
-    if value is None:
-        return "—"
-    if value < 1:
-        return f"{value:.4f}"
-    if value < 100:
-        return f"{value:.2f}"
-    return f"{value:,.0f}"
-
-
 def precision_cell(case: CaseResult) -> str:
     """`fp32`, or `fp32→bf16` when the engine runs another precision than requested; an INT8 row names the
     quantizer that made its graph and, when the engine says, how many of its compute layers ran int8
@@ -181,17 +164,6 @@ def parity_failed(case: CaseResult) -> bool:
     """True when the case carries a parity check that did not pass: its speed must not be reported as a gain."""
     parity = read_record(case, ParityRecord)
     return parity is not None and not parity.passed
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """A case's speedup over its group's baseline: `ratio` (baseline P50 / case P50, or the paired geometric mean
-    when the group ran interleaved), `mark` (empty; "mixed" across precisions; "precision", "parity" or
-    "interference" or "storage" when refused, ratio None) and the paired interval when there is one."""
-
-    ratio: float | None
-    mark: str = ""
-    paired: PairedSpeedup | None = None
 
 
 def interfered(case: CaseResult) -> bool:
@@ -233,95 +205,27 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
     return out
 
 
-def speedup_cell(speedup: Speedup | None) -> str:
-    """`2.71x [2.64–2.78]` (paired), `no diff [0.98–1.03]` when the interval holds 1.0, `1.52x` (unpaired),
-    `n/a†`/`n/a‡`/`n/a§` when refused, `—` when there is nothing to compare."""
-    if speedup is None:
-        return "—"
-    refused = {"precision": "n/a†", "parity": "n/a‡", "interference": "n/a§", "storage": "n/a¶"}
-    if speedup.mark in refused:
-        return refused[speedup.mark]
-    assert speedup.ratio is not None
-    star = "*" if speedup.mark == "mixed" else ""
-    paired = speedup.paired
-    if paired is None:
-        return f"{speedup.ratio:.2f}x{star}"
-    interval = f"[{paired.ci_low:.2f}–{paired.ci_high:.2f}]"
-    return f"no diff{star} {interval}" if paired.no_difference else f"{paired.ratio:.2f}x{star} {interval}"
-
-
-def p50_cell(case: CaseResult) -> str:
-    """P50, with its interval's half-width (`483 ±6%`) when that is wider than the case's --target-ci: the stop
-    rule ran out of --max-time before the median was known as precisely as asked."""
-    stats = case.latency_ms
-    assert stats is not None
-    low, high = stats.p50_ci95
-    halfwidth = max(stats.p50 - low, high - stats.p50) / stats.p50 if stats.p50 > 0 else 0.0
-    if case.target_ci is None or halfwidth <= case.target_ci:
-        return format_ms(stats.p50)
-    # One decimal below 10%, so that a 1.4% interval against a 1% target does not read "±1%".
-    width = f"{halfwidth:.0%}" if halfwidth >= 0.1 else f"{halfwidth:.1%}"
-    return f"{format_ms(stats.p50)} ±{width}"
-
-
-def p99_cell(stats: LatencyStats) -> str:
-    """P99, prefixed `~` when fewer than the samples a sound P99 needs stand behind it (see stats.min_samples_for)."""
-    sound = stats.count >= min_samples_for(99)
-    return format_ms(stats.p99) if sound else f"~{format_ms(stats.p99)}"
-
-
-def _roofline_cells(case: CaseResult) -> list[str]:
-    """Achieved GFLOP/s and the fraction of this machine's ceiling for the case's precision (`bench` adds them
-    from `infermeter peak`); "—" when not annotated (--no-roofline, a synthetic case, FLOPs not countable), "≥"
-    before lower bounds (some of the graph's nodes uncounted)."""
-    roofline = read_record(case, Roofline)
-    if roofline is None:
-        return ["—", "—"]
-    fraction = roofline.peak_fraction
-    at_least = "≥" if roofline.uncounted_nodes else ""  # nodes without shapes count 0: lower bounds
-    return [f"{at_least}{roofline.achieved_gflops:,.1f}", "—" if fraction is None else f"{at_least}{fraction:.0%}"]
-
-
 def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> SummaryTable:
     """The headline table: one row per case, speedup against the first backend of each group."""
     ratios = speedups(cases, allow_mixed_precision)
+    shown = [metric for metric in METRICS if metric.shown(cases)]
     rows: list[list[str]] = []
     warnings: list[tuple[str, CaseWarning]] = []
     footnotes: list[str] = []
-    marks: set[str] = set()
     tail_short = wide = False
     backends = backend_labels(cases)
     for case in cases:
         label = case_label(case, backends[case.id])
         if not case.ok:
             head = [case.model, backends[case.id], case.precision, str(case.batch), case.shape_mode, str(case.streams)]
-            rows.append(head + [case.status.upper()] + ["—"] * 7)
+            rows.append(head + failed_cells(case, shown))
             footnotes.append(f"{label}: {case.status}: {case.error}")
             continue
-        stats = case.latency_ms
-        assert stats is not None
-        speedup = ratios.get(case.id)
-        marks.add(speedup.mark if speedup is not None else "")
-        p50, p99 = p50_cell(case), p99_cell(stats)
-        tail_short = tail_short or p99.startswith("~")
-        wide = wide or "±" in p50
-        rows.append(
-            [
-                case.model,
-                backends[case.id],
-                precision_cell(case),
-                str(case.batch),
-                case.shape_mode,
-                str(case.streams),
-                p50,
-                p99,
-                format_number(case.throughput, ",.1f"),
-                format_number(case.peak_rss_mb, ",.0f"),
-                format_number(case.load_s, ",.2f"),
-                speedup_cell(speedup),
-                *_roofline_cells(case),
-            ]
-        )
+        cells = {metric.header: metric.text(case, ratios.get(case.id)) for metric in shown}
+        tail_short = tail_short or cells["P99 ms"].startswith("~")
+        wide = wide or "±" in cells["P50 ms"]
+        head = [case.model, backends[case.id], precision_cell(case), str(case.batch), case.shape_mode]
+        rows.append([*head, str(case.streams), *cells.values()])
         warnings.extend((label, w) for w in case.warnings)
     # Where an INT8 row's time went, and what a tuned row's tuning bought: one sentence per row that has one.
     footnotes += [
@@ -330,45 +234,8 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         for case in cases
         if (text := sentence(case, cases))
     ]
-    if "precision" in marks:
-        footnotes.append(
-            "† speedup refused: this case runs a different effective precision than the first backend of its group; "
-            "pass --allow-mixed-precision to show it anyway (marked *)"
-        )
-    if "parity" in marks:
-        footnotes.append(
-            "‡ no speedup: this case's outputs failed the parity check against the fp32 reference (see its `parity`)"
-        )
-    if "interference" in marks:
-        footnotes.append("§ no speedup: other work on this machine disturbed this case or its baseline (interference)")
-    if "storage" in marks:
-        footnotes.append("¶ no speedup: fp32 compute (fp16 storage): the engine computes this reduced-precision "
-                         "graph in fp32 on this CPU, so its speed is no fp16/bf16 figure")  # fmt: skip
-    processes = most_processes(cases)
-    if processes:
-        footnotes.append(f"P50: geometric mean of each case's process medians (--repeat, up to {processes} processes), "
-                         "its interval from their spread")  # fmt: skip
-    if wide:
-        footnotes.append(
-            "± P50 interval wider than --target-ci: "
-            + (
-                "its processes disagree by more (--repeat)"
-                if processes
-                else "--max-time ran out first; raise --max-time for a tighter one"
-            )
-        )
-    if tail_short:
-        footnotes.append(
-            f"~ P99 from fewer than {min_samples_for(99)} samples: indicative only; raise --min-time for a sound one"
-        )
-    if any(speedup.paired is not None for speedup in ratios.values()):
-        unit = "per-pass ratios of process medians (--repeat)" if processes else "per-round ratios"
-        footnotes.append(
-            f"speedup: geometric mean of {unit} with its 95% interval (interleaved rounds); "
-            "no diff: the interval contains 1.0"
-        )
+    footnotes += _speed_footnotes(cases, ratios, wide, tail_short)
     if any(speedup.mark == "mixed" for speedup in ratios.values()):
-        footnotes.append("* speedup across different effective precisions (--allow-mixed-precision)")
         warnings.append(
             (
                 "table",
@@ -379,7 +246,61 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 ),
             )
         )
-    return SummaryTable(COLUMNS, rows, warnings, footnotes)
+    return SummaryTable(HEAD_COLUMNS + tuple(metric.header for metric in shown), rows, warnings, footnotes)
+
+
+def _speed_footnotes(
+    cases: Sequence[CaseResult], ratios: dict[str, Speedup], wide: bool, tail_short: bool
+) -> list[str]:
+    """The footnotes of the speed columns: refused speedups (†‡§¶), --repeat medians, wide P50 intervals (±),
+    P99s from too few samples (~), paired intervals and speedups across precisions (*)."""
+    marks = {speedup.mark for speedup in ratios.values()}
+    notes: list[str] = []
+    if "precision" in marks:
+        notes.append(
+            "† speedup refused: this case runs a different effective precision than the first backend of its group; "
+            "pass --allow-mixed-precision to show it anyway (marked *)"
+        )
+    if "parity" in marks:
+        notes.append(
+            "‡ no speedup: this case's outputs failed the parity check against the fp32 reference (see its `parity`)"
+        )
+    if "interference" in marks:
+        notes.append("§ no speedup: other work on this machine disturbed this case or its baseline (interference)")
+    if "storage" in marks:
+        notes.append("¶ no speedup: fp32 compute (fp16 storage): the engine computes this reduced-precision "
+                     "graph in fp32 on this CPU, so its speed is no fp16/bf16 figure")  # fmt: skip
+    processes = most_processes(cases)
+    if processes:
+        notes.append(f"P50: geometric mean of each case's process medians (--repeat, up to {processes} processes), "
+                     "its interval from their spread")  # fmt: skip
+    if wide:
+        notes.append(
+            "± P50 interval wider than --target-ci: "
+            + (
+                "its processes disagree by more (--repeat)"
+                if processes
+                else "--max-time ran out first; raise --max-time for a tighter one"
+            )
+        )
+    if tail_short:
+        notes.append(
+            f"~ P99 from fewer than {min_samples_for(99)} samples: indicative only; raise --min-time for a sound one"
+        )
+    if any(speedup.paired is not None for speedup in ratios.values()):
+        unit = "per-pass ratios of process medians (--repeat)" if processes else "per-round ratios"
+        notes.append(
+            f"speedup: geometric mean of {unit} with its 95% interval (interleaved rounds); "
+            "no diff: the interval contains 1.0"
+        )
+    if "mixed" in marks:
+        notes.append("* speedup across different effective precisions (--allow-mixed-precision)")
+    return notes
+
+
+def failed_cells(case: CaseResult, shown: Sequence[Metric]) -> list[str]:
+    """A failed case's metric cells: its status (`FAILED`, `CRASHED`) under the first metric, "—" under the rest."""
+    return [case.status.upper() if index == 0 else "—" for index in range(len(shown))]
 
 
 PER_SHAPE_COLUMNS = ("model", "backend", "precision", "batch", "streams", "shape", "runs", "P50 ms", "P99 ms")

@@ -64,7 +64,8 @@ CREATE INDEX IF NOT EXISTS cases_by_model ON cases(model, backend);
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """One case of one recorded run."""
+    """One case of one recorded run: its figures are the registry's metrics (`report.metrics.STORED`), the first
+    five as fields, the rest in `extra` by key (None in a run recorded before the metric existed)."""
 
     run_id: int
     created: str
@@ -87,6 +88,7 @@ class HistoryPoint:
     peak_rss_mb: float | None
     load_s: float | None
     samples_ms: list[float] = field(default_factory=list)
+    extra: dict[str, float | None] = field(default_factory=dict)  # the registry's other metrics, by key
 
 
 def history_path() -> Path | None:
@@ -139,6 +141,7 @@ def open_history(path: Path) -> Iterator[sqlite3.Connection]:
         connection.execute("BEGIN IMMEDIATE")
         for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
             connection.execute(statement)
+        _add_metric_columns(connection)
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
         yield connection
@@ -151,9 +154,34 @@ def open_history(path: Path) -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
+# The cases table's columns before the metrics, and the metrics with a field of their own in HistoryPoint.
+_CASE_COLUMNS = ("run_id", "case_id", "model", "backend", "precision", "precision_effective", "batch", "shape_mode",
+                 "threads", "status")  # fmt: skip
+_TYPED = ("p50_ms", "p99_ms", "throughput", "peak_rss_mb", "load_s")
+
+
+def _metric_keys() -> list[str]:
+    """One REAL column per stored registry metric, named by its key (the five of _TYPED since the first schema)."""
+    from infermeter.report.metrics import STORED
+
+    return [metric.key for metric in STORED]
+
+
+def _add_metric_columns(connection: sqlite3.Connection) -> None:
+    """Give a database written before a metric existed its column (NULL in the runs recorded before)."""
+    present = {row[1] for row in connection.execute("PRAGMA table_info(cases)")}
+    for key in _metric_keys():
+        if key not in present:
+            connection.execute(f'ALTER TABLE cases ADD COLUMN "{key}" REAL')
+
+
 def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_path: Path | None) -> int:
     """Insert one run and its cases in a single transaction; returns the run id."""
+    from infermeter.report.metrics import values_of
+
     environment = results.environment
+    columns = [*_CASE_COLUMNS, *_metric_keys(), "samples_ms"]
+    insert = f"INSERT INTO cases ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     connection.execute("BEGIN IMMEDIATE")
     try:
         cursor = connection.execute(
@@ -172,28 +200,11 @@ def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_pat
         )
         run_id = int(cursor.lastrowid or 0)
         for case in results.cases:
-            stats = case.latency_ms
-            connection.execute(
-                "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    case.id,
-                    case.model,
-                    case.backend,
-                    case.precision,
-                    case.precision_effective,
-                    case.batch,
-                    case.shape_mode,
-                    case.threads,
-                    case.status,
-                    stats.p50 if stats else None,
-                    stats.p99 if stats else None,
-                    case.throughput,
-                    case.peak_rss_mb,
-                    case.load_s,
-                    json.dumps(case.samples_ms),
-                ),
-            )
+            head = (run_id, case.id, case.model, case.backend, case.precision, case.precision_effective, case.batch)
+            values = values_of(case)
+            figures = [values[key] for key in _metric_keys()]
+            row = (*head, case.shape_mode, case.threads, case.status, *figures, json.dumps(case.samples_ms))
+            connection.execute(insert, row)
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
@@ -225,10 +236,12 @@ def load_history(path: Path, model: str | None = None, backend: str | None = Non
     database does not exist or is unusable."""
     if not path.exists():
         raise ResultsError(f"no history database at {path}: run `infermeter bench` first (history is on by default)")
+    keys = _metric_keys()
     query = (
         "SELECT r.id, r.created, r.recorded, r.results_path, r.git_commit, r.env_fingerprint, c.case_id, c.model,"
-        " c.backend, c.precision, c.precision_effective, c.batch, c.shape_mode, c.threads, c.status, c.p50_ms,"
-        " c.p99_ms, c.throughput, c.peak_rss_mb, c.load_s, c.samples_ms FROM cases c JOIN runs r ON r.id = c.run_id"
+        " c.backend, c.precision, c.precision_effective, c.batch, c.shape_mode, c.threads, c.status, "
+        + ", ".join(f'c."{key}"' for key in keys)
+        + ", c.samples_ms FROM cases c JOIN runs r ON r.id = c.run_id"
     )
     conditions, params = [], []
     for column, value in (("c.model", model), ("c.backend", backend)):
@@ -243,4 +256,12 @@ def load_history(path: Path, model: str | None = None, backend: str | None = Non
             rows = connection.execute(query, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise ResultsError(f"the history database {path} is unusable ({exc}); move it aside or delete it") from exc
-    return [HistoryPoint(*row[:-1], samples_ms=json.loads(row[-1]) if row[-1] else []) for row in rows]  # type: ignore[misc]
+    return [_point(row, keys) for row in rows]
+
+
+def _point(row: tuple[object, ...], keys: list[str]) -> HistoryPoint:
+    """A HistoryPoint from a row of load_history's query: 15 fixed columns, one per metric key, samples_ms."""
+    values = dict(zip(keys, row[15:-1], strict=True))
+    typed = [values.pop(key) for key in _TYPED]
+    samples = json.loads(str(row[-1])) if row[-1] else []
+    return HistoryPoint(*row[:15], *typed, samples_ms=samples, extra=values)  # type: ignore[arg-type, misc]

@@ -32,7 +32,8 @@ class CaseRow:
     did not run (`status` is not ok, `error` says why). `speedup` is over the first backend of the case's
     comparison group, None where the table refuses one (`speedup_note`: precision, parity or interference;
     mixed when shown across effective precisions); `speedup_low`/`speedup_high` bound its 95% interval when the
-    group ran in interleaved rounds."""
+    group ran in interleaved rounds. `extra` holds the other metrics of the registry (`report.metrics.METRICS`:
+    achieved GFLOP/s, fraction of peak, a soak's memory growth), by key; to_pandas gives each a column."""
 
     model: str
     backend: str
@@ -55,9 +56,14 @@ class CaseRow:
     samples: int
     error: str | None
     id: str
+    extra: dict[str, float | None] = dataclasses.field(default_factory=dict)
 
 
 def _row(case: CaseResult, speedup: Speedup | None) -> CaseRow:
+    """The case's row: every registry metric, the typed fields by name, the rest in `extra`."""
+    from infermeter.report.metrics import values_of
+
+    values = values_of(case)
     stats = case.latency_ms
     paired = speedup.paired if speedup is not None else None
     return CaseRow(
@@ -65,10 +71,10 @@ def _row(case: CaseResult, speedup: Speedup | None) -> CaseRow:
         backend=case.backend,
         precision=case.precision,
         batch=case.batch,
-        p50_ms=stats.p50 if stats else None,
-        p99_ms=stats.p99 if stats else None,
-        throughput=case.throughput,
-        peak_rss_mb=case.peak_rss_mb,
+        p50_ms=values.pop("p50_ms"),
+        p99_ms=values.pop("p99_ms"),
+        throughput=values.pop("throughput"),
+        peak_rss_mb=values.pop("peak_rss_mb"),
         status=case.status,
         speedup=speedup.ratio if speedup is not None else None,
         speedup_low=paired.ci_low if paired is not None else None,
@@ -78,10 +84,11 @@ def _row(case: CaseResult, speedup: Speedup | None) -> CaseRow:
         shape_mode=case.shape_mode,
         streams=case.streams,
         threads=case.threads,
-        load_s=case.load_s,
+        load_s=values.pop("load_s"),
         samples=stats.count if stats else 0,
         error=case.error,
         id=case.id,
+        extra=values,
     )
 
 
@@ -109,14 +116,19 @@ class Results:
         return [_row(case, ratios.get(case.id)) for case in self.cases]
 
     def to_pandas(self) -> Any:
-        """The rows as a pandas DataFrame, one row per case (columns: CaseRow's fields). ImportError naming the
-        install line when pandas is missing."""
+        """The rows as a pandas DataFrame, one row per case (columns: CaseRow's fields, then each key of its
+        `extra`). ImportError naming the install line when pandas is missing."""
         try:
             import pandas as pd
         except ImportError:
             raise ImportError(PANDAS_MISSING) from None
-        columns = [f.name for f in dataclasses.fields(CaseRow)]
-        return pd.DataFrame([dataclasses.astuple(row) for row in self.rows()], columns=columns)
+        from infermeter.report.metrics import STORED
+
+        rows = self.rows()
+        columns = [f.name for f in dataclasses.fields(CaseRow) if f.name != "extra"]
+        extra = [metric.key for metric in STORED if metric.key not in columns]  # what CaseRow.extra holds
+        records = [[getattr(row, name) for name in columns] + [row.extra[key] for key in extra] for row in rows]
+        return pd.DataFrame(records, columns=columns + extra)
 
     def table(self) -> str:
         """The summary table as `infermeter bench` prints it (constant columns in the caption), with its
