@@ -57,7 +57,7 @@ def parts(quick: bool) -> list[Part]:
         Part("narrow", f"Narrow bounds ({narrow})", (*engines, "--dynamic", narrow)),
         # torch goes through glibc malloc, and ONNX Runtime's arena shrinkage hands memory back to it: the two
         # cases where the allocator decides (OpenVINO and ONNX Runtime's default arena keep their own pools).
-        Part("allocators", f"Malloc variants ({allocators})",
+        Part("allocators", f"Malloc variants ({allocators}; torch, and ONNX Runtime with arena_shrink=on)",
              ("-b", "torch", "-b", "onnxruntime:arena_shrink=on", "--dynamic", wide, "--allocator", allocators)),
         Part("arenas", "ONNX Runtime arena settings, OpenVINO's shape cache",
              ("-b", "onnxruntime:arena_shrink=on", "-b", "onnxruntime:cpu_arena=off",
@@ -158,6 +158,7 @@ def findings(by_part: dict[str, list[CaseResult]]) -> list[str]:
             cost = bucketed.latency_ms.mean / case.latency_ms.mean - 1
             line += f"; padding into buckets cost {cost:+.0%} mean latency"
         lines.append(line)
+    lines += peak_by_variant(by_part, records)
     growing = [c.backend for c in free if (r := records[("free", c.id)]) is not None and r.growing]
     if free:
         lines.insert(0, f"The seed's growth with free lengths is reproduced here by: {', '.join(growing)}."
@@ -167,6 +168,54 @@ def findings(by_part: dict[str, list[CaseResult]]) -> list[str]:
     for name, case in crashed:
         lines.append(f"{soak_labels(by_part[name])[case.id]} ({name}): {case.status}: {case.error}")
     return lines
+
+
+def peak_by_variant(
+    by_part: dict[str, list[CaseResult]], records: dict[tuple[str, str], SoakRecord | None]
+) -> list[str]:
+    """Per engine, each variant's peak RSS against the free-length case's, lowest first: which setting bounds memory."""
+    lines = []
+    for case in by_part.get("free", []):
+        base = records[("free", case.id)]
+        if base is None:
+            continue
+        found = []
+        for name, cases in by_part.items():
+            labels = full_labels(cases)
+            for other in cases:
+                record = records[(name, other.id)]
+                if name != "free" and other.backend == case.backend and record is not None:
+                    change = record.peak_rss_mb / base.peak_rss_mb - 1
+                    found.append((record.peak_rss_mb, f"{labels[other.id]} ({name}) {record.peak_rss_mb:,.0f} MB "
+                                  f"({change:+.0%})"))  # fmt: skip
+        if found:
+            ranked = ", ".join(text for _, text in sorted(found))
+            lines.append(f"{case.backend}'s peak RSS, free lengths {base.peak_rss_mb:,.0f} MB; its variants, lowest "
+                         f"first: {ranked}")  # fmt: skip
+    return lines
+
+
+def full_labels(cases: list[CaseResult]) -> dict[str, str]:
+    """The soak table's labels, with the options every case of the part shares added (the table leaves them out)."""
+    labels = soak_labels(cases)
+    for case in cases:
+        shared = [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in sorted(case.options.items())]
+        labels[case.id] += "".join(f" {text}" for text in shared if text not in labels[case.id].split())
+    return labels
+
+
+KEPT_START, KEPT_END = (
+    "<!-- written by hand: --write-docs keeps this block -->",
+    "<!-- end of the hand-written block -->",
+)
+
+
+def kept_block(doc: Path) -> list[str]:
+    """The hand-written block of the existing page (status, what the figures mean), which --write-docs keeps."""
+    text = doc.read_text() if doc.exists() else ""
+    if KEPT_START not in text or KEPT_END not in text:
+        return []
+    return [KEPT_START + text.split(KEPT_START, 1)[1].split(KEPT_END, 1)[0] + KEPT_END, ""]
 
 
 def write_docs(by_part: dict[str, list[CaseResult]], titles: dict[str, str], command: str, quick: bool) -> None:
@@ -181,6 +230,8 @@ def write_docs(by_part: dict[str, list[CaseResult]], titles: dict[str, str], com
     if quick:
         doc += ["**Smoke run (`--quick`: bert_tiny, few requests, short lengths) on a loaded shared machine: the "
                 "figures only show the machinery works. Rerun without --quick for the real figures.**", ""]  # fmt: skip
+    page = ROOT / "docs" / "memory-soak.md"
+    doc += kept_block(page)
     doc += ["## Findings", "", *[f"- {line}" for line in findings(by_part)], ""]
     for name, cases in by_part.items():
         table = soak_table(cases)
@@ -192,8 +243,8 @@ def write_docs(by_part: dict[str, list[CaseResult]], titles: dict[str, str], com
         doc += [*rows, ""]
         doc += [f"- {line}" for line in soak_remedies(cases)]
         doc += ["", f"![{titles[name]}](img/memory-soak-{name}.svg)", ""]
-    (ROOT / "docs" / "memory-soak.md").write_text("\n".join(doc).rstrip() + "\n")
-    print(f"wrote {ROOT / 'docs' / 'memory-soak.md'}")
+    page.write_text("\n".join(doc).rstrip() + "\n")
+    print(f"wrote {page}")
 
 
 def main() -> None:

@@ -157,6 +157,13 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
     default=0,
     help="Reload a worker's session after N batches, giving its memory back (a remedy for growth; 0: never).",
 )
+@click.option(
+    "--allocator",
+    default="glibc",
+    show_default=True,
+    help="The malloc to serve on: glibc, arenas=N (MALLOC_ARENA_MAX), jemalloc or tcmalloc (the remedy a soak "
+    "picked; the process restarts itself with it).",
+)
 def serve(
     served: ServedModel,
     max_batch: int,
@@ -171,6 +178,7 @@ def serve(
     log_level: str,
     reshape: tuple[str, ...],
     recycle_after: int,
+    allocator: str,
 ) -> None:
     """Serve MODEL over HTTP (Open Inference Protocol / KServe v2 REST) with a dynamic batcher.
 
@@ -186,8 +194,10 @@ def serve(
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
     """
     from infermeter.extras import SERVE_MODULES, require_extra
+    from infermeter.measure.allocator import run_under_allocator
 
     require_extra("serve", SERVE_MODULES, "`infermeter serve`")
+    run_under_allocator(allocator, sys.argv[1:])
     from infermeter.serve.server import GRPC_LISTENING_PREFIX, LISTENING_PREFIX, serve_foreground
 
     for flag, value in (("--port", port), ("--grpc-port", grpc_port)):

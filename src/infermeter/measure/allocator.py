@@ -12,7 +12,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+import os
 import re
+import sys
 from pathlib import Path
 
 from infermeter.errors import UsageError
@@ -52,6 +54,30 @@ def allocator_environment(name: str) -> dict[str, str]:
         return {"MALLOC_ARENA_MAX": match.group(1)}
     library = _library(name)
     return {"LD_PRELOAD": library} if library else {}
+
+
+_REEXECUTED = "INFERMETER_ALLOCATOR_REEXECUTED"
+
+
+def run_under_allocator(name: str, argv: list[str]) -> None:
+    """Make this process run on allocator `name`: return when it already does, else replace the process by the
+    same command (`python -m infermeter ARGV`) with the allocator's environment, so a long-lived process such as
+    `serve` gets the malloc a soak chose. A preload that did not take after the restart is an error, not a loop."""
+    name = check_allocator(name)
+    wanted = allocator_environment(name)
+    if all(os.environ.get(key) == value for key, value in wanted.items()) and (
+        name not in _PRELOADED or loaded_allocator() == name
+    ):
+        return
+    unavailable = allocator_unavailable(name)
+    if unavailable:
+        raise UsageError(unavailable)
+    if os.environ.get(_REEXECUTED):
+        raise UsageError(f"--allocator {name}: the process still runs on {loaded_allocator()} after restarting with "
+                         f"{wanted}")  # fmt: skip
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "infermeter", *argv], {**os.environ, **wanted, _REEXECUTED: "1"})
 
 
 def loaded_allocator() -> str:
