@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 )
 @click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--calib-size", type=int, default=300, show_default=True, help="Calibration samples used at most.")
-@click.option("--eval-size", type=int, default=512, show_default=True, help="Evaluation samples used at most.")
+@click.option("--eval-size", type=int, default=1000, show_default=True, help="Evaluation samples used at most.")
 @click.option("--method", default="minmax", show_default=True, help="Calibration: minmax, entropy, percentile.")
 @click.option("--activations", default="u8", show_default=True, help="Static activations: u8 (fast on x86) or s8.")
 @click.option("--per-channel", is_flag=True, help="Per-output-channel weight scales.")
