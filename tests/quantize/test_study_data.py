@@ -63,7 +63,7 @@ def test_quantize_and_optimize_choose_the_same_data(files: tuple[Path, Path, Pat
     assert quantized.notes[-1].startswith("evaluation data: ")
     if "eval_size" in which:  # the data held 90 samples: the first 50 are scored, and the note says so
         assert quantized.evaluation.count == 50 and quantized.calib is not None and quantized.calib.count == 30
-        assert "the first 50 (the evaluation size)" in quantized.notes[-1]
+        assert "the first 50 samples, the evaluation size, from" in quantized.notes[-1]
     # Static quantization without --calib calibrates on generated inputs, with the warning, in both commands.
     assert quantized.calibrated_on_random == (not which.get("calib"))
     if not which:

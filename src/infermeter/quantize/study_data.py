@@ -86,8 +86,8 @@ def choose_study_data(inputs: ModelInputs, flags: DataFlags, static: bool = True
                 "(not a task metric; pass --eval with labelled data for one)"
             )
     what = "labelled: top-1 against the labels" if evaluation.labels is not None else "unlabelled: agreement"
-    bound = f", the first {flags.eval_size} (the evaluation size)" if cut else ""
-    notes.append(f"evaluation data: {evaluation.count} samples from {evaluation.source}{bound} ({what})")
+    size = f"the first {evaluation.count} samples, the evaluation size," if cut else f"{evaluation.count} samples"
+    notes.append(f"evaluation data: {size} from {evaluation.source} ({what})")
     return StudyData(calib, evaluation, tuple(notes), tuple(warnings))
 
 
