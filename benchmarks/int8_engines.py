@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.report.int8 import fp32_twin, int8_explanation
+from infermeter.report.int8_explanation import fp32_twin, int8_explanation
 from infermeter.results.io import read_results
 from infermeter.results.records import Int8Run, read_record
 from infermeter.results.schema import CaseResult
@@ -90,12 +90,13 @@ def accuracy_drops(case: ModelCase, results: list[CaseResult], threads: int) -> 
     every row scored the same way (`optimize.accuracy`)."""
     from infermeter.models.convert import onnx_for
     from infermeter.models.spec import resolve_model
-    from infermeter.optimize.accuracy import fp32_reference, score_backend
+    from infermeter.optimize.accuracy import score_backend
     from infermeter.quantize.data import load_samples
+    from infermeter.quantize.study import fp32_reference
 
     spec = resolve_model(case.model)
     evaluation = load_samples(spec.inputs, str(case.evaluation))
-    reference = fp32_reference(onnx_for(spec).path, spec, evaluation, threads)
+    reference = fp32_reference(onnx_for(spec).path, spec.task, evaluation, threads)
     calib = {"quantize.calib": str(case.calib)}
     drops = {}
     for result in results:

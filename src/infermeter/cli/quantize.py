@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
+from infermeter.cli.quantize_flags import COMMON_PARAMS, GGUF_ONLY, TO_ONLY, GgufFlags, Int8Flags, StudyFlags
 from infermeter.errors import UsageError
 from infermeter.generate.gguf_quant import DEFAULT_LEVELS
 from infermeter.report.numbers import format_number
 from infermeter.results.schema import now_iso
 
-# With --format gguf, quantize takes these parameters (the others are ONNX/OpenVINO INT8 settings and are refused).
-GGUF_PARAMS = {"model", "format_", "output", "levels", "compare", "prompt_len", "gen_len", "requests"}
-GGUF_PARAMS |= {"threads", "results"}
-GGUF_ONLY = ("levels", "compare", "prompt_len", "gen_len", "requests")
-# With --to fp16|bf16 (the reduced-precision study), quantize takes these parameters.
-TO_PARAMS = {"model", "to", "backends", "output", "data", "threshold", "max_changed", "min_cosine", "max_evals"}
-TO_PARAMS |= {"samples", "no_latency", "threads", "seed", "format_"}
-TO_ONLY = ("backends", "threshold", "max_changed", "min_cosine", "max_evals", "samples")
+if TYPE_CHECKING:
+    from infermeter.quantize.pipeline import QuantizeOutcome, QuantizeRequest
 
 
 @click.command("quantize")
@@ -55,6 +51,7 @@ TO_ONLY = ("backends", "threshold", "max_changed", "min_cosine", "max_evals", "s
 )
 @click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--calib-size", type=int, default=300, show_default=True, help="Calibration samples used at most.")
+@click.option("--eval-size", type=int, default=1000, show_default=True, help="Evaluation samples used at most.")
 @click.option("--method", default="minmax", show_default=True, help="Calibration: minmax, entropy, percentile.")
 @click.option("--activations", default="u8", show_default=True, help="Static activations: u8 (fast on x86) or s8.")
 @click.option("--per-channel", is_flag=True, help="Per-output-channel weight scales.")
@@ -91,44 +88,7 @@ TO_ONLY = ("backends", "threshold", "max_changed", "min_cosine", "max_evals", "s
 @click.option("--gen-len", type=int, default=32, show_default=True, help="--compare: tokens generated per request.")
 @click.option("--requests", type=int, default=5, show_default=True, help="--compare: timed requests per level.")
 @click.pass_context
-def quantize(
-    ctx: click.Context,
-    model: str,
-    format_: str,
-    output: Path | None,
-    engine: str,
-    mode: str,
-    calib: str | None,
-    data: str | None,
-    inputs: tuple[str, ...],
-    reshape: tuple[str, ...],
-    calib_size: int,
-    method: str,
-    activations: str,
-    per_channel: bool,
-    exclude: tuple[str, ...],
-    eval_data: str | None,
-    sensitivity: bool,
-    max_drop: float | None,
-    finetune: str | None,
-    finetune_epochs: int,
-    no_latency: bool,
-    results: Path | None,
-    threads: int,
-    seed: int,
-    levels: str,
-    compare: bool,
-    to: str | None,
-    backends: tuple[str, ...],
-    threshold: float | None,
-    max_changed: int,
-    min_cosine: float | None,
-    max_evals: int,
-    samples: int,
-    prompt_len: int,
-    gen_len: int,
-    requests: int,
-) -> None:
+def quantize(ctx: click.Context, model: str, format_: str, **flags: Any) -> None:
     """Quantize MODEL to INT8 and show accuracy against FP32 next to latency.
 
     With --to fp16|bf16, a reduced-precision study instead: on each engine of -b, the decisions FP16/BF16 changes
@@ -140,67 +100,103 @@ def quantize(
     """
     from infermeter.cli.generate import reject_flags
 
-    if to is not None:
-        from infermeter.cli.quantize_fallback import run_fallback_study
-
-        reject_flags(ctx, [p.name for p in ctx.command.params if p.name and p.name not in TO_PARAMS], "without --to")
+    params = [p.name for p in ctx.command.params if p.name]
+    if flags["to"] is not None:
+        reject_flags(ctx, [p for p in params if p not in COMMON_PARAMS | StudyFlags.names()], "without --to")
         if format_ != "onnx":
             raise UsageError("--to studies an ONNX or PyTorch model; drop --format gguf")
-        run_fallback_study(model, to, backends, output, data, threshold, max_changed, min_cosine, max_evals,
-                           samples, not no_latency, threads, seed)  # fmt: skip
-        return
+        from infermeter.cli.quantize_fallback import run_fallback_study
+
+        return run_fallback_study(model, StudyFlags.of(flags))
     reject_flags(ctx, TO_ONLY, "with --to fp16|bf16")
     if format_ == "gguf":
-        from infermeter.cli.generate import run_gguf_quantize
-
-        onnx_only = [p.name for p in ctx.command.params if p.name and p.name not in GGUF_PARAMS]
-        reject_flags(ctx, onnx_only, "to --format onnx, not --format gguf")
-        if output is None and not compare:
-            raise UsageError("--format gguf needs -o FOLDER for the variants (or --compare to measure them)")
-        if results is not None and not compare:
-            raise UsageError("--results with --format gguf needs --compare: the results are the measured levels")
-        require_positive(threads, "--threads", allow_zero=True)
-        run_gguf_quantize(model, levels, output, compare, prompt_len, gen_len, requests, threads, results)
-        return
+        reject_flags(ctx, [p for p in params if p not in COMMON_PARAMS | GgufFlags.names()],
+                     "to --format onnx, not --format gguf")  # fmt: skip
+        return _run_gguf(model, GgufFlags.of(flags))
     reject_flags(ctx, GGUF_ONLY, "to --format gguf (add --format gguf)")
-    if output is None:
-        raise UsageError("missing -o/--output: the path of the quantized model (.onnx / .xml)")
+    _run_int8(model, Int8Flags.of(flags))
+
+
+def _run_gguf(model: str, flags: GgufFlags) -> None:
+    """`quantize --format gguf`: write (and with --compare measure) the llama.cpp levels."""
+    from infermeter.cli.generate import run_gguf_quantize
+
+    if flags.output is None and not flags.compare:
+        raise UsageError("--format gguf needs -o FOLDER for the variants (or --compare to measure them)")
+    if flags.results is not None and not flags.compare:
+        raise UsageError("--results with --format gguf needs --compare: the results are the measured levels")
+    require_positive(flags.threads, "--threads", allow_zero=True)
+    run_gguf_quantize(model, flags.levels, flags.output, flags.compare, flags.prompt_len, flags.gen_len,
+                      flags.requests, flags.threads, flags.results)  # fmt: skip
+
+
+def int8_request(model: str, flags: Int8Flags) -> QuantizeRequest:
+    """The library request of the INT8 flags, checked (UsageError before any slow step)."""
     from infermeter.cli.common import split_values
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
     from infermeter.quantize.ort_quant import QuantConfig
-    from infermeter.quantize.pipeline import QuantizeRequest, check_request, outcome_results, quantize_model
-    from infermeter.results.env import collect_environment, default_threads
+    from infermeter.quantize.pipeline import QuantizeRequest, check_request
+    from infermeter.results.env import default_threads
 
-    require_positive(threads, "--threads", allow_zero=True)
-    require_positive(finetune_epochs, "--finetune-epochs")
-    if data and calib:
+    if flags.output is None:
+        raise UsageError("missing -o/--output: the path of the quantized model (.onnx / .xml)")
+    require_positive(flags.threads, "--threads", allow_zero=True)
+    require_positive(flags.finetune_epochs, "--finetune-epochs")
+    if flags.data and flags.calib:
         raise UsageError("--data and --calib both name calibration data: give one")
-    shapes, values = parse_input_flags(inputs)
+    shapes, values = parse_input_flags(flags.inputs)
+    config = QuantConfig(flags.mode, flags.method, flags.per_channel, tuple(split_values(flags.exclude)),
+                         flags.activations)  # fmt: skip
     request = QuantizeRequest(
         model=model,
-        output=output,
-        engine=engine,
-        config=QuantConfig(mode, method, per_channel, tuple(split_values(exclude)), activations),
-        calib=calib or data,
-        calib_size=calib_size,
-        eval=eval_data,
-        sensitivity=sensitivity,
-        max_drop_pct=max_drop,
-        finetune=finetune,
-        finetune_epochs=finetune_epochs,
-        latency=not no_latency,
-        threads=threads or default_threads(),
-        seed=seed,
+        output=flags.output,
+        engine=flags.engine,
+        config=config,
+        calib=flags.calib or flags.data,
+        calib_size=flags.calib_size,
+        eval=flags.eval_data,
+        eval_size=flags.eval_size,
+        sensitivity=flags.sensitivity,
+        max_drop_pct=flags.max_drop,
+        finetune=flags.finetune,
+        finetune_epochs=flags.finetune_epochs,
+        latency=not flags.no_latency,
+        threads=flags.threads or default_threads(),
+        seed=flags.seed,
         input_shapes=shapes,
         input_values=values,
-        reshape=parse_reshape(reshape),
+        reshape=parse_reshape(flags.reshape),
     )
     check_request(request)
+    return request
+
+
+def _run_int8(model: str, flags: Int8Flags) -> None:
+    """INT8: quantize, print the tables and notes, write the results file when asked."""
+    from infermeter.quantize.pipeline import quantize_model
+
+    request = int8_request(model, flags)
     with stderr.status("quantizing") as status:
         outcome = quantize_model(request, lambda msg: status.update(escape(msg)))
     for warning in outcome.warnings:
         stderr.print(f"[yellow]warning[/] {escape(f'{warning.code}: {warning.message}')}", soft_wrap=True)
+    stdout.print(variants_table(outcome))
+    if outcome.sensitivity:
+        stdout.print(sensitivity_table(outcome))
+    if outcome.frontier and request.max_drop_pct is not None:
+        stdout.print(frontier_table(outcome, request.max_drop_pct))
+        stdout.print(f"budget {request.max_drop_pct:g} points: {'met' if outcome.budget_met else 'NOT met'}")
+    for note in outcome.notes:
+        stdout.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+    if flags.results is not None:
+        _write_results(outcome, model, flags.results)
+        stdout.print(f"results: {escape(str(flags.results))}")
+    stdout.print(f"quantized model: {escape(str(outcome.output))}")
+
+
+def variants_table(outcome: QuantizeOutcome) -> Table:
+    """Accuracy against FP32 and latency of every variant."""
     table = Table(header_style="bold", title="accuracy vs FP32 and latency (batch 1)")
     for column in ("variant", "precision", "metric", "value", "drop (points)", "cosine", "SQNR dB", "P50 ms", "file"):
         table.add_column(column, justify="left" if column in ("variant", "metric", "file", "precision") else "right")
@@ -218,51 +214,53 @@ def quantize(
             format_number(p50, ".3f"),
             escape(str(row.path)),
         )
-    stdout.print(table)
-    if outcome.sensitivity:
-        sens = Table(header_style="bold", title="per-layer sensitivity (most sensitive first)")
-        for column in ("layer", "op", "drop if kept float", "recovered", "output SQNR gain dB", "activation SQNR dB"):
-            sens.add_column(column, justify="left" if column in ("layer", "op") else "right")
-        for item in outcome.sensitivity:
-            sens.add_row(
-                escape(item.node),
-                item.op_type,
-                format_number(item.drop_pct_kept_float, ".2f"),
-                format_number(item.recovered_pct, ".2f"),
-                format_number(item.output_sqnr_gain_db, ".1f"),
-                format_number(item.activation_sqnr_db, ".1f"),
-            )
-        stdout.print(sens)
-    if outcome.frontier:
-        front = Table(header_style="bold", title=f"mixed-precision frontier (budget {max_drop:g} points)")
-        for column in ("layers in float", "metric", "drop (points)", "P50 ms", "float layers"):
-            front.add_column(column, justify="left" if column == "float layers" else "right")
-        for point in outcome.frontier:
-            front.add_row(
-                str(len(point.float_nodes)),
-                format_number(point.accuracy.value, ".4f"),
-                format_number(point.accuracy.drop_pct, ".2f"),
-                format_number(point.latency_p50_ms, ".3f"),
-                escape(", ".join(point.float_nodes) or "(all int8)"),
-            )
-        stdout.print(front)
-        verdict = "met" if outcome.budget_met else "NOT met"
-        stdout.print(f"budget {max_drop:g} points: {verdict}")
-    for note in outcome.notes:
-        stdout.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
-    if results is not None:
-        from infermeter.results.io import write_results
-        from infermeter.results.schema import ResultsFile
+    return table
 
-        cases = outcome_results(outcome, model)
-        for case in cases:
-            case.warnings = [*case.warnings, *outcome.warnings]
-        file = ResultsFile(
-            created=now_iso(),
-            environment=collect_environment(),
-            cases=cases,
-            command=["infermeter", *sys.argv[1:]],
+
+def sensitivity_table(outcome: QuantizeOutcome) -> Table:
+    """The per-layer sensitivity ranking, most sensitive first."""
+    table = Table(header_style="bold", title="per-layer sensitivity (most sensitive first)")
+    for column in ("layer", "op", "drop if kept float", "recovered", "output SQNR gain dB", "activation SQNR dB"):
+        table.add_column(column, justify="left" if column in ("layer", "op") else "right")
+    for item in outcome.sensitivity:
+        table.add_row(
+            escape(item.node),
+            item.op_type,
+            format_number(item.drop_pct_kept_float, ".2f"),
+            format_number(item.recovered_pct, ".2f"),
+            format_number(item.output_sqnr_gain_db, ".1f"),
+            format_number(item.activation_sqnr_db, ".1f"),
         )
-        write_results(results, file)
-        stdout.print(f"results: {escape(str(results))}")
-    stdout.print(f"quantized model: {escape(str(outcome.output))}")
+    return table
+
+
+def frontier_table(outcome: QuantizeOutcome, max_drop_pct: float) -> Table:
+    """Every mixed-precision candidate the search tried."""
+    table = Table(header_style="bold", title=f"mixed-precision frontier (budget {max_drop_pct:g} points)")
+    for column in ("layers in float", "metric", "drop (points)", "P50 ms", "float layers"):
+        table.add_column(column, justify="left" if column == "float layers" else "right")
+    for point in outcome.frontier:
+        table.add_row(
+            str(len(point.float_nodes)),
+            format_number(point.accuracy.value, ".4f"),
+            format_number(point.accuracy.drop_pct, ".2f"),
+            format_number(point.latency_p50_ms, ".3f"),
+            escape(", ".join(point.float_nodes) or "(all int8)"),
+        )
+    return table
+
+
+def _write_results(outcome: QuantizeOutcome, model: str, path: Path) -> None:
+    """The timed variants as a results file, each case carrying the study's warnings."""
+    from infermeter.quantize.pipeline import outcome_results
+    from infermeter.results.env import collect_environment
+    from infermeter.results.io import write_results
+    from infermeter.results.schema import ResultsFile
+
+    cases = outcome_results(outcome, model)
+    for case in cases:
+        case.warnings = [*case.warnings, *outcome.warnings]
+    file = ResultsFile(
+        created=now_iso(), environment=collect_environment(), cases=cases, command=["infermeter", *sys.argv[1:]]
+    )
+    write_results(path, file)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import require_positive, split_values, stderr, stdout
+from infermeter.cli.quantize_flags import StudyFlags
 from infermeter.quantize.fallback_study import BenchArm, EngineStudy
 from infermeter.quantize.reduced import Budget, Judgement
 
@@ -110,31 +111,18 @@ def _print_study_details(study: EngineStudy) -> None:
         stdout.print(f"{study.engine}: mixed model: {escape(str(study.mixed_path))}")
 
 
-def run_fallback_study(
-    model: str,
-    precision: str,
-    backends: tuple[str, ...],
-    output: Path | None,
-    data: str | None,
-    threshold: float | None,
-    max_changed: int,
-    min_cosine: float | None,
-    max_evals: int,
-    samples: int,
-    latency: bool,
-    threads: int,
-    seed: int,
-) -> None:
+def run_fallback_study(model: str, flags: StudyFlags) -> None:
     """`quantize --to`: run the study and print its tables."""
     from infermeter.quantize.fallback_pipeline import FallbackRequest, fallback_engines_here, study_fallback
     from infermeter.results.env import default_threads
 
-    require_positive(threads, "--threads", allow_zero=True)
-    engines = tuple(split_values(backends)) or fallback_engines_here()
-    folder = output or Path(f"{Path(model.split(':')[0]).stem}-{precision}")
-    budget = Budget(max_changed, min_cosine, threshold)
-    request = FallbackRequest(model, precision, engines, folder, budget, data, samples, max_evals, latency,
-                              threads or default_threads(), seed)  # fmt: skip
+    require_positive(flags.threads, "--threads", allow_zero=True)
+    precision, latency = flags.to, not flags.no_latency
+    engines = tuple(split_values(flags.backends)) or fallback_engines_here()
+    folder = flags.output or Path(f"{Path(model.split(':')[0]).stem}-{precision}")
+    budget = Budget(flags.max_changed, flags.min_cosine, flags.threshold)
+    request = FallbackRequest(model, precision, engines, folder, budget, flags.data, flags.samples, flags.max_evals,
+                              latency, flags.threads or default_threads(), flags.seed)  # fmt: skip
     with stderr.status("reduced-precision study") as status:
         outcome = study_fallback(request, lambda msg: status.update(escape(msg)))
     stdout.print(accuracy_table(outcome.studies, precision, budget))

@@ -22,7 +22,7 @@ from infermeter.case import Case
 from infermeter.errors import InfermeterError, describe_exception
 from infermeter.measure.build import build_artifact, discard_private, load_session
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
-from infermeter.measure.int8_record import int8_run, with_profile
+from infermeter.measure.int8_readback import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler

@@ -8,7 +8,9 @@ runner-up and the ONNX Runtime FP32 fallback. Everything is written as it goes i
 interrupted run resumes where it stopped.
 
 Modules: `request` (what was asked), `journal` (the story of the run, kept in the results file), `candidates`
-(which configurations to try, pruning and the time budget), `accuracy` (evaluation data, INT8 artifacts and
-accuracy of any backend), `pipeline` (the steps), `deploy` (deploy.json, DEPLOY.md, artifact folder).
+(which configurations to try, pruning and the time budget), `accuracy` (the INT8 study's data and FP32 reference
+for a run, the accuracy of any backend), `engine_quantizers` (which quantizer makes each engine's INT8 artifact),
+`pipeline` (the run's state), `main` (the steps in order), `step_log` (the journal every step writes through),
+`steps*` and `finish` (the steps), `deploy` (deploy.json, DEPLOY.md, artifact folder).
 The package prints nothing: `pipeline.run_optimize` reports progress through a callback.
 """

@@ -1,104 +1,79 @@
-"""Evaluation data, INT8 artifacts and the accuracy of any backend, as thin adapters over `infermeter.quantize`
-(its library functions are used as they are; only the glue optimize needs lives here).
+"""The accuracy side of optimize: the INT8 study's data and FP32 reference for a run (`quantize.study_data` and
+`quantize.study`, chosen exactly as `quantize` chooses them), and the accuracy of any backend's case.
 
 Accuracy is always scored the way `infermeter quantize` scores it (`quantize.evaluate.score`): against the FP32
-ONNX model's outputs on the evaluation samples, as top-1 against labels when the data has them, else as
-agreement with FP32 (top-1 agreement for classifiers, cosine similarity otherwise).
+model's outputs on the evaluation samples, as top-1 against labels when the data has them, else as agreement
+with FP32 (top-1 agreement for classifiers, cosine similarity otherwise).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infermeter.case import Case
-from infermeter.errors import BackendUnavailable
+from infermeter.errors import BackendUnavailable, describe_exception
 from infermeter.models.spec import ModelSpec
-from infermeter.quantize.data import (
-    RANDOM_CALIBRATION_SAMPLES,
-    SampleSet,
-    calibration_warnings,
-    load_samples,
-    random_calibration_warning,
-    random_samples,
-)
-from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
-from infermeter.results.schema import CaseWarning
+from infermeter.optimize.pipeline import FP32_ONNX, Run
+from infermeter.optimize.request import OptimizeRequest
+from infermeter.optimize.step_log import note
+from infermeter.quantize.data import SampleSet
+from infermeter.quantize.evaluate import score
+from infermeter.quantize.feeds import own as own_inputs
+from infermeter.quantize.study import Reference, fp32_reference
+from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
+from infermeter.results.records import Accuracy, AccuracyError, write_record
+from infermeter.results.schema import CaseResult
 
-RANDOM_EVAL_SAMPLES = 64
 # Rows per run when a backend is scored: static shapes, the last batch padded so that nothing recompiles.
 EVAL_BATCH = 16
 
 
-@dataclass
-class EvalData:
-    """Calibration and evaluation samples, with what a reader must know about them."""
-
-    calib: SampleSet
-    evaluation: SampleSet
-    notes: list[str] = field(default_factory=list)
-    warnings: list[CaseWarning] = field(default_factory=list)
-
-    @property
-    def calibrated_on_random(self) -> bool:
-        """True when calibration used generated inputs (accuracy of the INT8 model on real data unknown)."""
-        return any(w.code == "random_calibration" for w in self.warnings)
+def study_data(request: OptimizeRequest, spec: ModelSpec) -> StudyData:
+    """The request's calibration and evaluation sets, chosen as `quantize` chooses them (`choose_study_data`);
+    optimize always quantizes statically."""
+    flags = DataFlags(request.calib, request.eval, request.calib_size, request.eval_size, request.seed)
+    inputs = own_inputs(spec.inputs, request.input_shapes, request.input_values)
+    return choose_study_data(inputs, flags, static=True)
 
 
-def load_eval_data(
-    spec: ModelSpec, calib_ref: str | None, eval_ref: str | None, calib_size: int, eval_size: int, seed: int
-) -> EvalData:
-    """`--calib` / `--eval` as sample sets, with the same fallbacks as `infermeter quantize`: no calibration data
-    means random inputs (warned), no evaluation data means agreement with FP32 on the calibration samples, or on
-    random inputs when there are none."""
-    notes: list[str] = []
-    warnings: list[CaseWarning] = []
-    if calib_ref:
-        calib = load_samples(spec.inputs, calib_ref, calib_size)
-    else:
-        calib = random_samples(spec.inputs, RANDOM_CALIBRATION_SAMPLES, seed + 1)
-        warnings.append(random_calibration_warning(RANDOM_CALIBRATION_SAMPLES))
-    evaluation = load_samples(spec.inputs, eval_ref, eval_size) if eval_ref else None
-    if calib_ref:
-        warnings.extend(calibration_warnings(calib, evaluation))
-    if evaluation is None:
-        if calib_ref:
-            evaluation = calib
-            notes.append("no --eval: accuracy is agreement with FP32 on the calibration samples")
-        else:
-            evaluation = random_samples(spec.inputs, RANDOM_EVAL_SAMPLES, seed + 2)
-            notes.append(
-                f"no --eval: accuracy is agreement with FP32 on {RANDOM_EVAL_SAMPLES} random inputs "
-                "(not a task metric; pass --eval with labelled data for one)"
-            )
-    what = "labelled: top-1 against the labels" if evaluation.labels is not None else "unlabelled: agreement"
-    notes.append(f"evaluation data: {evaluation.count} samples from {evaluation.source} ({what})")
-    return EvalData(calib, evaluation, notes, warnings)
+def eval_data(run: Run) -> tuple[StudyData, Reference]:
+    """Calibration/evaluation samples and the FP32 reference outputs, loaded once per invocation."""
+    if "data" not in run.memo:
+        data = study_data(run.request, run.spec)
+        run.memo["data"] = data
+        # The float model the reference runs: the FP32 ONNX artifact, or an OpenVINO IR given as the model.
+        ir = run.spec.kind == "openvino_ir" and run.spec.path
+        fp32 = Path(run.spec.path) if ir and run.spec.path else run.path(FP32_ONNX)
+        run.memo["reference"] = fp32_reference(fp32, run.spec.task, data.evaluation, run.request.threads)
+    return run.memo["data"], run.memo["reference"]
 
 
-@dataclass(frozen=True)
-class Reference:
-    """The FP32 model's outputs on the evaluation samples, and the metric kind they call for."""
-
-    outputs: np.ndarray
-    kind: str
-    accuracy: Accuracy
-
-
-def fp32_reference(fp32_onnx: Path, spec: ModelSpec, evaluation: SampleSet, threads: int) -> Reference:
-    """Run the FP32 ONNX model over the evaluation samples (ONNX Runtime, as `quantize` does)."""
-    outputs = ModelRunner(fp32_onnx, threads).predict(evaluation)
-    kind = task_kind(spec.task, outputs, evaluation.labels is not None)
-    return Reference(outputs, kind, score(kind, outputs, outputs, evaluation.labels))
-
-
-def score_file(path: Path, reference: Reference, evaluation: SampleSet, threads: int) -> Accuracy:
-    """Accuracy of an ONNX file run by ONNX Runtime, against the reference."""
-    outputs = ModelRunner(path, threads).predict(evaluation)
-    return score(reference.kind, reference.outputs, outputs, evaluation.labels)
+def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precision: str) -> None:
+    """Score `result`'s backend at `precision` on the evaluation data (in this process) into its `Accuracy`
+    record (or say why not in an `AccuracyError`)."""
+    data, reference = eval_data(run)
+    try:
+        scored = score_backend(
+            spec, result.backend, precision, reference, data.evaluation, run.request.threads,
+            run.options_for(result.backend),
+        )  # fmt: skip
+    except Exception as exc:
+        text = describe_exception(exc)
+        write_record(result, AccuracyError(text))
+        note(run, step, f"{result.backend} {result.precision}: accuracy could not be measured ({text})")
+        run.save()
+        return
+    write_record(result, scored.accuracy)
+    if scored.note:
+        result.notes.append(scored.note)
+    acc = scored.accuracy
+    note(run, step, f"{result.backend} {result.precision}: {acc.metric} {acc.value:.4f} vs FP32 {acc.fp32_value:.4f} "
+         f"(drop {acc.drop_pct:.2f} points){'; ' + scored.note if scored.note else ''}")  # fmt: skip
+    run.save()
 
 
 def _pad(feeds: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
@@ -132,7 +107,8 @@ def score_backend(
     from infermeter.quantize import metrics
 
     rows = min(EVAL_BATCH, evaluation.count)
-    shapes = tuple((name, (rows, *array.shape[1:])) for name, array in evaluation.arrays.items())
+    # The first batch's feeds, constant inputs (`--input NAME=VALUE`) included, give the case its static shapes.
+    shapes = tuple((name, tuple(array.shape)) for name, array in next(evaluation.batches(rows)).items())
     case = Case(spec.ref, backend, precision, rows, "static", threads, shapes, options)
     cls = get_backend(backend)
     reason = cls.available() or cls.unsupported_reason(spec, case)

@@ -10,6 +10,7 @@ from infermeter.advise import OBJECTIVES, Constraints
 from infermeter.case import MeasureSettings
 from infermeter.checks import check_price_per_hour, require_positive
 from infermeter.errors import UsageError
+from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES
 from infermeter.serve import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_BATCHES,
@@ -77,8 +78,8 @@ class OptimizeRequest:
     options: tuple[tuple[str, str], ...] = ()
     threads: int = 1
     settings: MeasureSettings = field(default_factory=lambda: DEFAULT_SETTINGS)
-    calib_size: int = 300
-    eval_size: int = 512
+    calib_size: int = CALIB_SAMPLES  # the INT8 study's bounds, the same as quantize's (`quantize.study_data`)
+    eval_size: int = EVAL_SAMPLES
     seed: int = 0
     # `optimize --cluster`: every case measured as a Ray task on a node of class `machine` (None: any node with a
     # slot); the export, quantization and accuracy scoring stay in this process.

@@ -9,47 +9,11 @@ from pathlib import Path
 from infermeter.backends.registry import get_backend
 from infermeter.models.spec import file_sha256
 from infermeter.optimize.candidates import admissible, hardware_precision_reason, p50, plan_backends
-from infermeter.optimize.pipeline import FP32_ONNX, OptimizeEvent, Run, case_variant_label
+from infermeter.optimize.pipeline import FP32_ONNX, Run, case_variant_label
+from infermeter.optimize.step_log import begin, finish, note, skip
 from infermeter.optimize.steps_fallback import fallback_candidate
 from infermeter.results.records import Accuracy, OptimizeStep, copy_record, read_record
 from infermeter.results.schema import CaseResult
-
-STEP_TITLES = {
-    "baseline": "1. Baseline",
-    "export": "2. ONNX export, verified",
-    "fp32": "3. Every backend at FP32, parity-checked",
-    "tuning": "3b. Auto-tuning compilers, trials planned from the budget",
-    "int8": "4a. INT8 with calibration (mixed precision if needed)",
-    "half": "4b. BF16 / FP16 where the hardware has them",
-    "shapes": "5a. Static vs dynamic shapes",
-    "batching": "5b. Batching",
-    "advise": "6. Pick under the constraints",
-    "serving": "7. Batching for serving (tune-batching's search on the pick)",
-}
-
-
-def begin(run: Run, key: str, why: str) -> None:
-    """Start step `key` in the journal and tell the live view."""
-    run.journal.begin(key, STEP_TITLES[key], why)
-    run.emit(OptimizeEvent("step", key, why, STEP_TITLES[key]))
-
-
-def note(run: Run, key: str, text: str) -> None:
-    """A fact about the step, in the journal and on screen."""
-    run.journal.note(key, text)
-    run.emit(OptimizeEvent("note", key, text))
-
-
-def skip(run: Run, key: str, what: str, reason: str) -> None:
-    """Something the step does not try, with the reason, in the journal and on screen."""
-    run.journal.skip(key, what, reason)
-    run.emit(OptimizeEvent("skip", key, reason, what))
-
-
-def finish(run: Run, key: str, status: str = "done") -> None:
-    """Close the step and save."""
-    run.journal.finish(key, status)
-    run.save()
 
 
 def baseline_backend(run: Run) -> str:
@@ -240,7 +204,7 @@ def _fp32_cases(run: Run) -> list[CaseResult]:
 
 
 def _score_half(run: Run, result: CaseResult) -> None:
-    from infermeter.optimize.steps_int8 import score_case
+    from infermeter.optimize.accuracy import score_case
 
     if read_record(result, Accuracy) is not None:
         return
@@ -313,8 +277,8 @@ def step_batching(run: Run) -> None:
 
 def _remeasure(run: Run, step: str, base: CaseResult, shape_mode: str | None = None, batch: int | None = None) -> None:
     """`base` again with another shape mode or batch: same model artifact, backend and precision."""
-    from infermeter.optimize.int8_engines import request_precision
-    from infermeter.optimize.steps_int8 import annotate_int8, int8_spec, score_case
+    from infermeter.optimize.accuracy import score_case
+    from infermeter.optimize.engine_quantizers import annotate_int8, int8_spec, request_precision
     from infermeter.report.tuning import tune_s
 
     info = read_record(base, OptimizeStep) or OptimizeStep(step)

@@ -31,8 +31,8 @@ def budget_for(kind: str, count: int, max_drop_pct: float) -> Budget:
 def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     """When `result` (a reduced-precision case, scored) misses the budget: the FP32-fallback study on its engine,
     and its mixed model measured as a candidate of the same step (None when there is none, with a note why)."""
-    from infermeter.optimize.steps import note
-    from infermeter.optimize.steps_int8 import eval_data
+    from infermeter.optimize.accuracy import eval_data
+    from infermeter.optimize.step_log import note
     from infermeter.quantize.fallback_pipeline import FallbackRequest, study_fallback
 
     accuracy = read_record(result, Accuracy)

@@ -1,103 +1,43 @@
 """Step 4a of optimize: INT8 with calibration, accuracy-checked, made by each engine's own quantizer from one shared
-calibration set and scored on one evaluation set (`optimize.int8_engines`): ONNX Runtime's QDQ graph, with the
+calibration set and scored on one evaluation set (`optimize.engine_quantizers`): ONNX Runtime's QDQ graph, with the
 sensitivity-guided mixed precision when plain INT8 breaks the accuracy budget, for the engines that run it; NNCF's
-IR for OpenVINO."""
+IR for OpenVINO. The data, reference, plain graph and mixed search are the INT8 study `quantize` runs
+(`quantize.study_data`, `quantize.study`)."""
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from infermeter.backends.registry import get_backend
-from infermeter.errors import describe_exception
-from infermeter.models.spec import ModelSpec, resolve_model
-from infermeter.optimize import int8
-from infermeter.optimize.accuracy import EvalData, Reference, fp32_reference, load_eval_data, score_backend, score_file
+from infermeter.interrupts import deferred_interrupts
+from infermeter.optimize.accuracy import eval_data, score_case
 from infermeter.optimize.candidates import best_case, p50, plan_backends, prune_reason
-from infermeter.optimize.int8_engines import (
+from infermeter.optimize.engine_quantizers import (
+    CONFIG,
     NNCF,
+    annotate_int8,
     explain_if_slower,
+    int8_engines,
+    int8_spec,
     label_quantizer,
     nncf_plain,
     quantizer_groups,
     request_precision,
 )
-from infermeter.optimize.pipeline import FP32_ONNX, INT8_ONNX, MIXED_ONNX, OptimizeEvent, Run
-from infermeter.optimize.steps import begin, finish, note, skip
-from infermeter.results.records import Accuracy, AccuracyError, read_record, write_record
-from infermeter.results.schema import CaseResult
-
-
-def int8_engines(device: str) -> list[str]:
-    """The engines that execute a quantized (QDQ) ONNX graph in int8 on `device` (`Backend.runs_quantized_onnx`)."""
-    from infermeter.backends.registry import inference_backends
-
-    return [cls.name for cls in inference_backends() if cls.runs_quantized_onnx and cls.device == device]
+from infermeter.optimize.pipeline import INT8_ONNX, MIXED_ONNX, OptimizeEvent, Run
+from infermeter.optimize.step_log import begin, finish, note, skip
+from infermeter.quantize import study
+from infermeter.quantize.study import MixedSearch, Reference, score_file
+from infermeter.quantize.study_data import StudyData
+from infermeter.results.records import Accuracy, read_record, write_record
 
 
 class _OutOfBudget(Exception):
     """Raised from the mixed search's progress callback when the time budget is spent: stops the search."""
-
-
-def int8_spec(run: Run, ref: str) -> ModelSpec:
-    """The ModelSpec of an artifact inside the output folder, named by its path relative to the folder (so that
-    case ids do not depend on where the folder is)."""
-    return replace(resolve_model(str(run.path(ref))), ref=ref)
-
-
-def annotate_int8(result: CaseResult) -> None:
-    """A case of a quantized file records int8, the precision the file itself fixes (engines are asked for fp32:
-    that is their hint for the layers the file leaves in float)."""
-    result.precision = "int8"
-    if result.precision_effective not in (None, "int8"):
-        result.notes.append(
-            f"{result.backend} reports {result.precision_effective} (its precision for layers left in float); "
-            "the graph's quantized layers run in int8"
-        )
-        result.precision_effective = "int8"
-    result.warnings = [w for w in result.warnings if w.code != "precision_not_requested"]
-
-
-def eval_data(run: Run) -> tuple[EvalData, Reference]:
-    """Calibration/evaluation samples and the FP32 reference outputs, loaded once per invocation."""
-    if "data" not in run.memo:
-        request = run.request
-        data = load_eval_data(
-            run.spec, request.calib, request.eval, request.calib_size, request.eval_size, request.seed
-        )
-        run.memo["data"] = data
-        # The float model the reference runs: the FP32 ONNX artifact, or an OpenVINO IR given as the model.
-        ir = run.spec.kind == "openvino_ir" and run.spec.path
-        fp32 = Path(run.spec.path) if ir and run.spec.path else run.path(FP32_ONNX)
-        run.memo["reference"] = fp32_reference(fp32, run.spec, data.evaluation, request.threads)
-    return run.memo["data"], run.memo["reference"]
-
-
-def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precision: str) -> None:
-    """Score `result`'s backend at `precision` on the evaluation data (in this process) into its `Accuracy`
-    record (or say why not in an `AccuracyError`)."""
-    data, reference = eval_data(run)
-    try:
-        scored = score_backend(
-            spec, result.backend, precision, reference, data.evaluation, run.request.threads,
-            run.options_for(result.backend),
-        )  # fmt: skip
-    except Exception as exc:
-        text = describe_exception(exc)
-        write_record(result, AccuracyError(text))
-        note(run, step, f"{result.backend} {result.precision}: accuracy could not be measured ({text})")
-        run.save()
-        return
-    write_record(result, scored.accuracy)
-    if scored.note:
-        result.notes.append(scored.note)
-    acc = scored.accuracy
-    note(run, step, f"{result.backend} {result.precision}: {acc.metric} {acc.value:.4f} vs FP32 {acc.fp32_value:.4f} "
-         f"(drop {acc.drop_pct:.2f} points){'; ' + scored.note if scored.note else ''}")  # fmt: skip
-    run.save()
 
 
 def step_int8(run: Run, fp32_onnx: Path | None) -> None:
@@ -155,7 +95,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
 
 
 def _qdq_variants(
-    run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
+    run: Run, data: StudyData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
 ) -> list[tuple[str, str, Accuracy]]:
     """ONNX Runtime's plain QDQ graph, and the mixed one when plain breaks the accuracy budget."""
     budget = run.request.max_accuracy_drop_pct
@@ -170,14 +110,16 @@ def _qdq_variants(
 
 
 def _plain(
-    run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
+    run: Run, data: StudyData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
 ) -> list[tuple[str, str, Accuracy]]:
     target = run.path(INT8_ONNX)
     if "plain" not in details or not target.is_file():
+        calib = data.calib
+        assert calib is not None  # optimize quantizes statically: its data always has a calibration set
         with tempfile.TemporaryDirectory(prefix="infermeter-optimize-") as scratch:
-            prepared = int8.prepare(fp32_onnx, Path(scratch))
-            seconds = int8.quantize_plain(prepared, target, data)
-            layers = int8.layer_count(prepared)
+            prepared = study.prepare(fp32_onnx, Path(scratch))
+            seconds = study.quantize_plain(prepared, CONFIG, calib, target)
+            layers = study.layer_count(prepared)
         started = time.perf_counter()
         accuracy = score_file(target, reference, data.evaluation, run.request.threads)
         score_s = time.perf_counter() - started
@@ -187,8 +129,8 @@ def _plain(
             "seconds": round(seconds, 3),
             "score_seconds": round(score_s, 3),
             "layers": layers,
-            "method": f"static QDQ, {int8.CONFIG.method}, per-tensor",
-            "calibration": f"{data.calib.count} samples from {data.calib.source}",
+            "method": f"static QDQ, {CONFIG.method}, per-tensor",
+            "calibration": f"{calib.count} samples from {calib.source}",
             "random_calibration": data.calibrated_on_random,
         }
         run.save()
@@ -202,7 +144,7 @@ def _plain(
 
 
 def _mixed(
-    run: Run, data: EvalData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
+    run: Run, data: StudyData, reference: Reference, fp32_onnx: Path, details: dict[str, object]
 ) -> tuple[str, str, Accuracy] | None:
     target = run.path(MIXED_ONNX)
     plain = details["plain"]
@@ -231,24 +173,21 @@ def _mixed(
 
         try:
             with tempfile.TemporaryDirectory(prefix="infermeter-optimize-") as scratch:
-                prepared = int8.prepare(fp32_onnx, Path(scratch))
-                outcome = int8.search_mixed(
-                    prepared, target, data, reference, run.request.max_accuracy_drop_pct, Path(scratch),
-                    run.request.threads, progress,
+                prepared = study.prepare(fp32_onnx, Path(scratch))
+                search = study.search_mixed(
+                    prepared, CONFIG, data, reference, run.request.max_accuracy_drop_pct, Path(scratch),
+                    on_progress=progress,
                 )  # fmt: skip
+                study.write_model(search.chosen.path, target)
         except _OutOfBudget as stop:
             skip(run, "int8", "mixed precision", f"budget: spent while searching (stopped at {stop}); the estimate "
                  f"was {estimate:.0f} s")  # fmt: skip
             target.unlink(missing_ok=True)
             return None
-        details["mixed"] = {
-            "file": MIXED_ONNX,
-            "accuracy": outcome.accuracy.to_dict(),
-            "float_layers": list(outcome.float_nodes),
-            "budget_met": outcome.budget_met,
-            "frontier": outcome.frontier,
-            "sensitivity_top": outcome.ranking,
-        }
+        # Scored again from the written file: the evidence is about the artifact that ships, not a scratch copy.
+        with deferred_interrupts():
+            accuracy = score_file(target, reference, data.evaluation, run.request.threads)
+        details["mixed"] = _mixed_details(search, accuracy)
         run.save()
     mixed = details["mixed"]
     assert isinstance(mixed, dict)
@@ -285,3 +224,36 @@ def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accu
             score_case(run, "int8", spec, result, case.precision)
         run.gains.record("int8", backend, fp32, result)
         run.save()
+
+
+def _mixed_details(search: MixedSearch, accuracy: Accuracy) -> dict[str, Any]:
+    """The mixed search as the journal keeps it (for the report and a resume): the written model's accuracy,
+    its float layers, the frontier and the ten most sensitive layers."""
+    return {
+        "file": MIXED_ONNX,
+        "accuracy": accuracy.to_dict(),
+        "float_layers": list(search.chosen.float_nodes),
+        "budget_met": search.budget_met,
+        "frontier": [
+            {
+                "float_layers": len(p.float_nodes),
+                "drop_pct": _finite(p.accuracy.drop_pct),
+                "value": _finite(p.accuracy.value),
+            }
+            for p in search.frontier
+        ],
+        "sensitivity_top": [
+            {
+                "layer": s.node,
+                "op": s.op_type,
+                "recovered_pct": _finite(s.recovered_pct),
+                "sqnr_gain_db": _finite(s.output_sqnr_gain_db),
+            }
+            for s in search.ranking[:10]
+        ],
+    }
+
+
+def _finite(value: float) -> float | None:
+    # Results files are strict JSON: an infinite SQNR gain (a layer whose float copy is exact) becomes null.
+    return value if math.isfinite(value) else None

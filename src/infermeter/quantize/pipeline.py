@@ -1,31 +1,38 @@
 """`infermeter quantize` as a library call: quantize, evaluate against FP32, rank layers, search a mixed model
-under an accuracy budget, fine-tune (QAT), and time every variant. Prints nothing; returns a `QuantizeOutcome`."""
+under an accuracy budget, fine-tune (QAT), and time every variant. Prints nothing; returns a `QuantizeOutcome`.
+The data, the FP32 reference, the plain INT8 graph, the sensitivity → greedy → budget search and the writing of
+the chosen model are the INT8 study optimize runs too (`quantize.study_data`, `quantize.study`)."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from infermeter.errors import InfermeterError, UsageError
 from infermeter.models.input_flags import Sizes, Values
 from infermeter.models.reshape import reshape_notes
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
-from infermeter.quantize.data import (
-    RANDOM_CALIBRATION_SAMPLES,
-    SampleSet,
-    calibration_warnings,
-    load_samples,
-    random_calibration_warning,
-)
-from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
+from infermeter.quantize.data import SampleSet, load_samples
+from infermeter.quantize.evaluate import Accuracy
 from infermeter.quantize.feeds import own as own_inputs
 from infermeter.quantize.feeds import sample_shapes
-from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
-from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
+from infermeter.quantize.ort_quant import QuantConfig
+from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity
+from infermeter.quantize.study import (
+    Prepared,
+    Reference,
+    fp32_reference,
+    plain_beside,
+    prepare,
+    quantize_plain,
+    rank_layers,
+    score_file,
+    search_mixed,
+    write_model,
+)
+from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES, DataFlags, StudyData, choose_study_data
 from infermeter.results.records import QuantizedVariant, write_record
 from infermeter.results.schema import CaseResult, CaseWarning
 
@@ -46,8 +53,9 @@ class QuantizeRequest:
     engine: str = "onnxruntime"
     config: QuantConfig = field(default_factory=QuantConfig)
     calib: str | None = None
-    calib_size: int = 300
+    calib_size: int = CALIB_SAMPLES
     eval: str | None = None
+    eval_size: int = EVAL_SAMPLES
     sensitivity: bool = False
     max_drop_pct: float | None = None
     finetune: str | None = None
@@ -94,6 +102,8 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"--engine {request.engine!r} is not one of {', '.join(engines)}")
     if request.calib_size <= 0:
         raise UsageError(f"--calib-size {request.calib_size} must be positive")
+    if request.eval_size <= 0:
+        raise UsageError(f"--eval-size {request.eval_size} must be positive")
     if request.max_drop_pct is not None and request.max_drop_pct < 0:
         raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
     if request.engine == "openvino" and request.sensitivity:
@@ -109,16 +119,44 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"-o {str(request.output)!r}: --engine {request.engine} writes a {wanted} file")
 
 
-def _fp32_source(spec: ModelSpec, scratch: Path) -> tuple[Path, Path, str]:
-    """The float model to quantize (the ONNX form, or an OpenVINO IR as it is) and the file the FP32 reference
-    runs (ONNX Runtime's pre-processed graph; the IR itself), with a note."""
+def study_data(request: QuantizeRequest, spec: ModelSpec) -> StudyData:
+    """The request's calibration and evaluation sets, chosen as optimize chooses them (`choose_study_data`)."""
+    flags = DataFlags(request.calib, request.eval, request.calib_size, request.eval_size, request.seed)
+    inputs = own_inputs(spec.inputs, request.input_shapes, request.input_values)
+    return choose_study_data(inputs, flags, static=request.config.mode == "static")
+
+
+@dataclass
+class _Study:
+    """One run of `quantize_model`: the request, its data and FP32 reference, its scratch folder, the outcome
+    being filled in and where progress goes."""
+
+    request: QuantizeRequest
+    spec: ModelSpec
+    data: StudyData
+    reference: Reference
+    scratch: Path
+    outcome: QuantizeOutcome
+    progress: Callable[[str], None]
+
+    @property
+    def evaluation(self) -> SampleSet:
+        """The evaluation samples."""
+        return self.data.evaluation
+
+    def score(self, path: Path) -> Accuracy:
+        """Accuracy of a variant file against the FP32 reference."""
+        return score_file(path, self.reference, self.evaluation, self.request.threads)
+
+
+def _fp32_source(spec: ModelSpec) -> Path:
+    """The float model as given: its ONNX form, or an OpenVINO IR as it is (the FP32 reference runs it, and NNCF
+    quantizes it)."""
     if spec.kind == "openvino_ir" and spec.path:
-        return Path(spec.path), Path(spec.path), "OpenVINO IR quantized as it is (NNCF)"
+        return Path(spec.path)
     from infermeter.models.convert import onnx_for
 
-    source = onnx_for(spec).path
-    fp32 = scratch / "fp32.onnx"
-    return source, fp32, preprocess(source, fp32)
+    return onnx_for(spec).path
 
 
 def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] | None = None) -> QuantizeOutcome:
@@ -128,86 +166,75 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
     spec = resolve_model(request.model, request.reshape)
     outcome = QuantizeOutcome(request.output)
     outcome.notes.extend(reshape_notes(spec))
-    static = request.config.mode == "static"
     progress("loading data")
-    feeds = own_inputs(spec.inputs, request.input_shapes, request.input_values)
-    calib = feeds.load(request.calib, request.calib_size) if request.calib else None
-    evaluation = feeds.load(request.eval) if request.eval else None
-    if static and calib is None:
-        calib = feeds.random(RANDOM_CALIBRATION_SAMPLES, request.seed + 1)
-        outcome.warnings.append(random_calibration_warning(RANDOM_CALIBRATION_SAMPLES))
-    elif calib is not None and not static:
-        outcome.notes.append("--calib is not used by dynamic quantization (activation ranges are taken at run time)")
-    if calib is not None and request.calib:
-        outcome.warnings.extend(calibration_warnings(calib, evaluation))
-    if evaluation is None:
-        if calib is not None and request.calib:
-            evaluation = calib
-            outcome.notes.append("no --eval: accuracy is agreement with FP32 on the calibration samples")
-        else:
-            evaluation = feeds.random(64, request.seed + 2)
-            outcome.notes.append("no --eval: accuracy is agreement with FP32 on random inputs (not a task metric)")
+    data = study_data(request, spec)
+    outcome.notes.extend(data.notes)
+    outcome.warnings.extend(data.warnings)
     with tempfile.TemporaryDirectory(prefix="infermeter-quantize-") as scratch_name:
-        scratch = Path(scratch_name)
         progress("exporting / pre-processing")
-        source, fp32, note = _fp32_source(spec, scratch)
-        outcome.notes.append(note)
-        fp32_runner = ModelRunner(fp32, request.threads)
-        fp32_outputs = fp32_runner.predict(evaluation)
-        kind = task_kind(spec.task, fp32_outputs, evaluation.labels is not None)
-        fp32_accuracy = score(kind, fp32_outputs, fp32_outputs, evaluation.labels)
-        outcome.rows.append(ModelRow("fp32", "FP32", source, "fp32", fp32_accuracy))
-        request.output.parent.mkdir(parents=True, exist_ok=True)
-        cache = scratch / "calibration.json" if static else None
-        label = f"INT8 {request.config.mode}" + (f" {request.config.method}" if static else "")
-        progress(f"quantizing ({label})")
+        source = _fp32_source(spec)
+        reference = fp32_reference(source, spec.task, data.evaluation, request.threads)
+        outcome.rows.append(ModelRow("fp32", "FP32", source, "fp32", reference.accuracy))
+        study = _Study(request, spec, data, reference, Path(scratch_name), outcome, progress)
         if request.engine == "openvino":
-            from infermeter.quantize.ov_quant import quantize_openvino
-
-            outcome.notes.append(quantize_openvino(source, request.output, request.config, calib))
-            quantized = request.output
+            _openvino_rows(study, source)
         else:
-            quantized = scratch / "int8.onnx"
-            quantize_onnx(fp32, quantized, request.config, calib, cache)
-        accuracy = score(
-            kind, fp32_outputs, ModelRunner(quantized, request.threads).predict(evaluation), evaluation.labels
-        )
-        outcome.rows.append(ModelRow("int8", label, request.output, "int8", accuracy))
-        chosen = quantized
-        # The ranking re-quantizes ONNX Runtime's QDQ graph per layer: it serves our search, not NNCF's control.
-        if request.sensitivity or (request.max_drop_pct is not None and request.engine != "openvino"):
-            progress("per-layer sensitivity")
-            _, outcome.sensitivity = layer_sensitivity(
-                fp32, request.config, calib, evaluation, kind, fp32_outputs, scratch, cache, progress
-            )
-        if request.max_drop_pct is not None and request.engine == "openvino":
-            chosen = _nncf_controlled(request, outcome, source, calib, evaluation, kind, fp32_outputs, scratch)
-        elif request.max_drop_pct is not None:
-            chosen = _search_mixed(request, outcome, fp32, calib, evaluation, kind, fp32_outputs, scratch, cache)
-        if chosen != request.output:
-            shutil.copyfile(chosen, request.output)
+            _onnx_rows(study, source)
         if request.finetune:
-            _finetune_row(request, outcome, spec, calib, evaluation, kind, fp32_outputs, scratch, progress)
+            _finetune_row(study)
         if request.latency:
-            _time_rows(request, outcome, evaluation, progress)
+            _time_rows(study)
     return outcome
 
 
-def _nncf_controlled(
-    request: QuantizeRequest,
-    outcome: QuantizeOutcome,
-    source: Path,
-    calib: SampleSet | None,
-    evaluation: SampleSet,
-    kind: str,
-    fp32_outputs: Any,
-    scratch: Path,
-) -> Path:
+def _label(config: QuantConfig) -> str:
+    return f"INT8 {config.mode}" + (f" {config.method}" if config.mode == "static" else "")
+
+
+def _openvino_rows(study: _Study, source: Path) -> None:
+    """NNCF's INT8 IR, and under --max-drop NNCF's own accuracy control when plain INT8 breaks the budget."""
+    from infermeter.quantize.ov_quant import quantize_openvino
+
+    request, outcome = study.request, study.outcome
+    if source.suffix.lower() == ".xml":
+        outcome.notes.append("OpenVINO IR quantized as it is (NNCF)")
+    study.progress(f"quantizing ({_label(request.config)})")
+    request.output.parent.mkdir(parents=True, exist_ok=True)
+    outcome.notes.append(quantize_openvino(source, request.output, request.config, study.data.calib))
+    accuracy = study.score(request.output)
+    outcome.rows.append(ModelRow("int8", _label(request.config), request.output, "int8", accuracy))
+    if request.max_drop_pct is not None:
+        _nncf_controlled(study, source)
+
+
+def _onnx_rows(study: _Study, source: Path) -> None:
+    """ONNX Runtime's QDQ graph; with --sensitivity the ranking, with --max-drop the mixed search; the chosen
+    model written to -o."""
+    request, outcome = study.request, study.outcome
+    prepared = prepare(source, study.scratch, static=request.config.mode == "static")
+    outcome.notes.append(prepared.note)
+    study.progress(f"quantizing ({_label(request.config)})")
+    quantized = study.scratch / "int8.onnx"
+    quantize_plain(prepared, request.config, study.data.calib, quantized)
+    outcome.rows.append(ModelRow("int8", _label(request.config), request.output, "int8", study.score(quantized)))
+    chosen = quantized
+    if request.sensitivity or request.max_drop_pct is not None:
+        study.progress("per-layer sensitivity")
+        outcome.sensitivity = rank_layers(
+            prepared, request.config, study.data, study.reference, study.scratch, study.progress
+        )
+    if request.max_drop_pct is not None:
+        chosen = _search_mixed(study, prepared, request.max_drop_pct)
+    write_model(chosen, request.output)
+
+
+def _nncf_controlled(study: _Study, source: Path) -> None:
     """OpenVINO's counterpart of the sensitivity search: when NNCF's plain INT8 breaks --max-drop, NNCF's own
     accuracy control (`ov_quant.quantize_openvino_controlled`), scored like every other row."""
     from infermeter.quantize.ov_quant import float_compute_layers, quantize_openvino_controlled
 
-    assert request.max_drop_pct is not None and calib is not None
+    request, outcome, data = study.request, study.outcome, study.data
+    assert request.max_drop_pct is not None and data.calib is not None
     plain = outcome.rows[-1]
     assert plain.accuracy is not None
     outcome.budget_met = plain.accuracy.drop_pct <= request.max_drop_pct
@@ -215,110 +242,63 @@ def _nncf_controlled(
         outcome.notes.append(
             f"plain NNCF INT8 is within --max-drop {request.max_drop_pct:g}: no accuracy control needed"
         )
-        return request.output
-
-    target = scratch / "controlled.xml"
-    reference = (kind, fp32_outputs)
+        return
+    target = study.scratch / "controlled.xml"
+    reference = (study.reference.kind, study.reference.outputs)
     outcome.notes.append(
-        quantize_openvino_controlled(source, target, calib, evaluation, reference, request.max_drop_pct)
+        quantize_openvino_controlled(source, target, data.calib, data.evaluation, reference, request.max_drop_pct)
     )
-    outputs = ModelRunner(target, request.threads).predict(evaluation)
-    accuracy = score(kind, fp32_outputs, outputs, evaluation.labels)
+    accuracy = study.score(target)
     floats = float_compute_layers(target)
     outcome.budget_met = accuracy.drop_pct <= request.max_drop_pct
     # The plain INT8 IR is no longer the -o output: kept beside it for comparison.
-    plain.path = request.output.with_name(f"{request.output.stem}.int8-all{request.output.suffix}")
-    for suffix in (".xml", ".bin"):
-        shutil.copyfile(request.output.with_suffix(suffix), plain.path.with_suffix(suffix))
-        shutil.copyfile(target.with_suffix(suffix), request.output.with_suffix(suffix))
+    plain.path = write_model(request.output, plain_beside(request.output))
+    write_model(target, request.output)
     label = f"NNCF accuracy control ({len(floats)} float)"
     outcome.rows.append(ModelRow("mixed", label, request.output, "int8", accuracy, float_nodes=tuple(floats)))
-    return request.output
 
 
-def _search_mixed(
-    request: QuantizeRequest,
-    outcome: QuantizeOutcome,
-    fp32: Path,
-    calib: SampleSet | None,
-    evaluation: SampleSet,
-    kind: str,
-    fp32_outputs: Any,
-    scratch: Path,
-    cache: Path | None,
-) -> Path:
-    assert request.max_drop_pct is not None
+def _search_mixed(study: _Study, prepared: Prepared, max_drop_pct: float) -> Path:
+    """The study's greedy search from the ranking, each candidate timed when latency is asked; returns the
+    chosen candidate's file (the first within budget, else the most accurate, with the warning)."""
+    request, outcome = study.request, study.outcome
     measure = None
     if request.latency:
         from infermeter.quantize.latency import measure_file
 
-        shapes = sample_shapes(evaluation)
+        shapes = sample_shapes(study.evaluation)
 
         def measure(path: Path) -> float | None:
             timing = measure_file(path, request.threads, shapes, input_values=request.input_values)
             return timing.latency_ms.p50 if timing.latency_ms else None
 
-    frontier, best = greedy_mixed(
-        fp32,
-        request.config,
-        calib,
-        evaluation,
-        kind,
-        fp32_outputs,
-        outcome.sensitivity,
-        request.max_drop_pct,
-        scratch,
-        cache,
+    search = search_mixed(
+        prepared, request.config, study.data, study.reference, max_drop_pct, study.scratch, outcome.sensitivity,
         measure,
-    )
-    outcome.frontier = frontier
-    outcome.budget_met = best is not None
-    if best is None:
-        # Even with every ranked layer in float the budget is missed: keep the most accurate candidate.
-        best = min(frontier, key=lambda p: p.accuracy.drop_pct)
-        outcome.warnings.append(
-            CaseWarning(
-                "accuracy_budget_missed",
-                f"no mix of float and int8 layers met --max-drop {request.max_drop_pct:g}; wrote the most accurate "
-                f"candidate ({best.accuracy.drop_pct:.2f} points); try better calibration data, --per-channel or "
-                "--finetune",
-                f"best drop {best.accuracy.drop_pct:.2f}",
-            )
-        )
-    if best.float_nodes:
+    )  # fmt: skip
+    outcome.frontier = search.frontier
+    outcome.budget_met = search.budget_met
+    missed = search.missed_warning()
+    if missed is not None:
+        outcome.warnings.append(missed)
+    chosen = search.chosen
+    if chosen.float_nodes:
+        label = f"mixed ({len(chosen.float_nodes)} float)"
         outcome.rows.append(
-            ModelRow(
-                "mixed",
-                f"mixed ({len(best.float_nodes)} float)",
-                request.output,
-                "int8",
-                best.accuracy,
-                float_nodes=best.float_nodes,
-            )
+            ModelRow("mixed", label, request.output, "int8", chosen.accuracy, float_nodes=chosen.float_nodes)
         )
         # The plain INT8 file is no longer the -o output: keep it beside it for comparison.
-        plain = request.output.with_name(f"{request.output.stem}.int8-all{request.output.suffix}")
-        shutil.copyfile(frontier[0].path, plain)
-        outcome.rows[1].path = plain
-    return best.path
+        outcome.rows[1].path = write_model(search.frontier[0].path, plain_beside(request.output))
+    return chosen.path
 
 
-def _finetune_row(
-    request: QuantizeRequest,
-    outcome: QuantizeOutcome,
-    spec: ModelSpec,
-    calib: SampleSet | None,
-    evaluation: SampleSet,
-    kind: str,
-    fp32_outputs: Any,
-    scratch: Path,
-    progress: Callable[[str], None],
-) -> None:
+def _finetune_row(study: _Study) -> None:
     from infermeter.quantize import qat
 
+    request, spec, calib = study.request, study.spec, study.data.calib
     assert request.finetune is not None and calib is not None
     train = load_samples(spec.inputs, request.finetune)
-    progress("quantization-aware fine-tuning")
+    study.progress("quantization-aware fine-tuning")
     module = qat.finetune(
         load_torch_module(spec),
         spec.inputs,
@@ -327,23 +307,22 @@ def _finetune_row(
         request.finetune_epochs,
         per_channel=request.config.per_channel,
     )
-    exported, tuned = scratch / "qat-fp32.onnx", scratch / "qat-fp32-pre.onnx"
+    exported = study.scratch / "qat-fp32.onnx"
     qat.export_module(module, spec.inputs, spec.output_names, exported)
-    preprocess(exported, tuned)
+    tuned = prepare(exported, study.scratch / "qat")
     target = request.output.with_name(f"{request.output.stem}.qat{request.output.suffix}")
-    quantize_onnx(tuned, target, request.config, calib, scratch / "calibration-qat.json")
-    accuracy = score(kind, fp32_outputs, ModelRunner(target, request.threads).predict(evaluation), evaluation.labels)
-    outcome.rows.append(ModelRow("qat", f"QAT ({request.finetune_epochs} epochs)", target, "int8", accuracy))
+    quantize_plain(tuned, request.config, calib, target)
+    label = f"QAT ({request.finetune_epochs} epochs)"
+    study.outcome.rows.append(ModelRow("qat", label, target, "int8", study.score(target)))
 
 
-def _time_rows(
-    request: QuantizeRequest, outcome: QuantizeOutcome, evaluation: SampleSet, progress: Callable[[str], None]
-) -> None:
+def _time_rows(study: _Study) -> None:
     from infermeter.quantize.latency import measure_file
 
-    shapes = sample_shapes(evaluation)
+    request, outcome = study.request, study.outcome
+    shapes = sample_shapes(study.evaluation)
     for row in outcome.rows:
-        progress(f"timing {row.label}")
+        study.progress(f"timing {row.label}")
         try:
             row.timing = measure_file(row.path, request.threads, shapes, input_values=request.input_values)
         except InfermeterError as exc:  # e.g. a file kind `bench` cannot load yet: accuracy still stands

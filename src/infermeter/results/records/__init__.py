@@ -12,7 +12,7 @@ from __future__ import annotations
 from infermeter.results.records.accuracy import Accuracy, AccuracyError, QuantizedVariant
 from infermeter.results.records.base import Record, copy_record, read_record, write_record
 from infermeter.results.records.generate import SLO, Distribution, GenerationCase, GenerationSummary, GgufQuality
-from infermeter.results.records.int8 import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
+from infermeter.results.records.int8_run import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
 from infermeter.results.records.load import LoadRecord, TunePoint
 from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep

@@ -15,7 +15,7 @@ from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import describe_exception
 from infermeter.models.spec import ModelSpec
-from infermeter.results.records.int8 import GIVEN, Int8Run, LayerProfile
+from infermeter.results.records.int8_run import GIVEN, Int8Run, LayerProfile
 
 # Untimed runs of the profile pass (per-node counters are averaged over them).
 PROFILE_ITERATIONS = 20

@@ -3,7 +3,9 @@
 as TensorRT, runs the QDQ graph), all from the same calibration samples and scored on the same evaluation samples
 against the same FP32 reference, so their accuracies and speeds compare. `-O openvino.int8_source=qdq` cross-feeds
 ONNX Runtime's QDQ graph to OpenVINO instead. When an engine's INT8 is slower than its FP32, the step says why in
-one sentence from the engine's per-node profile (`results.records.why_int8`)."""
+one sentence from the engine's per-node profile (`results.records.why_int8`). The cases of an INT8 file (`int8_spec`,
+`request_precision`, `annotate_int8`) are set up here too, for step 4a and for the steps that measure its pick
+again."""
 
 from __future__ import annotations
 
@@ -12,15 +14,46 @@ from dataclasses import replace
 from pathlib import Path
 
 from infermeter.backends.registry import get_backend
-from infermeter.optimize.accuracy import EvalData, Reference, score_file
+from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize.pipeline import INT8_IR, Run
-from infermeter.optimize.steps import note
+from infermeter.optimize.step_log import note
+from infermeter.quantize.ort_quant import QuantConfig
+from infermeter.quantize.study import Reference, score_file
+from infermeter.quantize.study_data import StudyData
 from infermeter.results.records import Accuracy, Int8Run, read_record, why_int8, write_record
 from infermeter.results.schema import CaseResult
 
 # The quantizer whose graph an engine without one of its own runs (a QDQ ONNX graph is what it reads).
 QDQ = "ort-qdq"
 NNCF = "nncf"
+# How optimize quantizes: static, min/max ranges, per-tensor (what every engine's INT8 kernels take).
+CONFIG = QuantConfig("static", "minmax", per_channel=False)
+
+
+def int8_engines(device: str) -> list[str]:
+    """The engines that execute a quantized (QDQ) ONNX graph in int8 on `device` (`Backend.runs_quantized_onnx`)."""
+    from infermeter.backends.registry import inference_backends
+
+    return [cls.name for cls in inference_backends() if cls.runs_quantized_onnx and cls.device == device]
+
+
+def int8_spec(run: Run, ref: str) -> ModelSpec:
+    """The ModelSpec of an artifact inside the output folder, named by its path relative to the folder (so that
+    case ids do not depend on where the folder is)."""
+    return replace(resolve_model(str(run.path(ref))), ref=ref)
+
+
+def annotate_int8(result: CaseResult) -> None:
+    """A case of a quantized file records int8, the precision the file itself fixes (engines are asked for fp32:
+    that is their hint for the layers the file leaves in float)."""
+    result.precision = "int8"
+    if result.precision_effective not in (None, "int8"):
+        result.notes.append(
+            f"{result.backend} reports {result.precision_effective} (its precision for layers left in float); "
+            "the graph's quantized layers run in int8"
+        )
+        result.precision_effective = "int8"
+    result.warnings = [w for w in result.warnings if w.code != "precision_not_requested"]
 
 
 def engine_quantizer(run: Run, backend: str) -> str:
@@ -38,18 +71,17 @@ def quantizer_groups(run: Run, engines: list[str]) -> dict[str, list[str]]:
 
 
 def nncf_plain(
-    run: Run, data: EvalData, reference: Reference, source: Path, details: dict[str, object]
+    run: Run, data: StudyData, reference: Reference, source: Path, details: dict[str, object]
 ) -> tuple[str, str, Accuracy]:
     """NNCF's INT8 IR of the float model `source` (the FP32 ONNX artifact, or the IR given as the model), calibrated
     on the step's calibration samples and scored on its evaluation samples; cached in the journal for a resume."""
-    from infermeter.quantize.ort_quant import QuantConfig
     from infermeter.quantize.ov_quant import quantize_openvino
 
     target = run.path(INT8_IR)
     if "nncf" not in details or not target.is_file():
         started = time.perf_counter()
         target.parent.mkdir(parents=True, exist_ok=True)
-        how = quantize_openvino(source, target, QuantConfig("static", "minmax"), data.calib)
+        how = quantize_openvino(source, target, CONFIG, data.calib)
         seconds = time.perf_counter() - started
         accuracy = score_file(target, reference, data.evaluation, run.request.threads)
         details["nncf"] = {"file": INT8_IR, "accuracy": accuracy.to_dict(), "seconds": round(seconds, 3), "how": how}
