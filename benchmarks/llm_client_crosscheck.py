@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,12 +67,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_llama_server(gguf: Path, alias: str, threads: int) -> tuple[subprocess.Popen[bytes], str]:
+def cpu_list(text: str) -> set[int]:
+    """`0`, `1-3` or `0,2`: a set of CPU numbers (empty text: no pinning)."""
+    cpus: set[int] = set()
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def pinned(cpus: set[int]) -> Callable[[], None] | None:
+    """A preexec_fn that pins the child to `cpus` (None when not pinning): the clients' own CPU then never slows
+    the server they measure, which on a 2-vCPU machine is the largest error either client could make."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def start_llama_server(gguf: Path, alias: str, threads: int, cpus: set[int]) -> tuple[subprocess.Popen[bytes], str]:
     """llama-cpp-python's OpenAI-compatible server on `gguf`; returns the process and its base URL when ready."""
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "2048"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(cpus))
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         if process.poll() is not None:
@@ -112,7 +128,7 @@ def run_ours(url: str, name: str, level: int, args: argparse.Namespace, folder: 
     command = [sys.executable, "-m", "infermeter", "llm", "load", url, "--model-name", name]
     command += ["--concurrency", str(level), "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len)]
     command += ["--requests", str(args.requests), "--ignore-eos", "-o", str(out)]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, preexec_fn=pinned(args.client_cpu_set))
     summary = read_record(read_results(out).cases[0], GenerationSummary)
     assert summary is not None and summary.ttft_ms is not None and summary.tpot_ms is not None
     return Figures(
@@ -132,7 +148,7 @@ def run_aiperf(url: str, name: str, level: int, args: argparse.Namespace, folder
     # Not HF_HUB_OFFLINE: in offline mode aiperf 0.13 looks a tokenizer up in the hub cache only and refuses a
     # local folder (HFValidationError); online, a local folder is loaded as it is, with no request made.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, preexec_fn=pinned(args.client_cpu_set))
     export = out / "profile_export_aiperf.json"  # the profiling phase (phases/ holds warm-up and profiling apart)
     if proc.returncode != 0 or not export.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -201,8 +217,7 @@ LLM load client, in its own venv: `make install-crosscheck`) on the same server:
 tokens of its own synthetic text), {args.gen_len} output tokens exactly (`ignore_eos`), greedy, streaming
 `/v1/completions`, a closed loop of {args.requests} requests per run at each concurrency, {args.rounds} round(s),
 the two clients interleaved (the order alternates every round). Figures are medians over rounds; ratios are
-`load` / aiperf. Machine: {_cpu()}, {os.cpu_count()} logical CPUs, **{args.machine_note}**; the server and both
-clients share the CPUs.
+`load` / aiperf. Machine: {_cpu()}, {os.cpu_count()} logical CPUs, **{args.machine_note}**; {args.placement}.
 {SMOKE_NOTE if args.quick else ""}
 Command: `{command}`
 
@@ -240,7 +255,14 @@ def main() -> None:
     parser.add_argument("--gen-len", type=int, default=32)
     parser.add_argument("--requests", type=int, default=16, help="requests per run")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="the llama.cpp server's threads")
+    parser.add_argument("--threads", type=int, help="the llama.cpp server's threads (default: its CPUs, else 2)")
+    two = (os.cpu_count() or 1) >= 2
+    parser.add_argument("--server-cpus", default="0" if two else "", help="CPUs the server is pinned to ('' for none)")
+    parser.add_argument(
+        "--client-cpus",
+        default=f"1-{(os.cpu_count() or 2) - 1}" if two else "",
+        help="CPUs both clients are pinned to ('' for none)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: one round, 4 requests, concurrency 1,2")
     parser.add_argument("--machine-note", default="quiet machine", help="how busy the machine was (for the doc)")
     parser.add_argument("--write-docs", action="store_true", help=f"write {DOCS.name}")
@@ -248,6 +270,14 @@ def main() -> None:
     if args.quick:
         args.rounds, args.requests, args.concurrency = 1, 4, "1,2"
     args.levels = [int(c) for c in args.concurrency.split(",")]
+    server_cpus, args.client_cpu_set = cpu_list(args.server_cpus), cpu_list(args.client_cpus)
+    args.threads = args.threads or len(server_cpus) or 2
+    args.placement = (
+        f"the server runs on CPU(s) {args.server_cpus} and both clients on CPU(s) {args.client_cpus} (pinned), so a "
+        "client's own work never takes the server's CPU"
+        if server_cpus and args.client_cpu_set
+        else "the server and both clients share the CPUs, so each client's own work slows the server it measures"
+    )
     if not AIPERF.is_file():
         raise SystemExit(f"aiperf is not installed at {AIPERF}: run `make install-crosscheck`")
     args.tokenizer = args.tokenizer or tokenizer_folder(args.model)
@@ -257,7 +287,7 @@ def main() -> None:
     if args.url:
         url, args.server_label = args.url, f"the server at {args.url}"
     else:
-        server, url = start_llama_server(resolve_gguf(args.model), name, args.threads)
+        server, url = start_llama_server(resolve_gguf(args.model), name, args.threads, server_cpus)
         args.server_label = f"llama-cpp-python's server ({args.threads} threads, one sequence at a time)"
     try:
         results = run_rounds(url, name, args, isl)
