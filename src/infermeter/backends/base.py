@@ -21,7 +21,7 @@ from infermeter.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from infermeter.backends.options import Option
-    from infermeter.results.records.int8 import LayerMix, LayerProfile
+    from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 
 def package_version(distribution: str) -> str | None:

@@ -26,7 +26,7 @@ from infermeter.errors import BackendError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec
-from infermeter.results.records.int8 import LayerMix, LayerProfile
+from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",

@@ -1,7 +1,7 @@
 """What ONNX Runtime says about what it ran: the per-layer precision mix of its optimized graph (the build stage's
 artifact, where the QDQ pairs are already fused into QLinearConv, MatMulInteger and the like) and its profiler's
 per-node kernel times (`SessionOptions.enable_profiling`, a Chrome-trace JSON), turned into the engine-neutral
-records of `results.records.int8`. Never timed: the mix is read once after loading, the profile in a separate
+records of `results.records.int8_run`. Never timed: the mix is read once after loading, the profile in a separate
 pass with profiling on."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime
+from infermeter.results.records.int8_run import LayerMix, LayerProfile, LayerTime
 
 # The arithmetic operators, once the fusion and quantization words are taken off their names.
 COMPUTE_BASES = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Attention")

@@ -32,7 +32,7 @@ from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
-from infermeter.results.records.int8 import LayerMix, LayerProfile
+from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 # infermeter precision -> OpenVINO INFERENCE_PRECISION_HINT value (int8: the hint of the layers left in float).
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}

@@ -1,6 +1,6 @@
 """What OpenVINO says about what it ran: the per-layer precision mix of a compiled model (its runtime model's
 `layerType` / `runtimePrecision`) and per-node performance counters (`PERF_COUNT`, `get_profiling_info`), turned
-into the engine-neutral records of `results.records.int8`. Never timed: the mix is read once after loading, the
+into the engine-neutral records of `results.records.int8_run`. Never timed: the mix is read once after loading, the
 counters in a separate pass with profiling on."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.results.records.int8 import LayerMix, LayerProfile, LayerTime
+from infermeter.results.records.int8_run import LayerMix, LayerProfile, LayerTime
 
 # Layer types (runtime model and profiling names, as prefixes) that do the arithmetic: what INT8 is for.
 COMPUTE_TYPES = ("Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "Gemm")

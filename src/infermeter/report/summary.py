@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
 from infermeter.case import comparison_key, model_family
-from infermeter.report.int8 import int8_explanation
+from infermeter.report.int8_explanation import int8_explanation
 from infermeter.report.metrics import METRICS, Metric
 from infermeter.report.metrics import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
 from infermeter.report.metrics import Speedup as Speedup
@@ -21,7 +21,7 @@ from infermeter.results.records import (
     most_processes,
     read_record,
 )
-from infermeter.results.records.int8 import GIVEN
+from infermeter.results.records.int8_run import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning
 from infermeter.stats import WARNING_CODES, min_samples_for
 
