@@ -187,7 +187,7 @@ QUICK = {  # --quick: a smoke run on the zoo's tiny CNN, one pair of each kind, 
 
 def parse_args() -> argparse.Namespace:
     """The command line (with --quick's settings applied)."""
-    from infermeter.compare import parse_threshold
+    from infermeter.checks import parse_threshold
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=f"{MODELS}:resnet18", help="default: the zoo's ResNet-18")

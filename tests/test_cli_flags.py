@@ -31,6 +31,8 @@ OWN_MEANING = {
     "--rtol": "export: of the output check; parity: of |reference| per element",
     "--min-cosine": "quantize: the budget of its search; parity: a pass/fail limit per output",
     "--max-accuracy-drop": "advise filters measured results (no limit by default); optimize's budget steers its search",
+    "--allocator": "bench sweeps a list of mallocs; serve runs on one",
+    "--api-key": "serve: the key it requires; llm load: the key it sends",
 }
 
 # Copies that differ from the main one, with the reason. Copies with the same reason form a variant of their own
@@ -39,6 +41,45 @@ CHECK = "check: its defaults come from [tool.infermeter.check] in pyproject.toml
 SERVING = "serving (cli-serving's item: one serving group for serve, load and tune-batching)"
 GENERATION = "generation flags (they move to LLM generation's own command group)"
 QUANTIZE = "quantize (int8-study's file): to take the shared declaration"
+LLM_QUANTIZE = "llm quantize, and quantize --format gguf (its deprecated route): llama.cpp levels"
+LLM_BENCH = "llm bench: a generation case times requests (seconds each), not iterations: its own defaults"
+LLM_BENCH_FLAGS = (
+    "--backend",
+    "--option",
+    "--threads",
+    "--seed",
+    "--resume",
+    "--warmup",
+    "--min-time",
+    "--max-time",
+    "--target-ci",
+    "--rounds",
+    "--case-timeout",
+    "--prompt-len",
+    "--gen-len",
+    "--requests",
+    "--slo-ttft-ms",
+    "--slo-tpot-ms",
+)
+LLM_LOAD = "llm load: an OpenAI-protocol client (prompts in words, requests per level)"
+LLM_LOAD_FLAGS = ("--prompt-len", "--gen-len", "--requests", "--seed", "--slo-ttft-ms", "--slo-tpot-ms")
+LLM_LOAD_ROUTE = "load --api openai: the deprecated route to llm load, its help says so"
+LLM_LOAD_ROUTE_FLAGS = (
+    "--scenario",
+    "--concurrency",
+    "--model-name",
+    "--timeout",
+    "--ignore-eos",
+    "--rates",
+    "--server-metrics",
+    "--slo-attainment",
+    "--series",
+    "--prompt-len",
+    "--gen-len",
+    "--requests",
+    "--slo-ttft-ms",
+    "--slo-tpot-ms",
+)
 VARIANTS: dict[tuple[str, str], str] = {
     **{(flag, "check"): CHECK for flag in ("--alpha", "--min-time", "--max-time", "--rounds", "--threads")},
     ("--backend", "check"): CHECK,
@@ -49,9 +90,18 @@ VARIANTS: dict[tuple[str, str], str] = {
     ("--seed", "load"): "load: seeds the arrivals as well as the inputs",
     ("--max-accuracy-drop", "advise"): "advise: a filter of measured results",
     **{(flag, "quantize"): QUANTIZE for flag in ("--threads", "--seed", "--input")},
-    **{(flag, "quantize"): GENERATION + ": quantize --compare" for flag in ("--prompt-len", "--gen-len", "--requests")},
-    **{(flag, "load"): GENERATION + ": load --api openai" for flag in ("--prompt-len", "--gen-len", "--requests")},
-    **{(flag, "load"): GENERATION + ": load --api openai" for flag in ("--slo-ttft-ms", "--slo-tpot-ms")},
+    **{
+        (flag, cmd): LLM_QUANTIZE
+        for flag in ("--prompt-len", "--gen-len", "--requests")
+        for cmd in ("quantize", "llm quantize")
+    },
+    ("--levels", "quantize"): LLM_QUANTIZE,
+    ("--compare", "quantize"): LLM_QUANTIZE,
+    ("--results", "llm quantize"): LLM_QUANTIZE + ": the levels, not the INT8 variants",
+    ("--threads", "llm quantize"): LLM_QUANTIZE + ": threads of --compare",
+    **{(flag, "llm bench"): LLM_BENCH for flag in LLM_BENCH_FLAGS},
+    **{(flag, "llm load"): LLM_LOAD for flag in LLM_LOAD_FLAGS},
+    **{(flag, "load"): LLM_LOAD_ROUTE for flag in LLM_LOAD_ROUTE_FLAGS},
     **{
         (flag, cmd): SERVING
         for flag in ("--threads", "--option", "--input", "--buckets")

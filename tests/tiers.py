@@ -52,6 +52,7 @@ INTEGRATION_CALLS = frozenset(
         "quantize_model",
         "call_in_worker",
         "run_in_worker",
+        "run_soak",
         "WorkerProcess",
         "CaseWorker",
         "run_generate_isolated",

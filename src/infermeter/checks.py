@@ -130,8 +130,6 @@ def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setti
 def check_gate(threshold: str, alpha: float, name: Callable[[str], str] = lambda key: f"--{key}") -> float:
     """A regression gate's threshold (`5%`, `5` or `0.05`) as a fraction, its significance level `alpha` checked;
     UsageError naming either as `name` spells it (by default the CLI flag)."""
-    from infermeter.compare import parse_threshold
-
     try:
         limit = parse_threshold(threshold)
     except ValueError:
@@ -165,3 +163,14 @@ def parse_options(values: Iterable[str] | None) -> tuple[tuple[str, str], ...]:
             raise UsageError(f"--option {item!r} is not KEY=VALUE; write e.g. --option onnxruntime.opt_level=basic")
         pairs[key.strip()] = value.strip()
     return tuple(sorted(pairs.items()))
+
+
+def parse_threshold(text: str) -> float:
+    """`5%`, `5` or `0.05` -> 0.05 (a bare number above 1 is read as percent). ValueError when not a number."""
+    text = text.strip()
+    value = float(text.removesuffix("%"))
+    if text.endswith("%") or value > 1:
+        value /= 100
+    if value < 0:
+        raise ValueError("threshold must not be negative")
+    return value

@@ -353,14 +353,3 @@ def compare_results(
         only_new,
         environment_differences(base.environment, new.environment),
     )
-
-
-def parse_threshold(text: str) -> float:
-    """`5%`, `5` or `0.05` -> 0.05 (a bare number above 1 is read as percent). ValueError when not a number."""
-    text = text.strip()
-    value = float(text.removesuffix("%"))
-    if text.endswith("%") or value > 1:
-        value /= 100
-    if value < 0:
-        raise ValueError("threshold must not be negative")
-    return value
