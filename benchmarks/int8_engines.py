@@ -89,9 +89,9 @@ def accuracy_drops(case: ModelCase, results: list[CaseResult], threads: int) -> 
     """Each INT8 row's accuracy drop (points) on the evaluation file, against the FP32 ONNX model's outputs,
     every row scored the same way (`optimize.accuracy`)."""
     from infermeter.models.convert import onnx_for
+    from infermeter.models.samples import load_samples
     from infermeter.models.spec import resolve_model
     from infermeter.optimize.accuracy import score_backend
-    from infermeter.quantize.data import load_samples
     from infermeter.quantize.study import fp32_reference
 
     spec = resolve_model(case.model)

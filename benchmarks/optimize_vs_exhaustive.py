@@ -270,8 +270,27 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def doc_text(reports: list[ModelReport], planned: int, s: Settings, batch: str, seconds: float) -> str:
+    """The page: the command, the machine, the settings of both sides, the table and the notes; a run stopped
+    before its last model says how many of its models it holds."""
+    from real_models_doc import machine_lines
+
+    command = "python benchmarks/optimize_vs_exhaustive.py " + " ".join(sys.argv[1:])
+    partial = "" if len(reports) == planned else f" **Partial: {len(reports)} of {planned} models measured.**"
+    budget = "its default" if s.budget_minutes is None else f"{s.budget_minutes:g} minutes"
+    return (
+        f"# optimize against an exhaustive search\n\n`{command}`: {seconds:.0f} s.{partial} Engines "
+        f"{', '.join(s.backends)}; batch {batch}; both sides timed with {' '.join(s.timing())}; optimize's time "
+        f"budget {budget}, its accuracy budget {s.max_drop:g} points, the exhaustive side's the parity check at "
+        "each precision's tolerance. Method in the script's docstring. Nothing else ran on the machine.\n\n"
+        + "\n".join(machine_lines())
+        + f"\n\n{table(reports)}\n\n{notes(reports)}\n"
+    )
+
+
 def main() -> None:
-    """Every model in turn, then the table (and the doc)."""
+    """Every model in turn, then the table; with --write-docs the doc is rewritten after each model, so a run
+    stopped part-way keeps the models it finished."""
     args = parse_args()
     s = Settings(
         args.min_time, args.max_time, args.target_ci, args.max_accuracy_drop,
@@ -279,22 +298,16 @@ def main() -> None:
     )  # fmt: skip
     root = args.output or Path(tempfile.mkdtemp(prefix="opt-vs-exh-"))
     started = time.monotonic()
-    reports = [measure_model(m, s, root / Path(m).name.replace(":", "-"), args.cache) for m in args.models.split(",")]
-    result = table(reports)
-    print(result)
+    models = args.models.split(",")
+    reports: list[ModelReport] = []
+    for model in models:
+        reports.append(measure_model(model, s, root / Path(model).name.replace(":", "-"), args.cache))
+        print(table(reports[-1:]), flush=True)
+        if args.write_docs:
+            write_docs(doc_text(reports, len(models), s, args.batch, time.monotonic() - started))
+    print(table(reports))
     print(notes(reports))
     print(f"files: {root}")
-    if args.write_docs:
-        command = "python benchmarks/optimize_vs_exhaustive.py " + " ".join(sys.argv[1:])
-        write_docs(
-            f"# optimize against an exhaustive search\n\n`{command}`: {time.monotonic() - started:.0f} s on this "
-            f"machine. Engines {', '.join(s.backends)}; batch {args.batch}; both sides timed with "
-            f"{' '.join(s.timing())}; optimize's time budget "
-            f"{'its default' if s.budget_minutes is None else f'{s.budget_minutes:g} minutes'}, its accuracy budget "
-            f"{s.max_drop:g} points, the exhaustive side's the "
-            "parity check at each precision's tolerance. Method in the script's docstring.\n\n"
-            f"{result}\n\n{notes(reports)}\n"
-        )
 
 
 if __name__ == "__main__":

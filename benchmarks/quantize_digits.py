@@ -31,8 +31,8 @@ def main() -> None:
         outcome = quantize_model(request)
         # QAT needs the torch module: fine-tune the trained CNN through simulated int8, then the same PTQ.
         from infermeter.models.inputs import InputSpec
+        from infermeter.models.samples import load_samples
         from infermeter.quantize import qat
-        from infermeter.quantize.data import load_samples
         from infermeter.quantize.evaluate import ModelRunner, score
         from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
 

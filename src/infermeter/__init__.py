@@ -34,15 +34,15 @@ if TYPE_CHECKING:
     from infermeter.models.spec import resolve_model
     from infermeter.results.io import read_results
     from infermeter.results.schema import CaseResult, ResultsFile
-    from infermeter.results.view import CaseRow, Results, comparison_table, load_results
     from infermeter.stats import latency_stats
+    from infermeter.view import CaseRow, Results, comparison_table, load_results
 
 _LAZY = {
     "bench": "infermeter.api",
-    "Results": "infermeter.results.view",
-    "CaseRow": "infermeter.results.view",
-    "load_results": "infermeter.results.view",
-    "comparison_table": "infermeter.results.view",
+    "Results": "infermeter.view",
+    "CaseRow": "infermeter.view",
+    "load_results": "infermeter.view",
+    "comparison_table": "infermeter.view",
     "Case": "infermeter.case",
     "MeasureSettings": "infermeter.case",
     "CaseResult": "infermeter.results.schema",

@@ -19,7 +19,7 @@ from infermeter.case import MeasureSettings
 from infermeter.checks import SETTING_FLAGS, parse_fraction, split_values
 from infermeter.errors import UsageError
 from infermeter.measure.request import BenchRequest, Sizes
-from infermeter.results.view import Results
+from infermeter.view import Results
 
 Names = str | Path | Iterable[str | Path] | None
 SizesArg = Mapping[str, Sequence[int]] | Sequence[str] | str | None

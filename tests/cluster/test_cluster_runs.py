@@ -200,6 +200,7 @@ def _watch_json(path: Path) -> Iterator[list[str]]:
 
 
 def test_a_node_killed_under_a_case_is_retried_on_another_of_its_class(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from infermeter.cluster.driver import run_on_cluster
     from infermeter.cluster.session import connected
 
     head, _ = cluster
@@ -213,7 +214,7 @@ def test_a_node_killed_under_a_case_is_retried_on_another_of_its_class(cluster, 
     display = _KillOnStart(head)
     with connected(head.address), _watch_json(out) as invalid:
         sweep = new_sweep(out, matrix, False, True, ["infermeter", "bench"], {})
-        run_bench(sweep, display, roofline=False, history=False, on_cluster=True)
+        run_bench(sweep, display, roofline=False, history=False, cluster=run_on_cluster)
     assert display.killed in spares and not invalid
     cases = _nodes(out)
     assert [case["status"] for case, _ in cases] == ["ok", "ok"]

@@ -33,7 +33,8 @@ def test_streams_are_timed_and_usage_is_read() -> None:
     body = sent[0]
     assert body["stream"] is True and body["max_tokens"] == 6 and body["model"] == "m"
     assert len(body["prompt"].split()) == 12
-    assert len({b["prompt"] for b in sent}) > 1  # prompts differ, so a prefix cache cannot serve them all
+    # No two prompts share a first word, across levels too: a server's prefix cache cannot serve any of them.
+    assert len({b["prompt"].split()[0] for b in sent}) == len(sent) == 16
 
 
 def test_failures_mid_stream_are_counted_by_kind_not_crashed_on() -> None:
@@ -78,6 +79,8 @@ def test_bad_url_is_a_usage_error() -> None:
 def test_prompt_is_made_of_shipped_words() -> None:
     assert len(make_prompt(100, 3).split()) == 100
     assert make_prompt(10, 1) != make_prompt(10, 2)
+    tagged = make_prompt(10, 3, "ab12cd34").split()
+    assert len(tagged) == 10 and tagged[0] == "ab12cd34-3:" and tagged[1:] == make_prompt(10, 3).split()[1:]
 
 
 def test_cli_writes_a_results_file(tmp_path: Path) -> None:

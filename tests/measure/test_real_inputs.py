@@ -19,7 +19,7 @@ from infermeter.errors import InputSpecError, UsageError
 from infermeter.models.feeds_data import batched_sets, constant_array, data_note
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import InputSpec
-from infermeter.quantize.data import load_samples
+from infermeter.models.samples import load_samples
 
 pytest.importorskip("onnxruntime")
 FAST = ["-b", "onnxruntime", "--warmup", "1", "--iterations", "5", "--min-time", "0.05", "--max-time", "1"]

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 from infermeter.quantize.emulate import emulated, graph_layers, range_outliers, write_mixed_fp16
 from infermeter.quantize.evaluate import ModelRunner
 from infermeter.quantize.fallback_search import Verdict, find_fallback

@@ -65,8 +65,8 @@ def test_qat_row(tmp_path: Path) -> None:
     import numpy as np
 
     from infermeter.models.inputs import InputSpec
+    from infermeter.models.samples import SampleSet
     from infermeter.quantize import digits, qat
-    from infermeter.quantize.data import SampleSet
 
     data = digits.load_split()
     model = digits.train(data, epochs=2)

@@ -29,8 +29,8 @@ def irs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import openvino as ov
 
     from infermeter.models.convert import onnx_for
+    from infermeter.models.samples import random_samples
     from infermeter.models.spec import resolve_model
-    from infermeter.quantize.data import random_samples
     from infermeter.quantize.ort_quant import QuantConfig
     from infermeter.quantize.ov_quant import quantize_openvino
 

@@ -23,7 +23,7 @@ from infermeter.report.summary import summary_table
 from infermeter.results.records import Roofline, SoakRecord, write_record
 from infermeter.results.schema import CaseResult, ResultsFile
 from infermeter.results.store import _SCHEMA, load_history, record_run
-from infermeter.results.view import Results
+from infermeter.view import Results
 
 # Each metric's value on the measured case, and its table cell: one row per registry metric.
 EXPECTED: dict[str, tuple[float, str]] = {

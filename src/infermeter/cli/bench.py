@@ -34,7 +34,7 @@ from infermeter.report.summary import SummaryTable, summary_table
 from infermeter.terminal import ConsoleDisplay, print_summary, print_table
 
 if TYPE_CHECKING:
-    from infermeter.measure.benchrun import BenchRun
+    from infermeter.measure.benchrun import BenchRun, ClusterRunner
 
 
 def _default_output() -> Path:
@@ -131,8 +131,14 @@ def _run_sweep(matrix: Matrix | None, run: RunFlags, display: ConsoleDisplay) ->
             sweep = new_sweep(output, matrix, run.cold_start, isolation, command, collect_environment())
         check_plan_machines(sweep.todo, run.cluster)
         return run_bench(
-            sweep, display, roofline=not run.no_roofline, history=not run.no_history, on_cluster=bool(run.cluster)
+            sweep, display, not run.no_roofline, not run.no_history, _cluster_runner() if run.cluster else None
         )
+
+
+def _cluster_runner() -> ClusterRunner:
+    from infermeter.cluster.driver import run_on_cluster
+
+    return run_on_cluster
 
 
 def _print_run(run: BenchRun, allow_mixed_precision: bool) -> None:

@@ -5,18 +5,21 @@ previous one ends, until `requests` have been sent. TTFT and inter-token gaps ar
 chunks arrive (one monotonic clock, `time.perf_counter`). Failures never stop a level: each one is counted by
 kind (see `ERROR_KINDS`) and the level goes on.
 
-The prompt is `prompt_len` words of the shipped text, starting at a different word for each request (so a
-server's prefix cache does not turn every request after the first into a cache hit); the server's own count
-of prompt and output tokens is recorded when it reports `usage`.
+The prompt is `prompt_len` words: a tag first, then the shipped text from a word that depends on the request's
+index. The tag is drawn afresh for every level (`fresh_level`) and numbers the request within it, so no two
+requests of a run, nor of two runs against one server, share more than the chat template as a prefix: a server's
+prefix cache (vLLM's, llama.cpp's prompt cache) cannot turn a later request into a cache hit and its TTFT into a
+lookup. The server's own count of prompt and output tokens is recorded when it reports `usage`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infermeter.case import endpoint_case_id
@@ -55,6 +58,7 @@ class EndpointSettings:
     ignore_eos: bool = False
     api_key: str | None = None
     slo: SLO = field(default_factory=SLO)
+    prompt_tag: str = ""  # the first word of every prompt of one level (`fresh_level`)
 
     def endpoint(self) -> str:
         """The full URL of the completions or chat endpoint."""
@@ -70,17 +74,26 @@ class EndpointSettings:
         return self.requests if self.requests is not None else max(8, 2 * concurrency)
 
 
-def make_prompt(prompt_len: int, index: int) -> str:
-    """`prompt_len` words of the shipped text, starting at a word that depends on `index`."""
+def make_prompt(prompt_len: int, index: int, tag: str = "") -> str:
+    """`prompt_len` words of the shipped text, starting at a word that depends on `index`; with `tag`, the first
+    word is `TAG-INDEX:` instead, so that the prompt shares no prefix with any other level's."""
     words = corpus_text().split()
     start = (index * 37) % len(words)
     picked = [words[(start + i) % len(words)] for i in range(prompt_len)]
+    if tag and picked:
+        picked[0] = f"{tag}-{index}:"
     return " ".join(picked)
+
+
+def fresh_level(settings: EndpointSettings) -> EndpointSettings:
+    """The settings of one level: a prompt tag of its own, drawn at random (not from --seed: a second run with the
+    same seed against a warm server must not find its prompts cached)."""
+    return replace(settings, prompt_tag=secrets.token_hex(4))
 
 
 def request_body(settings: EndpointSettings, index: int) -> dict[str, Any]:
     """The JSON body of request `index`: greedy, streaming, usage requested."""
-    prompt = make_prompt(settings.prompt_len, index)
+    prompt = make_prompt(settings.prompt_len, index, settings.prompt_tag)
     body: dict[str, Any] = {
         "model": settings.model,
         "max_tokens": settings.gen_len,
@@ -179,6 +192,7 @@ async def run_level(settings: EndpointSettings, concurrency: int) -> list[Reques
     import httpx
 
     total = settings.requests_for(concurrency)
+    settings = fresh_level(settings)
     next_index = 0
     timings: list[RequestTiming] = []
     timeout = httpx.Timeout(settings.request_timeout_s, connect=min(10.0, settings.request_timeout_s))

@@ -25,6 +25,7 @@ from infermeter.generate.openai_bench import (
     APIS,
     ERROR_KINDS,
     EndpointSettings,
+    fresh_level,
     level_result,
     run_level,
     stream_request,
@@ -84,6 +85,7 @@ async def run_rate_level(endpoint: EndpointSettings, rate: float, seed: int) -> 
     import httpx
 
     total = rate_requests(endpoint, rate)
+    endpoint = fresh_level(endpoint)
     arrivals = random.Random(seed)
     timeout = httpx.Timeout(endpoint.request_timeout_s, connect=min(10.0, endpoint.request_timeout_s))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)

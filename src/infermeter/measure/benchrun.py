@@ -192,27 +192,41 @@ def _annotate_roofline(results: ResultsFile, path: Path | None, display: BenchDi
     _save(path, results)
 
 
-def _run_plan(sweep: Sweep, display: BenchDisplay, on_cluster: bool) -> SpeedTrace:
+class ClusterRunner(Protocol):
+    """Runs the pending part `todo` of a plan's `items` on a cluster (`cluster.driver.run_on_cluster`), appending
+    each case to `results` and rewriting `path` as each returns. Handed in by the caller: the cluster sits above
+    measure, whose sweep each node runs."""
+
+    def __call__(
+        self,
+        items: Sequence[PlanItem],
+        todo: Sequence[PlanItem],
+        results: ResultsFile,
+        path: Path | None,
+        isolate: bool,
+        cold_start: bool,
+        on_event: Callable[[SweepEvent], None],
+        warn: Callable[[str], None],
+    ) -> None: ...
+
+
+def _run_plan(sweep: Sweep, display: BenchDisplay, cluster: ClusterRunner | None) -> SpeedTrace:
     """The sweep under the display's progress, with the machine-speed probe read before, between rounds and after
-    (kept in the results as `machine_speed`); `on_cluster`: on the connected Ray cluster (`cluster.driver`), where
-    this machine's speed says nothing about the nodes' and is not probed. An interrupt reaches the display, then
-    the caller."""
+    (kept in the results as `machine_speed`); with `cluster`, on the connected Ray cluster, where this machine's
+    speed says nothing about the nodes' and is not probed. An interrupt reaches the display, then the caller."""
     from infermeter.measure.repeat import passes_of
     from infermeter.measure.sweep import run_sweep
 
     results, path, plan = sweep.results, sweep.path, sweep.plan
+    on_cluster = cluster is not None
     trace = SpeedTrace()
     if not on_cluster:
         trace.read()
     try:
         # Every plan item is done or skipped once per pass (--repeat N: N passes over the plan).
         with terminate_as_interrupt(), display.progress(len(sweep.items) * passes_of(sweep.items)) as on_event:
-            if on_cluster:
-                from infermeter.cluster.driver import run_on_cluster
-
-                run_on_cluster(
-                    sweep.items, sweep.todo, results, path, plan.isolate, plan.cold_start, on_event, display.warn
-                )
+            if cluster is not None:
+                cluster(sweep.items, sweep.todo, results, path, plan.isolate, plan.cold_start, on_event, display.warn)
             else:
                 run_sweep(sweep.items, results, path, plan.isolate, on_event, trace, build_first=not plan.cold_start)
         if not on_cluster:
@@ -241,19 +255,25 @@ def check_repeat(sweep: Sweep, on_cluster: bool) -> None:
 
 
 def run_bench(
-    sweep: Sweep, display: BenchDisplay, roofline: bool = True, history: bool = True, on_cluster: bool = False
+    sweep: Sweep,
+    display: BenchDisplay,
+    roofline: bool = True,
+    history: bool = True,
+    cluster: ClusterRunner | None = None,
 ) -> BenchRun:
     """Run what is left of `sweep`'s plan, saving the results file after every case: the ONNX exports first, then
     the sweep, then (unless a cold start, or `roofline` is off) the roofline figures, and the run recorded in the
-    history database when `history` is on. `on_cluster`: the sweep runs on the connected Ray cluster (`bench
-    --cluster`), each node making its own exports; no roofline there (each node would need its own ceilings)."""
+    history database when `history` is on. `cluster` (`cluster.driver.run_on_cluster`): the sweep runs on the
+    connected Ray cluster (`bench --cluster`), each node making its own exports; no roofline there (each node would
+    need its own ceilings)."""
     results, path = sweep.results, sweep.path
+    on_cluster = cluster is not None
     cold_start = sweep.plan.cold_start
     check_repeat(sweep, on_cluster)
     _save(path, results)
     if not cold_start and not on_cluster:  # a cold start measures the conversion itself
         prepare_onnx(sweep.todo, display)
-    trace = _run_plan(sweep, display, on_cluster)
+    trace = _run_plan(sweep, display, cluster)
     if roofline and on_cluster:
         display.note("no roofline figures for a --cluster run: each node would need its own measured ceilings")
     elif roofline and not cold_start:

@@ -56,7 +56,7 @@ def data_lengths(spec: ModelSpec, case: Case) -> list[int]:
     `--dynamic` dim (real lengths in padded data), else that dim's size."""
     if case.data is None or not case.dynamic:
         return []
-    from infermeter.quantize.data import load_samples
+    from infermeter.models.samples import load_samples
 
     dim = case.dynamic[0][0]
     samples = load_samples(spec.inputs, case.data.ref)

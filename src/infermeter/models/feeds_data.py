@@ -1,6 +1,6 @@
 """Real and constant inputs for `bench`, `serve` and `load`: `--data` and `--input NAME=VALUE`.
 
-`--data` goes through the one loader of the project, `quantize.data.load_samples` (an .npz, a folder of .npy
+`--data` goes through the one loader of the project, `models.samples.load_samples` (an .npz, a folder of .npy
 files, an image folder, or `file.py:function`): its samples are stacked along the batch axis, `batch` at a time,
 into the feed sets the loop rotates, and reused (with a note) when there are fewer than the sets need.
 `--input NAME=VALUE` sets an input to a constant (a sample rate, a threshold, a state that starts at zero), the
@@ -22,7 +22,7 @@ from infermeter.models.inputs import Feeds, InputSpec, generate_feeds
 
 if TYPE_CHECKING:
     from infermeter.case import Case, DataSource
-    from infermeter.quantize.data import SampleSet
+    from infermeter.models.samples import SampleSet
     from infermeter.results.schema import CaseResult
 
 
@@ -127,7 +127,7 @@ def absolute_data_ref(ref: str) -> str:
 def load_data(inputs: Sequence[InputSpec], values: Values, ref: str) -> SampleSet:
     """The samples of DATA for the model's data inputs (the constant ones left out), through the loader
     `quantize` and `optimize` use."""
-    from infermeter.quantize.data import load_samples
+    from infermeter.models.samples import load_samples
 
     wanted = data_inputs(inputs, values)
     scalars = [spec.name for spec in wanted if not spec.shape]

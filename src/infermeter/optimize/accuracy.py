@@ -16,11 +16,11 @@ import numpy as np
 
 from infermeter.case import Case
 from infermeter.errors import BackendUnavailable, describe_exception
+from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec
 from infermeter.optimize.pipeline import FP32_ONNX, Run
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.optimize.step_log import note
-from infermeter.quantize.data import SampleSet
 from infermeter.quantize.evaluate import score
 from infermeter.quantize.feeds import own as own_inputs
 from infermeter.quantize.study import Reference, fp32_reference

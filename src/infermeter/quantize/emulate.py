@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 from infermeter.quantize.fallback_search import Layer
 
 FP16_MAX = 65504.0

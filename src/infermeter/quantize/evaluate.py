@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from infermeter.errors import BackendError, ModelError, UsageError, describe_exception
+from infermeter.models.samples import SampleSet
 from infermeter.quantize import metrics
-from infermeter.quantize.data import SampleSet
 from infermeter.results.records.accuracy import Accuracy as Accuracy  # importable from here, as before records
 
 EMBEDDING_TASKS = ("embedding", "sentence-embedding", "feature-extraction")

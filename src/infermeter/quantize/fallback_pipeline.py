@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infermeter.errors import InfermeterError, UsageError, describe_exception
+from infermeter.models.samples import SampleSet, load_samples, random_samples
 from infermeter.models.spec import resolve_model
-from infermeter.quantize.data import SampleSet, load_samples, random_samples
 from infermeter.quantize.emulate import named_model
 from infermeter.quantize.evaluate import ModelRunner, task_kind
 from infermeter.quantize.fallback_search import DEFAULT_MAX_EVALUATIONS

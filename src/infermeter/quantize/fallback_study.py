@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from infermeter.case import Case
+from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec
-from infermeter.quantize.data import SampleSet
 from infermeter.quantize.emulate import FP16_MAX, emulated, graph_layers, range_outliers
 from infermeter.quantize.evaluate import ModelRunner
 from infermeter.quantize.fallback_search import SearchResult, Verdict, find_fallback

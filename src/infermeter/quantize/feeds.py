@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from infermeter.models.input_flags import Sizes, Values
 from infermeter.models.inputs import InputSpec
-from infermeter.quantize.data import SampleSet, load_samples, random_samples
+from infermeter.models.samples import SampleSet, load_samples, random_samples
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 from infermeter.case import Case
+from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec, file_sha256
-from infermeter.quantize.data import (
-    RANDOM_CALIBRATION_SAMPLES,
-    SampleSet,
-    random_calibration_warning,
-)
+from infermeter.quantize.data import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
 from infermeter.quantize.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
 from infermeter.results.schema import CaseWarning
 

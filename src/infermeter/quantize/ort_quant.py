@@ -20,7 +20,7 @@ from typing import Any
 
 from infermeter.backends.options import CALIBRATION_METHODS
 from infermeter.errors import ModelError, UsageError, describe_exception
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 
 MODES = ("static", "dynamic")
 METHODS = CALIBRATION_METHODS  # declared with the backends' `quantize.method` option, which offers them

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.errors import ModelError, UsageError, describe_exception
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 from infermeter.quantize.ort_quant import QuantConfig
 
 

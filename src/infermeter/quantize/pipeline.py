@@ -13,8 +13,8 @@ from pathlib import Path
 from infermeter.errors import InfermeterError, UsageError
 from infermeter.models.input_flags import Sizes, Values
 from infermeter.models.reshape import reshape_notes
+from infermeter.models.samples import SampleSet, load_samples
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
-from infermeter.quantize.data import SampleSet, load_samples
 from infermeter.quantize.evaluate import Accuracy
 from infermeter.quantize.feeds import own as own_inputs
 from infermeter.quantize.feeds import sample_shapes
@@ -42,6 +42,19 @@ def quantize_engines() -> list[str]:
     from infermeter.backends.registry import inference_backends
 
     return [cls.name for cls in inference_backends() if cls.quantizer]
+
+
+# What each quantizer of the study writes. An engine names its own (`Backend.int8_quantizer`); one that names none
+# quantizes with ONNX Runtime's static QDQ, the graph every ONNX engine reads.
+QDQ, NNCF = "ort-qdq", "nncf"
+QUANTIZED_FILE = {QDQ: ".onnx", NNCF: ".xml"}
+
+
+def quantizer_of(engine: str) -> str:
+    """The quantizer `--engine ENGINE` runs (its backend's own, else ONNX Runtime's QDQ)."""
+    from infermeter.backends.registry import get_backend
+
+    return get_backend(engine).int8_quantizer or QDQ
 
 
 @dataclass(frozen=True)
@@ -106,15 +119,18 @@ def check_request(request: QuantizeRequest) -> None:
         raise UsageError(f"--eval-size {request.eval_size} must be positive")
     if request.max_drop_pct is not None and request.max_drop_pct < 0:
         raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
-    if request.engine == "openvino" and request.sensitivity:
-        raise UsageError("--sensitivity works with --engine onnxruntime (it re-quantizes per layer); with "
-                         "--engine openvino, --max-drop runs NNCF's own accuracy control")  # fmt: skip
-    if request.engine != "openvino" and request.model.lower().endswith(".xml"):
-        raise UsageError(f"{request.model} is an OpenVINO IR: only --engine openvino (NNCF) quantizes it")
+    quantizer = quantizer_of(request.engine)
+    if quantizer == NNCF and request.sensitivity:
+        raise UsageError(
+            f"--sensitivity re-quantizes per layer with ONNX Runtime's quantizer; --engine {request.engine} "
+            "quantizes with NNCF, whose own accuracy control --max-drop runs"
+        )
+    if quantizer != NNCF and request.model.lower().endswith(".xml"):
+        raise UsageError(f"{request.model} is an OpenVINO IR: only NNCF quantizes it (--engine openvino)")
     if request.finetune and request.config.mode != "static":
         raise UsageError("--finetune fine-tunes for static quantization; drop --mode dynamic")
     suffix = request.output.suffix.lower()
-    wanted = ".xml" if request.engine == "openvino" else ".onnx"
+    wanted = QUANTIZED_FILE[quantizer]
     if suffix != wanted:
         raise UsageError(f"-o {str(request.output)!r}: --engine {request.engine} writes a {wanted} file")
 
@@ -176,7 +192,7 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
         reference = fp32_reference(source, spec.task, data.evaluation, request.threads)
         outcome.rows.append(ModelRow("fp32", "FP32", source, "fp32", reference.accuracy))
         study = _Study(request, spec, data, reference, Path(scratch_name), outcome, progress)
-        if request.engine == "openvino":
+        if quantizer_of(request.engine) == NNCF:
             _openvino_rows(study, source)
         else:
             _onnx_rows(study, source)

@@ -25,7 +25,7 @@ import numpy as np
 
 from infermeter.errors import ModelError, UsageError, describe_exception
 from infermeter.models.inputs import InputSpec
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 
 if TYPE_CHECKING:
     import torch
@@ -151,7 +151,7 @@ def export_module(
     """A torch module to ONNX with a dynamic batch axis (TorchScript-based exporter first, then torch.export)."""
     import torch
 
-    from infermeter.quantize.data import random_samples
+    from infermeter.models.samples import random_samples
 
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     sample = random_samples(inputs, 2, 0, sequence_length=8)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from infermeter.models.samples import SampleSet
 from infermeter.quantize import metrics
-from infermeter.quantize.data import SampleSet
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score
 from infermeter.quantize.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
 

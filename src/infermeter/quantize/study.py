@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.interrupts import deferred_interrupts
-from infermeter.quantize.data import SampleSet
+from infermeter.models.samples import SampleSet
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
 from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity

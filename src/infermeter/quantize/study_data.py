@@ -17,12 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infermeter.quantize.data import (
-    RANDOM_CALIBRATION_SAMPLES,
-    SampleSet,
-    calibration_warnings,
-    random_calibration_warning,
-)
+from infermeter.models.samples import SampleSet
+from infermeter.quantize.data import RANDOM_CALIBRATION_SAMPLES, calibration_warnings, random_calibration_warning
 from infermeter.quantize.feeds import ModelInputs
 from infermeter.results.schema import CaseWarning
 

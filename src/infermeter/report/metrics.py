@@ -3,7 +3,7 @@
 A `Metric` says how to read the figure from a case (`read`), how the table shows it (`header`, `cell`), its unit,
 which direction is better, its CSV column and, when `infermeter compare` can gate on it, its `--metric` name. The
 console, markdown and HTML tables (`report.summary.summary_table`), the CSV report (`report.csv`),
-`Results.rows()` / `to_pandas()` (`results.view`), the history database (`results.store`), `compare` and `advise`
+`Results.rows()` / `to_pandas()` (`view`), the history database (`results.store`), `compare` and `advise`
 all walk `METRICS`, so a metric added here shows everywhere; `tests/report/test_metric_registry.py` checks that
 every output shows every metric. How to add one: docs/design-notes.md, "Adding a table metric".
 """

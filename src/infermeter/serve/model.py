@@ -22,7 +22,7 @@ from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.serve.protocol import ProtocolError, datatype_of
 
 if TYPE_CHECKING:
-    from infermeter.quantize.data import SampleSet
+    from infermeter.models.samples import SampleSet
 
 
 @dataclass(frozen=True)
