@@ -144,6 +144,9 @@ def write_doc(
         "- **Max under the SLO**: the highest level at which the SLO held, every lower level holding too.",
         "- Rate sweeps send Poisson arrivals (open loop) at fractions of the highest requests/s the engine's "
         "concurrency sweep reached.",
+        "- Every level's prompts start with a tag of their own (`llm load` draws one per level), so neither "
+        "server's prefix cache can serve a prompt it saw before: each TTFT includes the prompt's prefill. The "
+        "servers' cached-token counters below show what was reused (the chat template at most).",
         "- `llama-server -np 1` has one slot: requests are served one at a time. `-np 4` batches up to four "
         "sequences in each decode step (continuous batching: a request joins and leaves the running batch).",
         "",
