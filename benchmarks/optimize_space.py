@@ -72,6 +72,25 @@ def admissible(case: dict[str, Any]) -> bool:
     return case.get("status") == "ok" and not (isinstance(parity, dict) and parity.get("passed") is False)
 
 
+def optimize_drops(optimize_results: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """The accuracy drop (points) optimize measured for each engine × precision, on the model itself or its plain
+    INT8 artifact (its mixed and FP32-fallback variants are files outside the exhaustive space)."""
+    drops: dict[tuple[str, str], float] = {}
+    for case in optimize_results.get("cases", []):
+        accuracy = case.get("accuracy")
+        if isinstance(accuracy, dict) and "drop_pct" in accuracy and "mixed" not in str(case.get("model", "")):
+            drops[(case["backend"], case["precision"])] = float(accuracy["drop_pct"])
+    return drops
+
+
+def within_budget(case: dict[str, Any], drops: dict[tuple[str, str], float], max_drop: float) -> bool:
+    """Admissible, and within optimize's accuracy budget where optimize scored its engine and precision: the
+    exhaustive side held to the same budget as optimize (FP32 is the reference; an engine and precision optimize
+    could not score is admitted, as optimize admits it, flagged unverified)."""
+    drop = drops.get((case["backend"], case["precision"]), 0.0)
+    return admissible(case) and (case["precision"] == "fp32" or drop <= max_drop)
+
+
 def p50(case: dict[str, Any]) -> float:
     """The case's P50 in ms."""
     return float(case["latency_ms"]["p50"])
@@ -87,6 +106,9 @@ def journal_story(optimize_results: dict[str, Any], config: Config) -> str:
             case = cases.get(case_id)
             if case is not None and Config.of(case) == config:
                 verdict = "ok" if admissible(case) else f"status {case['status']}, or its parity failed"
+                drop = (case.get("accuracy") or {}).get("drop_pct")
+                if drop is not None:
+                    verdict += f", accuracy drop {drop:.2f} points"
                 figure = f", P50 {p50(case):.3f} ms" if case.get("latency_ms") else ""
                 return f"measured by step {step['key']} ({verdict}{figure}) but not picked"
     names = (config.label, f"{config.backend} {config.precision}", config.backend, config.precision)

@@ -8,6 +8,7 @@ with FP32 (top-1 agreement for classifiers, cosine similarity otherwise).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,22 +41,41 @@ def study_data(request: OptimizeRequest, spec: ModelSpec) -> StudyData:
     return choose_study_data(inputs, flags, static=True)
 
 
-def eval_data(run: Run) -> tuple[StudyData, Reference]:
-    """Calibration/evaluation samples and the FP32 reference outputs, loaded once per invocation."""
+def coarse_budget_note(kind: str, samples: int, max_drop_pct: float) -> str | None:
+    """For a classifier scored on `samples` answers, a budget finer than one answer (100/samples points) lets no
+    answer change at all: say so, and how many samples a budget of `max_drop_pct` points needs. None otherwise."""
+    step_pct = 100.0 / samples if samples else 0.0
+    if kind != "classification" or not 0 < max_drop_pct < step_pct:
+        return None
+    needed = math.ceil(100.0 / max_drop_pct)
+    return (
+        f"--max-accuracy-drop {max_drop_pct:g} points is finer than one of the {samples} evaluation answers "
+        f"({step_pct:.2f} points each): a single changed answer breaks it, so every reduced precision that flips "
+        f"one is dropped; pass at least {needed} evaluation samples (--eval-size, or --eval data) to allow one"
+    )
+
+
+def eval_data(run: Run, step: str) -> tuple[StudyData, Reference]:
+    """Calibration/evaluation samples and the FP32 reference outputs, loaded once per invocation (the first
+    time, `step`'s journal says when the accuracy budget is finer than one evaluation answer)."""
     if "data" not in run.memo:
         data = study_data(run.request, run.spec)
         run.memo["data"] = data
         # The float model the reference runs: the FP32 ONNX artifact, or an OpenVINO IR given as the model.
         ir = run.spec.kind == "openvino_ir" and run.spec.path
         fp32 = Path(run.spec.path) if ir and run.spec.path else run.path(FP32_ONNX)
-        run.memo["reference"] = fp32_reference(fp32, run.spec.task, data.evaluation, run.request.threads)
+        reference = fp32_reference(fp32, run.spec.task, data.evaluation, run.request.threads)
+        run.memo["reference"] = reference
+        coarse = coarse_budget_note(reference.kind, data.evaluation.count, run.request.max_accuracy_drop_pct)
+        if coarse:
+            note(run, step, coarse)
     return run.memo["data"], run.memo["reference"]
 
 
 def score_case(run: Run, step: str, spec: ModelSpec, result: CaseResult, precision: str) -> None:
     """Score `result`'s backend at `precision` on the evaluation data (in this process) into its `Accuracy`
     record (or say why not in an `AccuracyError`)."""
-    data, reference = eval_data(run)
+    data, reference = eval_data(run, step)
     try:
         scored = score_backend(
             spec, result.backend, precision, reference, data.evaluation, run.request.threads,

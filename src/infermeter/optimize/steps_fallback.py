@@ -43,7 +43,7 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     if get_backend(result.backend).precision_fallback is None:
         note(run, "half", f"{what} misses the budget and {result.backend} has no FP32-fallback path: dropped")
         return None
-    data, reference = eval_data(run)
+    data, reference = eval_data(run, "half")
     budget = budget_for(reference.kind, data.evaluation.count, limit)
     request = FallbackRequest(run.spec.ref, result.precision, (result.backend,),
                               run.path(f"fallback-{result.backend}-{result.precision}"), budget,

@@ -76,7 +76,7 @@ def step_int8(run: Run, fp32_onnx: Path | None) -> None:
     if reason and "plain" not in details:
         skip(run, "int8", "int8", reason)
         return finish(run, "int8", "skipped")
-    data, reference = eval_data(run)
+    data, reference = eval_data(run, "int8")
     for text in data.notes:
         note(run, "int8", text)
     for warning in data.warnings:
