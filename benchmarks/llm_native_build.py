@@ -1,10 +1,10 @@
 """llama.cpp built portable (`make install-llm`, GGML_NATIVE=OFF) against built for this CPU
 (`make install-llm-native`, GGML_NATIVE=ON, in .venv-llm-native), on the real model, interleaved.
 
-Each round runs `bench --task generate MODEL -b llama-cpp` once in each venv (the order alternates every round),
+Each round runs `llm bench MODEL -b llama-cpp` once in each venv (the order alternates every round),
 with this checkout's source on PYTHONPATH so both run the same infermeter. The table gives, per build, the ISA
 its engine reported (`engine_build`), and the median over rounds of TTFT P50, TPOT P50 and output tokens/s, with
-the native / portable ratio.
+the native / portable ratio, and the range over rounds.
 
 Usage:
     make real-llm install-llm-native
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,7 @@ class Run:
 
     build: str
     features: str
+    cpu_model: str
     ttft_p50_ms: float
     tpot_p50_ms: float
     output_tokens_per_s: float
@@ -45,26 +47,37 @@ class Run:
 
 def run_build(build: str, args: argparse.Namespace, folder: Path, index: int) -> Run:
     out = folder / f"{build}-{index}.json"
-    command = [str(BUILDS[build]), "-m", "infermeter", "bench", "--task", "generate", args.model, "-b", "llama-cpp"]
+    command = [str(BUILDS[build]), "-m", "infermeter", "llm", "bench", args.model, "-b", "llama-cpp"]
     command += ["--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len)]
     command += ["--requests", str(args.requests), "--threads", str(args.threads), "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
-    case = read_results(out).cases[0]
+    results = read_results(out)
+    case = results.cases[0]
     if case.status != "ok":
         raise SystemExit(f"{build}: {case.status}: {case.error}")
     summary = read_record(case, GenerationSummary)
     engine = read_record(case, EngineBuild)
     assert summary is not None and summary.ttft_ms is not None and summary.tpot_ms is not None
     features = ", ".join(f for f in (engine.features if engine else []) if f.startswith(("AVX", "AMX", "FMA")))
-    return Run(build, features, summary.ttft_ms.p50, summary.tpot_ms.p50, summary.output_tokens_per_s)
+    env = results.environment
+    cpu = f"{env.get('cpu_model') or 'unknown CPU'}, {env.get('logical_cores')} logical CPUs"
+    return Run(build, features, cpu, summary.ttft_ms.p50, summary.tpot_ms.p50, summary.output_tokens_per_s)
 
 
 def table(runs: list[Run]) -> str:
-    def median(build: str, field: str) -> float:
-        return statistics.median(getattr(r, field) for r in runs if r.build == build)
+    """The medians over rounds per build, each with its range over rounds, and the native / portable ratio."""
 
-    rows = ["| figure | portable | native | native / portable |", "|---|---:|---:|---:|"]
+    def values(build: str, field: str) -> list[float]:
+        return [getattr(r, field) for r in runs if r.build == build]
+
+    def cell(build: str, field: str) -> str:
+        seen = values(build, field)
+        spread = f" ({min(seen):.2f}–{max(seen):.2f})" if len(seen) > 1 else ""
+        return f"{statistics.median(seen):.2f}{spread}"
+
+    header = "| figure | portable: median (range over rounds) | native: median (range) | native / portable |"
+    rows = [header, "|---|---:|---:|---:|"]
     features = {r.build: r.features for r in runs}
     rows.append(f"| ISA reported | {features['portable']} | {features['native']} | |")
     for field, label in (
@@ -72,8 +85,8 @@ def table(runs: list[Run]) -> str:
         ("tpot_p50_ms", "TPOT P50 ms"),
         ("output_tokens_per_s", "output tokens/s"),
     ):
-        portable, native = median("portable", field), median("native", field)
-        rows.append(f"| {label} | {portable:.2f} | {native:.2f} | {native / portable:.3f} |")
+        ratio = statistics.median(values("native", field)) / statistics.median(values("portable", field))
+        rows.append(f"| {label} | {cell('portable', field)} | {cell('native', field)} | {ratio:.3f} |")
     return "\n".join(rows)
 
 
@@ -106,14 +119,14 @@ def main() -> None:
     rendered = table(runs)
     print(rendered)
     if args.write_docs:
-        command = "python benchmarks/llm_native_build.py " + " ".join(sys.argv[1:])
+        command = "python benchmarks/llm_native_build.py " + shlex.join(sys.argv[1:])
         DOCS.write_text(
             f"""# llama.cpp built portable against built for this CPU
 
 `make install-llm` builds llama.cpp with GGML_NATIVE=OFF (a wheel that runs on any x86-64 with AVX2);
 `make install-llm-native` builds it with GGML_NATIVE=ON in .venv-llm-native. Model `{args.model}`, prompt
 {args.prompt_len} tokens, {args.gen_len} output tokens, {args.requests} requests per run, {args.threads} threads,
-{args.rounds} round(s), the two builds interleaved. Medians over rounds. Machine: {os.cpu_count()} logical CPUs,
+{args.rounds} round(s), the two builds interleaved. Medians over rounds. Machine: {runs[0].cpu_model},
 **{args.machine_note}**.
 
 Command: `{command}`

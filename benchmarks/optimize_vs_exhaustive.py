@@ -3,6 +3,8 @@
     python benchmarks/optimize_vs_exhaustive.py --write-docs       # resnet18, minilm, nudenet: about 1-1.5 h
     python benchmarks/optimize_vs_exhaustive.py --quick            # a smoke run: tiny_cnn, two engines, FP32/INT8
     python benchmarks/optimize_vs_exhaustive.py --reuse DIR --write-docs   # judge again from a run's -o DIR
+    python benchmarks/optimize_vs_exhaustive.py --reuse DIR --rerun-optimize --models resnet18 --write-docs
+        # optimize alone again against the kept exhaustive search (after a change to its pruning)
 
 For each model: every configuration optimize could pick (`optimize_space.enumerate_space`: engine × precision ×
 shape mode × batch at the request's threads, one stream) is measured with `infermeter bench`, interleaved within
@@ -87,6 +89,7 @@ class ModelReport:
     parity_best: Config | None = None
     parity_best_p50: float | None = None
     steps: str = ""  # optimize's seconds per step, from its journal
+    optimize_before_s: float | None = None  # optimize's seconds before --rerun-optimize ran it again
 
 
 def cli(args: list[str], folder: Path, side: str) -> float:
@@ -229,7 +232,7 @@ def judge(model: str, configs: int, cases: list, results: dict[str, Any], s: Set
         p50(pick) if pick and pick.get("latency_ms") else None, ratio, how,  # type: ignore[arg-type]
         s_of(results, "exhaustive"), s_of(results, "optimize"), story,
         Config.of(parity_best) if parity_best else None, p50(parity_best) if parity_best else None,
-        step_seconds(results),
+        step_seconds(results), results.get("_times", {}).get("optimize_before"),
     )  # fmt: skip
 
 
@@ -279,6 +282,25 @@ def reuse_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelRepo
     return judge(Path(model).name, len(configs), cases, results, s, None)
 
 
+def rerun_optimize_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
+    """optimize alone again on a kept run's model, judged against that run's exhaustive search: its new time and
+    pick after a change to its pruning. The first optimize run moves to optimize-before/ (once), its seconds kept in
+    times.json as `optimize_before`."""
+    import shutil
+
+    ref, flags = resolve(model, cache)
+    times = json.loads((folder / "times.json").read_text())
+    before = folder / "optimize-before"
+    if not before.exists():
+        (folder / "optimize").rename(before)
+        times["optimize_before"] = times["optimize"]
+    shutil.rmtree(folder / "optimize", ignore_errors=True)
+    shutil.rmtree(folder / "cache-optimize", ignore_errors=True)  # from an empty cache, as the first run
+    times["optimize"] = run_optimize(ref, flags, s, folder)[1]
+    (folder / "times.json").write_text(json.dumps(times))
+    return reuse_model(model, s, folder, cache)
+
+
 def _ratio_text(ratio: tuple[float, ...] | None) -> str:
     if ratio is None or not math.isfinite(ratio[0]):
         return "—"
@@ -312,8 +334,13 @@ def notes(reports: list[ModelReport]) -> str:
     out = []
     for r in reports:
         story = "the pick is the exhaustive best" if r.story == "picked" else f"the exhaustive best was {r.story}"
+        earlier = ""
+        if r.optimize_before_s is not None and r.exhaustive_s:
+            earlier = (f" Before this optimize run (an earlier run against the same exhaustive search): "
+                       f"{r.optimize_before_s:.0f} s, {r.optimize_before_s / r.exhaustive_s:.0%}.")  # fmt: skip
         out.append(
             f"- **{r.model}**: {story}; ratio {r.ratio_how or 'not measured'}. optimize's time by step: {r.steps}."
+            + earlier
         )
     return "\n".join(out)
 
@@ -341,7 +368,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny_cnn on onnxruntime and openvino")
     parser.add_argument("--write-docs", action="store_true", help="write docs/optimize-vs-exhaustive.md")
     parser.add_argument("--reuse", type=Path, help="judge again from the files a run kept in this folder (its -o)")
+    parser.add_argument(
+        "--rerun-optimize",
+        action="store_true",
+        help="with --reuse: optimize again, judged against the kept search",
+    )
     args = parser.parse_args()
+    if args.rerun_optimize and not args.reuse:
+        parser.error("--rerun-optimize runs optimize against a kept exhaustive search: give it --reuse DIR")
     if args.quick:
         args.models, args.backends = ",".join(QUICK_MODELS), ",".join(QUICK_BACKENDS)
         args.min_time, args.max_time, args.target_ci = 0.3, 2.0, 0.0
@@ -382,11 +416,11 @@ def main() -> None:
     reports: list[ModelReport] = []
     for model in models:
         folder = (args.reuse or root) / Path(model).name.replace(":", "-")
-        measure = reuse_model if args.reuse else measure_model
+        measure = (rerun_optimize_model if args.rerun_optimize else reuse_model) if args.reuse else measure_model
         reports.append(measure(model, s, folder, args.cache))
         print(table(reports[-1:]), flush=True)
         if args.write_docs:
-            seconds = None if args.reuse else time.monotonic() - started
+            seconds = None if args.reuse and not args.rerun_optimize else time.monotonic() - started
             write_docs(doc_text(reports, len(models), s, args.batch, seconds))
     print(table(reports))
     print(notes(reports))

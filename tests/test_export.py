@@ -11,7 +11,8 @@ import pytest
 
 from cli_helpers import run_cli
 from infermeter.errors import UsageError
-from infermeter.export import ExportReport, export_model, parse_dynamic, verify_onnx
+from infermeter.export import ExportReport, export_model, parse_dynamic
+from infermeter.export_verify import verify_onnx
 from infermeter.models.onnx_export import ExportError, export_to_onnx
 from infermeter.models.spec import load_torch_module, resolve_model
 

@@ -17,17 +17,8 @@ PACKAGE = Path(infermeter.__file__).parent
 # (importer, imported): why the import that closes a circle is still there. Each entry is one edge of the graph
 # of units; the graph without these edges has no circle.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("results", "report"): "results/store.py (the history database) gives every stored metric of the registry "
-    "(report/metrics.py) a column and its value: the registry would have to move below results, but it reads "
-    "stats.py, which reads results' schema",
-    ("results", "backends"): "results/schema.py keeps a case's build `Artifact` (backends/artifact.py) and "
-    "results/env.py lists every backend's framework version, while the backends write results' INT8 records "
-    "(results/records/int8_run.py) and read the host's ISA (results/env.py): the data both share has to move below "
-    "both (and report/ and measure/ import backends.artifact)",
     ("models", "backends"): "models/spec.py: a model with no PyTorch form names the backends whose `model_files` "
     "read its file, in the error raised where the torch form is built",
-    ("backends", "measure"): "backends/tvm_backend.py keys its resumable tuning folder by the build stage's full "
-    "artifact key (measure/build.py `build_key`), which includes the on-the-fly quantizer's key from quantize/",
     ("quantize", "measure"): "quantize/ (int8-study's this session) runs its latency and accuracy-control steps in "
     "measure's workers, while measure/build.py builds INT8 graphs on the fly through quantize/onthefly.py",
     ("parity", "measure"): "parity/run.py opens sessions through measure/build.py `open_session`, while "

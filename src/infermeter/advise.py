@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from infermeter.report.metrics import Metric, metric
+from infermeter.metrics import Metric, metric
 from infermeter.report.pareto import pareto_front
 from infermeter.report.summary import case_label, comparison_group, format_ms, machine_of, parity_failed
 from infermeter.results.records import Accuracy, ParityRecord, read_record

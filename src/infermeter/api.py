@@ -184,11 +184,11 @@ def bench(
     Raises UsageError (bad keyword or value), ModelError (unknown model) before anything runs.
     """
     arguments = dict(locals())
+    from infermeter.environment import collect_environment
     from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
     from infermeter.measure.request import build_matrix
     from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
     from infermeter.models.input_flags import parse_input_override
-    from infermeter.results.env import collect_environment
 
     for key, value in (("threads", threads), ("seq_len", seq_len)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infermeter.compare_stats import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
-from infermeter.report.metrics import GATES, gate_metric
+from infermeter.metrics import GATES, gate_metric
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
 

@@ -19,8 +19,8 @@ from rich.table import Table
 
 from infermeter.compare import CaseChange, Comparison
 from infermeter.interrupts import Terminated
+from infermeter.metrics import gate_metric
 from infermeter.report.coldstart import COLD_START_PHASE_COLUMNS
-from infermeter.report.metrics import gate_metric
 from infermeter.report.summary import (
     NUMERIC_COLUMNS,
     PER_SHAPE_COLUMNS,

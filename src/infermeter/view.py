@@ -32,7 +32,7 @@ class CaseRow:
     did not run (`status` is not ok, `error` says why). `speedup` is over the first backend of the case's
     comparison group, None where the table refuses one (`speedup_note`: precision, parity or interference;
     mixed when shown across effective precisions); `speedup_low`/`speedup_high` bound its 95% interval when the
-    group ran in interleaved rounds. `extra` holds the other metrics of the registry (`report.metrics.METRICS`:
+    group ran in interleaved rounds. `extra` holds the other metrics of the registry (`metrics.METRICS`:
     achieved GFLOP/s, fraction of peak, a soak's memory growth), by key; to_pandas gives each a column."""
 
     model: str
@@ -61,7 +61,7 @@ class CaseRow:
 
 def _row(case: CaseResult, speedup: Speedup | None) -> CaseRow:
     """The case's row: every registry metric, the typed fields by name, the rest in `extra`."""
-    from infermeter.report.metrics import values_of
+    from infermeter.metrics import values_of
 
     values = values_of(case)
     stats = case.latency_ms
@@ -122,7 +122,7 @@ class Results:
             import pandas as pd
         except ImportError:
             raise ImportError(PANDAS_MISSING) from None
-        from infermeter.report.metrics import STORED
+        from infermeter.metrics import STORED
 
         rows = self.rows()
         columns = [f.name for f in dataclasses.fields(CaseRow) if f.name != "extra"]

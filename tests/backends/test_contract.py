@@ -19,12 +19,12 @@ from backend_contract import (
     contract_model,
     onnx_file_model,
 )
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Backend, Session
 from infermeter.backends.null import NullBackend, NullSession
 from infermeter.backends.registry import backend_class, backend_names, get_backend
 from infermeter.case import Case
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 
 ALL = backend_names("infer") + backend_names("generate")
 

@@ -88,10 +88,10 @@ def test_no_list_of_backend_names_outside_the_backend_folders() -> None:
 def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
     from infermeter.backends.triton import servable_engines
     from infermeter.deploy.triton import platform_for
+    from infermeter.environment import framework_versions
     from infermeter.optimize.steps_int8 import int8_engines
     from infermeter.parity.run import reference_backends
     from infermeter.quantize.pipeline import quantize_engines
-    from infermeter.results.env import framework_versions
 
     assert int8_engines("cpu") == ["onnxruntime", "openvino"]
     assert int8_engines("cuda") == ["onnxruntime-tensorrt", "tensorrt"]

@@ -18,10 +18,10 @@ from backend_helpers import feeds_for, torch_reference
 from cli_helpers import load_json, run_cli
 from infermeter.backends import _tvm_tuning as tuning
 from infermeter.backends._tvm_tuning import TuningSummary
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.tvm_backend import TUNING_KIND, TvmBackend, tuning_summary
-from infermeter.measure.build import build_artifact, build_key, key_digest
+from infermeter.measure.build import build_artifact, key_digest
 from infermeter.models.convert import cache_root
+from infermeter.results.artifact import Artifact
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -77,7 +77,8 @@ def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_
     for task in summary.tasks[:2]:  # a candidate is used only where it beats TVM's untuned code for the kernel
         assert task.applied == (task.best_ms < task.untuned_ms), task  # type: ignore[operator]
     assert any("MetaSchedule tuned 2 of" in note for note in first.notes)
-    assert not (cache_root() / TUNING_KIND / first.key).exists()  # the resumption folder went with success
+    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().tuning_key(tiny_cnn, case))
+    assert not side.exists()  # the resumption folder went with success
     second = build_artifact(tiny_cnn, case)
     assert second is not None and second.cache == "hit" and second.built_here_s == 0
     assert second.build_phases_s == first.build_phases_s  # the tuning paid in the first build is still known
@@ -105,9 +106,7 @@ def test_an_interrupted_tuning_resumes_from_its_database(tiny_cnn, make_case):
     done = build_artifact(tiny_cnn, make_case("tvm", threads=1, options={"tvm.tune_trials": "2"}))
     assert done is not None
     case = make_case("tvm", threads=1, options={"tvm.tune_trials": "3"})
-    key = build_key(tiny_cnn, case)
-    assert key is not None
-    side = cache_root() / TUNING_KIND / key_digest(key)
+    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().tuning_key(tiny_cnn, case))
     shutil.copytree(Path(done.path) / "database", side)
     with (side / tuning.RECORD_FILE).open("a") as records:
         records.write('[0, [[["GetSBlock"')  # the half-written line a kill leaves

@@ -13,16 +13,16 @@ import pytest
 
 from cli_helpers import run_cli
 from infermeter.graph import peak as peak_module
+from infermeter.graph import peak_cache
 from infermeter.graph.peak import (
     PRECISION_KEYS,
-    load_or_measure_peak,
     merge_visits,
-    peak_cache_key,
     run_probe,
     speed_variation,
     time_workload,
     visit_round_robin,
 )
+from infermeter.graph.peak_cache import load_or_measure_peak, peak_cache_key
 from infermeter.graph.peak_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32
 
 
@@ -164,7 +164,7 @@ def test_cli_reads_the_cache(cache_dir: Path) -> None:
 
     key = peak_cache_key(default_threads())
     fake = {"fp32_gflops": 1234.5, "bandwidth_gbs": 67.8, "engines": {"fp32": "numpy"}, "probes": [], "key": key}
-    path = peak_module._cache_path(key)
+    path = peak_cache.cache_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(fake))
     proc = run_cli("peak", "--json")

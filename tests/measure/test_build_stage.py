@@ -7,12 +7,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from infermeter.backends.artifact import Artifact
 from infermeter.case import Case, MeasureSettings
 from infermeter.measure.build import build_artifact
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.sweep import run_sweep
 from infermeter.models.spec import resolve_model
+from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, ResultsFile, case_from_dict, case_to_dict
 
 FAST = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.05, max_time_s=1.0, target_ci=0.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infermeter.measure.execute import MAX_STORED_SAMPLES, stored_samples
+from infermeter.measure.case_figures import MAX_STORED_SAMPLES, stored_samples
 
 
 def test_samples_are_thinned_evenly_beyond_the_cap() -> None:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from infermeter.optimize.steps_fallback import budget_for
+from types import SimpleNamespace
+
+from crafted_results import accuracy_field
+from infermeter.optimize.steps_fallback import budget_for, fallback_candidate
 from infermeter.quantize.reduced import Budget
+from infermeter.results.schema import CaseResult
+from infermeter.stats import latency_stats
 
 
 def test_classifier_budget_is_decisions_changed() -> None:
@@ -14,3 +19,37 @@ def test_classifier_budget_is_decisions_changed() -> None:
 def test_other_outputs_budget_is_a_mean_cosine() -> None:
     budget = budget_for("embedding", 64, 0.5)
     assert budget.min_cosine is not None and abs(budget.min_cosine - 0.995) < 1e-12
+
+
+class _Journal:
+    def __init__(self) -> None:
+        self.skipped: list[tuple[str, str, str]] = []
+
+    def skip(self, key: str, what: str, reason: str) -> None:
+        self.skipped.append((key, what, reason))
+
+
+def _run(best: CaseResult | None) -> SimpleNamespace:
+    """The parts of an optimize run the repair decision reads: the study itself must never be reached."""
+    return SimpleNamespace(
+        request=SimpleNamespace(max_accuracy_drop_pct=1.0),
+        best_to_beat=lambda: best,
+        journal=_Journal(),
+        emit=lambda event: None,
+    )
+
+
+def _bf16_missing_the_budget(p50_ms: float) -> CaseResult:
+    return CaseResult(id="torch-bf16", model="m", backend="torch", backend_version="1", device="cpu", batch=1,
+                      shape_mode="static", precision="bf16", precision_effective="bf16", threads=1, status="ok",
+                      latency_ms=latency_stats([p50_ms] * 20), extra=accuracy_field(0.9, 3.0))  # fmt: skip
+
+
+def test_a_candidate_slower_than_the_best_gets_no_fp32_fallback_study() -> None:
+    best = CaseResult(id="ov", model="m", backend="openvino", backend_version="1", device="cpu", batch=1,
+                      shape_mode="static", precision="fp32", precision_effective="fp32", threads=1, status="ok",
+                      latency_ms=latency_stats([18.0] * 20))  # fmt: skip
+    run = _run(best)
+    assert fallback_candidate(run, _bf16_missing_the_budget(24.0)) is None  # type: ignore[arg-type]
+    ((step, what, reason),) = run.journal.skipped
+    assert step == "half" and what == "torch bf16 FP32-fallback study" and "cannot win" in reason

@@ -50,7 +50,7 @@ def test_failed_rows_fill_every_column_and_unused_phase_columns_leave_the_table(
 
 
 def test_the_build_is_its_own_column_and_counts_to_the_first_result() -> None:
-    from infermeter.backends.artifact import Artifact
+    from infermeter.results.artifact import Artifact
 
     case = _cold("openvino", {"import_s": 0.25, "deserialize_s": 0.05})
     case.load_s, case.first_inference_ms = 0.3, 100.0

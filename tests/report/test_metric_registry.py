@@ -14,15 +14,15 @@ from crafted_results import make_case, make_results
 from infermeter.advise import CHECKS
 from infermeter.compare import METRICS as COMPARE_METRICS
 from infermeter.compare import compare_results
+from infermeter.history.store import _SCHEMA, load_history, record_run
+from infermeter.metrics import METRICS, NUMERIC_COLUMNS, Metric
 from infermeter.report.csv import parse_csv, render_csv
 from infermeter.report.html import render_html
 from infermeter.report.markdown import render_markdown
 from infermeter.report.merged import SourceFile, merge_results, report_table
-from infermeter.report.metrics import METRICS, NUMERIC_COLUMNS, Metric
 from infermeter.report.summary import summary_table
 from infermeter.results.records import Roofline, SoakRecord, write_record
 from infermeter.results.schema import CaseResult, ResultsFile
-from infermeter.results.store import _SCHEMA, load_history, record_run
 from infermeter.view import Results
 
 # Each metric's value on the measured case, and its table cell: one row per registry metric.

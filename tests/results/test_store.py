@@ -15,8 +15,8 @@ from cli_helpers import run_cli
 from crafted_results import draw_samples, make_case, make_results
 from infermeter.errors import ResultsError
 from infermeter.history import case_trends
+from infermeter.history.store import history_path, load_history, record_run
 from infermeter.results.io import read_results
-from infermeter.results.store import history_path, load_history, record_run
 
 
 def _writer(db: str, worker: int, runs: int) -> None:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from infermeter.backends.artifact import Artifact, ArtifactReport, BuildOutput
 from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, ArtifactReport, BuildOutput
 
 if TYPE_CHECKING:
     from infermeter.backends.options import Option
@@ -35,7 +35,7 @@ def package_version(distribution: str) -> str | None:
 class Session(ABC):
     """A loaded model ready to run. The measurement core owns the clock; sessions never time themselves.
 
-    `load_phases_s` names the steps `load` took in seconds, keyed by `backends.artifact.Phase` values (import,
+    `load_phases_s` names the steps `load` took in seconds, keyed by `results.artifact.Phase` values (import,
     conversion, deserialization, session creation…); `notes` records facts a reader of the results needs
     (fallbacks, settings read back); `cache_hit` says whether `load` reused a compiled artifact from a cache of the
     engine's own (None: no such cache; the build stage's own cache state is recorded apart).

@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
-from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import Choice, Switch
 from infermeter.case import Case
@@ -29,6 +28,7 @@ from infermeter.errors import BackendError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, BuildOutput, Phase
 
 TARGET_CPU = Choice(
     key="iree.target_cpu",

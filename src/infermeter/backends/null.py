@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import AutoTuning, Backend, Session
 from infermeter.backends.options import Choice, Integer, Number, Text
 from infermeter.case import PRECISIONS, Case
 from infermeter.errors import BackendError, UsageError
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, BuildOutput, Phase
 
 _WHERE = ("none", "build", "load", "run")
 

@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 from infermeter.backends._common import onnx_form_reason
 from infermeter.backends._gpu import nvidia_gpu_reason
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session, package_version
 from infermeter.backends.onnxruntime import OPT_LEVEL, TRITON_THREADS, OnnxRuntimeBackend, OnnxRuntimeSession
 from infermeter.backends.options import CACHE, Option, Switch
@@ -19,6 +18,7 @@ from infermeter.backends.triton import TritonTarget
 from infermeter.case import Case
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 
 # Fail session creation when any node would be placed on the CPU: a partly-CPU graph is not a GPU figure.
 CPU_FALLBACK = Switch(key="onnxruntime.cpu_fallback", default=False, help="allow nodes to fall back to the CPU")

@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from infermeter.backends._common import case_shapes, cpu_precision_reason, precision_from_dtype_name
-from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
 from infermeter.backends.triton import PRECISION, THREADS, TritonParameter, TritonTarget
@@ -32,6 +31,7 @@ from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, BuildOutput, Phase
 from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 # infermeter precision -> OpenVINO INFERENCE_PRECISION_HINT value (int8: the hint of the layers left in float).

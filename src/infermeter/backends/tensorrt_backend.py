@@ -17,7 +17,6 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._gpu import gpu_name, nvidia_gpu_reason
-from infermeter.backends.artifact import Artifact, BuildOutput, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Integer, Text
 from infermeter.backends.triton import TritonTarget
@@ -26,6 +25,7 @@ from infermeter.errors import BackendError, InputSpecError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, BuildOutput, Phase
 
 ProfileShapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
 _DISTRIBUTIONS = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13", "tensorrt_cu12", "tensorrt_cu13")

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from infermeter.backends._torch_common import CompiledTorchSession
-from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Session
 from infermeter.backends.options import CACHE, Choice
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
@@ -17,6 +16,7 @@ from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, Phase
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 MODE = Choice(key="torch-compile.mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")

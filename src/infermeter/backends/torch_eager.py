@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import Switch, Text
 from infermeter.case import Case
 from infermeter.errors import BackendError
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec, load_torch_module
+from infermeter.results.artifact import Artifact, Phase
 
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 AUTOCAST = Switch(key="torch.autocast", default=False,

@@ -8,7 +8,6 @@ from typing import Any
 
 from infermeter.backends._common import dummy_feeds
 from infermeter.backends._torch_common import CompiledTorchSession
-from infermeter.backends.artifact import Artifact, Phase
 from infermeter.backends.base import Session
 from infermeter.backends.options import Switch
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
@@ -16,6 +15,7 @@ from infermeter.backends.triton import THREADS, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, Phase
 
 OPTIMIZE = Switch(key="torchscript.optimize", default=True, help="run torch.jit.optimize_for_inference after freezing")
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends._tvm_tuning import DATABASE_DIR, SUMMARY_FILE, TuningPlan, TuningSummary, read_tuning_summary
-from infermeter.backends.artifact import Artifact, ArtifactReport, BuildOutput, Phase
 from infermeter.backends.base import AutoTuning, Backend, Session, package_version
 from infermeter.backends.options import CACHE, Integer, Number
 from infermeter.case import Case
@@ -34,6 +33,7 @@ from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, ArtifactReport, BuildOutput, Phase
 
 TUNE_TRIALS = Integer(key="tvm.tune_trials", default=0,
                       help="MetaSchedule auto-tuning: candidate kernels measured, spread over the model's fused "
@@ -251,18 +251,23 @@ class TvmBackend(Backend):
         }
         return mod, facts
 
-    @staticmethod
-    def _tuning_dir(model: ModelSpec, case: Case, scratch: Path) -> Path:
-        """Where the tuning database is written while tuning runs: beside the cache under the artifact's key, so
-        an interrupted tuning is resumed by the next build of the same key; in `scratch` with `cache=off`."""
+    def tuning_key(self, model: ModelSpec, case: Case) -> dict[str, object]:
+        """What a tuning database depends on: this backend's artifact key, the model's content (the INT8 graph's for
+        an INT8 case), the precision, TVM's version and the host."""
+        from infermeter.results.env import host_signature
+
+        own = self.artifact_key(model, case)
+        return {"own": own, "model": model.content_hash, "precision": case.precision, "version": self.version(),
+                "host": host_signature()}  # fmt: skip
+
+    def _tuning_dir(self, model: ModelSpec, case: Case, scratch: Path) -> Path:
+        """Where the tuning database is written while tuning runs: beside the cache under `tuning_key`, so an
+        interrupted tuning is resumed by the next build of the same case; in `scratch` with `cache=off`."""
         if not CACHE.value(case):
             return scratch
-        from infermeter.measure.build import build_key, key_digest
-        from infermeter.models.convert import cache_root
+        from infermeter.models.convert import cache_root, key_digest
 
-        key = build_key(model, case)
-        assert key is not None
-        folder = cache_root() / TUNING_KIND / key_digest(key)
+        folder = cache_root() / TUNING_KIND / key_digest(self.tuning_key(model, case))
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 

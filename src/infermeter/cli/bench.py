@@ -108,8 +108,8 @@ def bench(
 
 def _run_sweep(matrix: Matrix | None, run: RunFlags, display: ConsoleDisplay) -> BenchRun:
     """The new or resumed sweep run (on the cluster when --cluster is given), its results file written."""
+    from infermeter.environment import collect_environment
     from infermeter.measure.benchrun import new_sweep, resumed_sweep, run_bench
-    from infermeter.results.env import collect_environment
 
     command = ["infermeter", *sys.argv[1:]]
     isolation = not run.no_isolation

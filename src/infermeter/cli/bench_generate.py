@@ -109,8 +109,8 @@ def run_bench_generate(ctx: click.Context, output: Path | None, default_output: 
 
 def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> GenerationSweep:
     """The new sweep of the flags, or the stored plan of --resume FILE (no plan flags with it)."""
+    from infermeter.environment import collect_environment
     from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep
-    from infermeter.results.env import collect_environment
 
     command = ["infermeter", *sys.argv[1:]]
     resume: Path | None = ctx.params["resume"]

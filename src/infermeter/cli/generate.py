@@ -78,7 +78,7 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
 
 
 def _results_file() -> ResultsFile:
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
 
     created = now_iso()
     return ResultsFile(created=created, environment=collect_environment(), command=["infermeter", *sys.argv[1:]])

@@ -45,7 +45,7 @@ def history(
     P50s; 3 previous runs needed) and beyond the threshold (exit 1 on one with --fail-on-regression)."""
     from infermeter.checks import parse_threshold
     from infermeter.history import MIN_PREVIOUS, case_trends
-    from infermeter.results.store import HISTORY_ENV, history_path, load_history
+    from infermeter.history.store import HISTORY_ENV, history_path, load_history
 
     try:
         limit = parse_threshold(threshold)

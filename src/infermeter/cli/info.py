@@ -59,7 +59,8 @@ def _print_options(rows: list[OptionRow], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def env(as_json: bool) -> None:
     """Show the machine metadata recorded with every results file."""
-    from infermeter.results.env import collect_environment, default_threads
+    from infermeter.environment import collect_environment
+    from infermeter.results.env import default_threads
 
     data = collect_environment()
     data["default_threads"] = default_threads()

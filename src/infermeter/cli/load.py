@@ -101,7 +101,7 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
     if path is None:
         return
     from infermeter.backends.registry import backend_names, get_backend
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile
     from infermeter.serve.summary import case_result

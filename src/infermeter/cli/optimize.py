@@ -163,6 +163,7 @@ class ConstraintFlags:
     price_per_hour: float | None
     objective: str
     budget_minutes: float
+    no_prune: bool
 
     def request_fields(self) -> dict[str, Any]:
         """These flags as `OptimizeRequest` fields, checked (UsageError for a budget or limit that cannot work)."""
@@ -175,6 +176,7 @@ class ConstraintFlags:
             "objective": self.objective,
             "budget_s": self.budget_minutes * 60,
             "price_per_hour": self.price_per_hour,
+            "prune": not self.no_prune,
         }
 
 
@@ -202,6 +204,12 @@ constraint_options = option_group(
         default=DEFAULT_BUDGET_MINUTES,
         show_default=True,
         help="Time this invocation may spend; dominated configurations are pruned to fit.",
+    ),
+    click.option(
+        "--no-prune",
+        is_flag=True,
+        help="Measure every candidate and repair every reduced precision that misses the accuracy budget, even "
+        "those that cannot beat the best so far (slower; to check what the pruning skips).",
     ),
 )
 

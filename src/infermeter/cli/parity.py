@@ -19,8 +19,8 @@ from infermeter.models.feeds_data import check_input_values
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import Feeds, shared_dim_conflicts
 from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.number_format import format_number
 from infermeter.parity import ParityRecord, Tolerance
-from infermeter.report.numbers import format_number
 from infermeter.results.schema import now_iso
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unavailable": "yellow"}
@@ -74,9 +74,9 @@ def _print_localization(backend: str, loc: dict[str, Any]) -> None:
 
 
 def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityRecord]) -> None:
+    from infermeter.environment import collect_environment
     from infermeter.measure.execute import blank_result
     from infermeter.parity import set_case_parity
-    from infermeter.results.env import collect_environment
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile
 

@@ -59,7 +59,7 @@ def peak(refresh: bool, threads: int | None, as_json: bool) -> None:
     Cached per machine (CPU, ISA, cores, threads, framework versions); about 35-90 s when measured
     (longer on a machine whose speed moves: rounds go on until the ceilings settle)."""
     from infermeter.errors import UsageError
-    from infermeter.graph.peak import load_or_measure_peak
+    from infermeter.graph.peak_cache import load_or_measure_peak
 
     if threads is not None and threads <= 0:
         raise UsageError(f"--threads {threads} must be positive")

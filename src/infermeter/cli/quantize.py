@@ -15,7 +15,7 @@ from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.quantize_flags import COMMON_PARAMS, GGUF_ONLY, TO_ONLY, GgufFlags, Int8Flags, StudyFlags
 from infermeter.errors import UsageError
 from infermeter.generate.gguf_quant import DEFAULT_LEVELS
-from infermeter.report.numbers import format_number
+from infermeter.number_format import format_number
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
@@ -252,8 +252,8 @@ def frontier_table(outcome: QuantizeOutcome, max_drop_pct: float) -> Table:
 
 def _write_results(outcome: QuantizeOutcome, model: str, path: Path) -> None:
     """The timed variants as a results file, each case carrying the study's warnings."""
+    from infermeter.environment import collect_environment
     from infermeter.quantize.pipeline import outcome_results
-    from infermeter.results.env import collect_environment
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile
 

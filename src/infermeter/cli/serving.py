@@ -114,10 +114,10 @@ def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettin
 def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
     """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
     level had a successful request."""
+    from infermeter.environment import collect_environment
     from infermeter.generate.serving_sweep import run_sweep
     from infermeter.generate.serving_verdict import verdicts
     from infermeter.report.serving import failure_notes
-    from infermeter.results.env import collect_environment
 
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
     run_sweep(settings, _on_level(results, settings.mode, output))

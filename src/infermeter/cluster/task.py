@@ -42,10 +42,10 @@ def _this_node() -> NodeStart:
 def run_here(unit: Unit, start: NodeStart) -> list[dict[str, Any]]:
     """Run `unit` on this node as a local sweep would (ONNX exports, build stage, isolated workers, interleaved
     rounds) and return its cases as results-file dicts, each with this node's record."""
+    from infermeter.environment import collect_environment
     from infermeter.measure.benchrun import SilentDisplay, prepare_onnx
     from infermeter.measure.isolation import set_thread_environment
     from infermeter.measure.sweep import run_sweep
-    from infermeter.results.env import collect_environment
     from infermeter.results.schema import ResultsFile, case_to_dict, now_iso
 
     # Ray set this worker's OMP_NUM_THREADS to the task's CPU request (1 for none): the unit's own count instead,

@@ -117,7 +117,7 @@ def annotate_roofline(results: ResultsFile, peak: dict[str, Any] | None = None) 
     if not measured:
         return  # nothing ran real work (synthetic or failed cases only): no ceiling to measure against
     if peak is None:
-        from infermeter.graph.peak import load_or_measure_peak
+        from infermeter.graph.peak_cache import load_or_measure_peak
 
         peak, _cache_hit = load_or_measure_peak()
     results.extra["peak"] = peak_summary(peak)

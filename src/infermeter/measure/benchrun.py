@@ -182,7 +182,7 @@ def prepare_onnx(plan: Sequence[PlanItem], display: BenchDisplay) -> None:
 
 def _annotate_roofline(results: ResultsFile, path: Path | None, display: BenchDisplay) -> None:
     """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
-    from infermeter.graph.peak import cached_peak
+    from infermeter.graph.peak_cache import cached_peak
     from infermeter.graph.roofline import annotate_roofline
 
     if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
@@ -279,7 +279,7 @@ def run_bench(
     elif roofline and not cold_start:
         _annotate_roofline(results, path, display)
     if history:
-        from infermeter.results.store import record_run
+        from infermeter.history.store import record_run
 
         problem = record_run(results, path)
         if problem:

@@ -18,25 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.backends.artifact import Artifact, BuildOutput, CacheState, Phase
 from infermeter.backends.base import Session
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.models.convert import key_digest
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, BuildOutput, CacheState, Phase
+from infermeter.results.env import host_signature
 
 # Folders of `cache=off` builds are made under this prefix, and removed when the case ends.
 PRIVATE_BUILD_PREFIX = "infermeter-build-"
-
-
-def host_signature() -> dict[str, object]:
-    """The host facts a compiled artifact depends on: the architecture and the ISA flags the CPU offers."""
-    import platform
-
-    from infermeter.results.env import cpu_isa
-
-    return {"arch": platform.machine(), "isa": cpu_isa()}
 
 
 def _quantized_on_the_fly(spec: ModelSpec, case: Case) -> str | None:

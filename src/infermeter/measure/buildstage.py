@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from infermeter.backends.artifact import Artifact, CacheState
 from infermeter.backends.options import CACHE
 from infermeter.case import Case
 from infermeter.errors import describe_exception
@@ -25,6 +24,7 @@ from infermeter.measure.build import (
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.worker import build_isolated, unavailable_reason
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact, CacheState
 
 BuildPhase = Callable[[PlanItem, Case, str], None]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import resource
 import sys
 import time
@@ -15,28 +14,25 @@ from typing import Any
 import numpy as np
 import psutil
 
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import InfermeterError, describe_exception
 from infermeter.measure.build import build_artifact, discard_private, load_session
+from infermeter.measure.case_figures import fill_measurements
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile
-from infermeter.measure.interference import CpuMeter, interference_warning, oversubscription_warning
+from infermeter.measure.interference import CpuMeter
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
-from infermeter.measure.stoprule import Burst, StopState, max_time_warning, run_until_stopped
+from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.measure.streams import run_streams
 from infermeter.models.inputs import Feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 from infermeter.results.records import Int8Run, write_record
 from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
-from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
-
-# Samples a result keeps (`stored_samples`): enough for compare's tests and the charts, a few hundred kB of JSON.
-MAX_STORED_SAMPLES = 20_000
 
 PhaseCallback = Callable[[str], None]
 
@@ -124,36 +120,6 @@ def _feed_sets(spec: ModelSpec, case: Case) -> tuple[list[Feeds], list[ShapePoin
     return sets, points, shapes
 
 
-def _per_shape(
-    points: list[ShapePoint], samples_ms: list[float], set_indices: list[int], seed: int
-) -> list[dict[str, Any]]:
-    out = []
-    for index, point in enumerate(points):
-        mine = [ms for ms, used in zip(samples_ms, set_indices, strict=True) if used == index]
-        if not mine:
-            continue
-        stats = dataclasses.asdict(latency_stats(mine, seed))
-        out.append(
-            {
-                "label": point.label,
-                "dims": dict(point.dims),
-                "padded_dims": dict(point.padded_dims),
-                "shapes": {name: list(dims) for name, dims in point.shapes.items()},
-                "count": len(mine),
-                "latency_ms": {k: list(v) if isinstance(v, tuple) else v for k, v in stats.items()},
-            }
-        )
-    return sorted(out, key=lambda row: sorted(row["dims"].items()))
-
-
-def _items_processed(case: Case, points: list[ShapePoint], set_indices: list[int]) -> float:
-    """Total samples (inputs, not batches) processed: in a dynamic run the batch may vary from run to run."""
-    if not points or "batch" not in dict(points[0].dims):
-        return float(case.batch * len(set_indices))
-    sizes = [dict(p.dims)["batch"] for p in points]
-    return float(sum(sizes[i] for i in set_indices))
-
-
 class CaseRunner:
     """One case in this process, in three steps that a coordinator drives: `load` (load, prepare the inputs, time
     the first inference, warm up), `burst` (one timed burst; as many as the stop rule or the interleaving asks),
@@ -175,7 +141,7 @@ class CaseRunner:
         self.wall_ns = 0
         self.interference = NO_INTERFERENCE
         self._meter = CpuMeter()
-        self._sampler: RssSampler | None = None
+        self.sampler: RssSampler | None = None  # memory over time while the loop runs (`case_figures` reads it)
         self._energy_start: EnergyReading | None = None
         self._started = time.perf_counter()
 
@@ -217,7 +183,7 @@ class CaseRunner:
             self.close()
             return False
         if case.shape_mode == "dynamic" or case.streams > 1:
-            self._sampler = RssSampler().__enter__()
+            self.sampler = RssSampler().__enter__()
         self._energy_start = read_energy()
         self.phase("measuring")
         return True
@@ -265,8 +231,8 @@ class CaseRunner:
         """Statistics and warnings over every burst, after the parity check when asked for. `interleaved`: each
         burst was one round of an interleaved group, and its median is kept as that round's."""
         result = self.result
-        if self._sampler is not None:
-            self._sampler.__exit__()
+        if self.sampler is not None:
+            self.sampler.__exit__()
         # Taken before the parity check, whose reference model would otherwise count in this case's memory.
         peak_mb = peak_rss_mb()
         energy_end = read_energy()
@@ -295,7 +261,7 @@ class CaseRunner:
             write_record(result, footprint)
             if interleaved:
                 result.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
-            _fill_measurements(self, state)
+            fill_measurements(self, state)
         return result
 
     def bursts(self) -> list[list[int]]:
@@ -329,56 +295,3 @@ def execute_case(
         record_failure(runner.result, exc)
         return runner.result
     return runner.finish(state)
-
-
-def _within_bursts(bursts: list[list[int]]) -> list[float]:
-    """Each sample over its burst's median: the spread within bursts, without the moves between them."""
-    out: list[float] = []
-    for chunk in bursts:
-        median = float(np.median(chunk))
-        out += [value / median for value in chunk]
-    return out
-
-
-def stored_samples(samples_ms: list[float]) -> list[float]:
-    """What a result keeps of its samples: all of them up to `MAX_STORED_SAMPLES`, else every k-th in time order
-    (an even thinning keeps the distribution and the drift's shape for compare, history and the charts). A
-    microsecond model timed for ten seconds made a results file of 100 MB, rewritten after every case."""
-    step = -(-len(samples_ms) // MAX_STORED_SAMPLES)
-    return samples_ms if step <= 1 else samples_ms[::step]
-
-
-def _fill_measurements(runner: CaseRunner, state: StopState) -> None:
-    result, case, settings = runner.result, runner.case, runner.case.settings
-    samples_ms = [ns / 1e6 for ns in runner.samples_ns]
-    stats = latency_stats(samples_ms, settings.seed)
-    result.latency_ms = stats
-    result.samples_ms = stored_samples(samples_ms)
-    result.iterations = len(samples_ms)
-    if len(result.samples_ms) < len(samples_ms):
-        result.notes.append(f"samples_ms keeps every {len(samples_ms) // len(result.samples_ms)}th of "
-                            f"{len(samples_ms):,} samples; the statistics use all of them")  # fmt: skip
-    result.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
-    result.interference = runner.interference
-    result.target_ci = settings.target_ci or None
-    # Tail percentiles short of samples are marked in tables (see report.summary), not warned about.
-    interleaved = len(result.rounds_p50_ms) > 1
-    # Interleaved: the noise that matters is within a round (the machine's moves between rounds cancel in the
-    # paired speedups), so high_cv judges each sample against its own burst's median.
-    spread = _within_bursts(runner.bursts()) if interleaved else samples_ms
-    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, (), interleaved, spread)
-    if runner.points:
-        result.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)
-    sampler = runner._sampler
-    if sampler is not None:
-        result.rss_timeline_mb = sampler.timeline()
-        growth = memory_growth_warning(sampler.times_s, sampler.rss_mb)
-        if growth:
-            result.warnings.append(growth)
-    found = [
-        precision_warning(case.precision, result.precision_effective),
-        interference_warning(runner.interference),
-        oversubscription_warning(case.threads, case.streams, runner.interference.cpus),
-        max_time_warning(state, settings),
-    ]
-    result.warnings += [warning for warning in found if warning is not None]

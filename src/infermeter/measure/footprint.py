@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from infermeter.results.records.soak import Footprint
 
 if TYPE_CHECKING:
-    from infermeter.backends.artifact import Artifact
     from infermeter.case import Case
     from infermeter.models.spec import ModelSpec
+    from infermeter.results.artifact import Artifact
 
 POWERCAP = Path("/sys/class/powercap")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.errors import describe_exception
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 from infermeter.results.records.int8_run import GIVEN, Int8Run, LayerProfile
 
 # Untimed runs of the profile pass (per-node counters are averaged over them).

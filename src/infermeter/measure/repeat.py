@@ -107,7 +107,7 @@ def merge_process(case: CaseResult, new: CaseResult) -> CaseResult:
 
 def _pool(merged: CaseResult, new: CaseResult) -> None:
     """The new process's samples, rounds, time and memory added to the merged case."""
-    from infermeter.measure.execute import stored_samples
+    from infermeter.measure.case_figures import stored_samples
 
     merged.samples_ms = stored_samples([*merged.samples_ms, *new.samples_ms])
     merged.rounds_p50_ms = [*merged.rounds_p50_ms, *new.rounds_p50_ms]

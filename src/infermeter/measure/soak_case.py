@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import psutil
 
-from infermeter.backends.artifact import Artifact
 from infermeter.backends.base import Session
 from infermeter.case import Case
 from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, release_memory
 from infermeter.measure.build import build_artifact, discard_private, load_session
-from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure, stored_samples
+from infermeter.measure.case_figures import stored_samples
+from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.shapes import asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.soak_analysis import (
@@ -33,6 +33,7 @@ from infermeter.measure.soak_analysis import (
 from infermeter.measure.soak_stream import SoakStream, soak_stream
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 from infermeter.results.records import SoakRecord, write_record
 from infermeter.results.schema import CaseResult
 from infermeter.stats import latency_stats

@@ -9,13 +9,13 @@ import signal
 import time
 from typing import Any
 
-from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
 from infermeter.measure.allocator import allocator_environment
 from infermeter.measure.execute import PhaseCallback, blank_result
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
 from infermeter.measure.memlimit import MemoryLimit, enter_limit, mark_oom
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
 
 

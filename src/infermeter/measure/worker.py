@@ -11,7 +11,6 @@ import signal
 import time
 from typing import Any
 
-from infermeter.backends.artifact import Artifact
 from infermeter.case import Case
 from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.build import BuildFailure
@@ -26,6 +25,7 @@ from infermeter.measure.execute import (
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
 from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit
 from infermeter.models.spec import ModelSpec
+from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, CaseWarning, case_to_dict
 
 __all__ = [

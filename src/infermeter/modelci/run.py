@@ -38,7 +38,7 @@ class CheckReport:
 
 
 def _machine() -> str:
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
 
     env = collect_environment()
     return f"{env.get('cpu_model', '?')}, {env.get('physical_cores', '?')} physical cores, {env.get('os', '?')}"

@@ -130,6 +130,15 @@ class Run:
         """Every case the run has measured (this invocation and resumed ones)."""
         return self.journal.all_cases()
 
+    def best_to_beat(self) -> CaseResult | None:
+        """The admissible case with the lowest P50 at the main batch: what a candidate must beat to be worth
+        measuring or repairing. None under `--no-prune` (every candidate is tried and every miss repaired)."""
+        from infermeter.optimize.candidates import best_case
+
+        if not self.request.prune:
+            return None
+        return best_case(self.measured(), self.request.max_accuracy_drop_pct, self.request.batch)
+
     def measure(
         self, step: str, spec: ModelSpec, case: Case, variant: str = "", artifact: str | None = None
     ) -> CaseResult | None:
@@ -181,7 +190,7 @@ class Run:
 def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     """Resolve the model and open the output folder: a fresh results file, or the one of an earlier run of the
     same request (resume). A folder holding another model's run is refused."""
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
     from infermeter.results.io import read_results
 
     spec = resolve_model(request.model, request.reshape)

@@ -90,6 +90,8 @@ class OptimizeRequest:
     reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `--reshape NAME:DIMS`: declared dims rewritten
     price_per_hour: float | None = None  # the machine's price (user's currency per hour): costs per million
     serving: ServingRequest | None = None  # `--serve`: the batching step on the pick
+    # False (`--no-prune`): no candidate is skipped or left unrepaired for being unable to beat the best so far
+    prune: bool = True
 
     @property
     def batch(self) -> int:
@@ -133,6 +135,7 @@ class OptimizeRequest:
             "reshape": {name: list(dims) for name, dims in self.reshape},
             "price_per_hour": self.price_per_hour,
             "serving": self.serving.to_dict() if self.serving else None,
+            "no_prune": not self.prune,
         }
         return {key: value for key, value in inputs.items() if value}
 

@@ -96,7 +96,8 @@ def step_export(run: Run) -> Path | None:
 def _verify_export(run: Run, target: Path, details: dict[str, object]) -> None:
     from dataclasses import asdict
 
-    from infermeter.export import ExportReport, verify_onnx, write_report
+    from infermeter.export import ExportReport, write_report
+    from infermeter.export_verify import verify_onnx
     from infermeter.models.onnx_export import DEFAULT_OPSET, default_dynamic_axes
     from infermeter.models.spec import load_torch_module
 
@@ -160,7 +161,7 @@ def step_fp32(run: Run, baseline: str) -> None:
 def step_half(run: Run) -> None:
     """4b. BF16 and FP16 on the backends that offer them, where the CPU computes them natively; each case is
     parity-checked at that precision's tolerance and scored on the evaluation data."""
-    from infermeter.optimize.candidates import best_case, prune_reason
+    from infermeter.optimize.candidates import prune_reason
 
     begin(
         run,
@@ -185,8 +186,7 @@ def step_half(run: Run) -> None:
             case = run.case(run.spec.ref, backend, precision)
             reason = cls.unsupported_reason(run.spec, case)
             fp32 = run.fp32_case_of(backend)
-            best = best_case(run.measured(), run.request.max_accuracy_drop_pct, run.request.batch)
-            reason = reason or prune_reason(precision, backend, fp32, best, run.gains)
+            reason = reason or prune_reason(precision, backend, fp32, run.best_to_beat(), run.gains)
             if reason:
                 skip(run, "half", f"{backend} {precision}", reason)
                 continue

@@ -32,7 +32,8 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     """When `result` (a reduced-precision case, scored) misses the budget: the FP32-fallback study on its engine,
     and its mixed model measured as a candidate of the same step (None when there is none, with a note why)."""
     from infermeter.optimize.accuracy import eval_data
-    from infermeter.optimize.step_log import note
+    from infermeter.optimize.candidates import repair_prune_reason
+    from infermeter.optimize.step_log import note, skip
     from infermeter.quantize.fallback_pipeline import FallbackRequest, study_fallback
 
     accuracy = read_record(result, Accuracy)
@@ -42,6 +43,10 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     what = f"{result.backend} {result.precision}"
     if get_backend(result.backend).precision_fallback is None:
         note(run, "half", f"{what} misses the budget and {result.backend} has no FP32-fallback path: dropped")
+        return None
+    reason = repair_prune_reason(result, run.best_to_beat())
+    if reason:
+        skip(run, "half", f"{what} FP32-fallback study", reason)
         return None
     data, reference = eval_data(run, "half")
     budget = budget_for(reference.kind, data.evaluation.count, limit)

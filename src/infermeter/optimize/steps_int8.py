@@ -15,7 +15,7 @@ from typing import Any, cast
 from infermeter.backends.registry import get_backend
 from infermeter.interrupts import deferred_interrupts
 from infermeter.optimize.accuracy import eval_data, score_case
-from infermeter.optimize.candidates import best_case, p50, plan_backends, prune_reason
+from infermeter.optimize.candidates import p50, plan_backends, prune_reason
 from infermeter.optimize.engine_quantizers import (
     CONFIG,
     NNCF,
@@ -204,8 +204,7 @@ def _measure_artifact(run: Run, engines: list[str], ref: str, variant: str, accu
     order = sorted(engines, key=lambda b: p50(f) if (f := run.fp32_case_of(b)) is not None else float("inf"))
     for backend in order:
         fp32 = run.fp32_case_of(backend)
-        best = best_case(run.measured(), run.request.max_accuracy_drop_pct, run.request.batch)
-        reason = prune_reason("int8", backend, fp32, best, run.gains)
+        reason = prune_reason("int8", backend, fp32, run.best_to_beat(), run.gains)
         if reason:
             skip(run, "int8", f"{backend} {variant}", reason)
             continue

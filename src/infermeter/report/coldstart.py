@@ -1,14 +1,14 @@
 """The cold-start table (`bench --cold-start`): each phase from a fresh process to the first result, the build
-stage's apart from the load's, each under its own name (`backends.artifact.Phase`)."""
+stage's apart from the load's, each under its own name (`results.artifact.Phase`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
 
-from infermeter.backends.artifact import Phase
-from infermeter.report.numbers import format_number
+from infermeter.number_format import format_number
 from infermeter.report.summary import backend_labels, format_ms, precision_cell
+from infermeter.results.artifact import Phase
 from infermeter.results.schema import CaseResult
 
 # Load phases in the order they run, each in a column of its own name; a phase named otherwise (a test backend's,

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from infermeter.metrics import STORED, metric
 from infermeter.report.merged import MergedReport
-from infermeter.report.metrics import STORED, metric
 from infermeter.results.records import Accuracy, ParityRecord, Record, Roofline, read_record
 from infermeter.results.schema import CaseResult
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from html import escape
 
+from infermeter.metrics import NUMERIC_COLUMNS
 from infermeter.report.charts import report_charts
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
-from infermeter.report.metrics import NUMERIC_COLUMNS
 from infermeter.report.summary import group_warnings
 
 _STYLE = """

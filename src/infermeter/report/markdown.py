@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from infermeter.metrics import NUMERIC_COLUMNS, format_ms, speedup_cell
 from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
-from infermeter.report.metrics import NUMERIC_COLUMNS, format_ms, speedup_cell
 from infermeter.report.summary import case_label, group_warnings, speedups
 from infermeter.results.schema import CaseResult
 

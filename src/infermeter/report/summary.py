@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
 from infermeter.case import comparison_key, model_family
+from infermeter.metrics import METRICS, Metric
+from infermeter.metrics import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
+from infermeter.metrics import Speedup as Speedup
+from infermeter.metrics import format_ms as format_ms
 from infermeter.report.int8_explanation import int8_explanation
-from infermeter.report.metrics import METRICS, Metric
-from infermeter.report.metrics import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
-from infermeter.report.metrics import Speedup as Speedup
-from infermeter.report.metrics import format_ms as format_ms
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import (
     GenerationCase,
@@ -25,7 +25,7 @@ from infermeter.results.records.int8_run import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning
 from infermeter.stats import WARNING_CODES, min_samples_for
 
-# The case's identity, before the registry's metric columns (`report.metrics.METRICS`).
+# The case's identity, before the registry's metric columns (`metrics.METRICS`).
 HEAD_COLUMNS = ("model", "backend", "precision", "batch", "shape", "streams")
 # Every column the summary table can have (a metric whose `shown` is false for the cases is left out).
 COLUMNS = HEAD_COLUMNS + tuple(metric.header for metric in METRICS)

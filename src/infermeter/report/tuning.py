@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from infermeter.backends.artifact import Phase
+from infermeter.results.artifact import Phase
 from infermeter.results.schema import CaseResult
 
 

@@ -1,4 +1,5 @@
-"""Machine metadata recorded with every results file: what must match before two results are compared."""
+"""Machine metadata recorded with every results file: what must match before two results are compared. The record
+itself, with every backend's framework version, is assembled by `environment.collect_environment`."""
 
 from __future__ import annotations
 
@@ -6,16 +7,11 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-# Distributions recorded besides every backend's own (`Backend.distribution`, from the registry): the tools that
-# convert and quantize models on the way to a backend.
-TOOL_DISTRIBUTIONS = ("infermeter", "numpy", "onnx", "nncf")
 ISA_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni")
 ISA_FLAGS += ("amx_tile", "amx_int8", "amx_bf16", "avx512_fp16", "asimd", "sve")
 # The variables that set the thread pools' sizes (a worker sets them before any framework loads) and, with the
@@ -26,7 +22,8 @@ THREAD_VARIABLES = (*THREAD_COUNT_VARIABLES, "KMP_AFFINITY", "OMP_PROC_BIND")
 COMPARABLE_KEYS = ("cpu_model", "logical_cores", "physical_cores", "frameworks", "gpu")
 
 
-def _cpu_model_and_flags() -> tuple[str, list[str]]:
+def cpu_model_and_flags() -> tuple[str, list[str]]:
+    """The CPU's model name and the flags of `ISA_FLAGS` it has (from /proc/cpuinfo)."""
     model = platform.processor() or platform.machine()
     flags: set[str] = set()
     cpuinfo = Path("/proc/cpuinfo")
@@ -43,10 +40,16 @@ def _cpu_model_and_flags() -> tuple[str, list[str]]:
 
 def cpu_isa() -> list[str]:
     """The ISA flags of `ISA_FLAGS` this CPU has (from /proc/cpuinfo), e.g. to decide bf16/fp16 support."""
-    return _cpu_model_and_flags()[1]
+    return cpu_model_and_flags()[1]
 
 
-def _gpus() -> list[dict[str, str]]:
+def host_signature() -> dict[str, object]:
+    """The host facts a compiled artifact depends on: the architecture and the ISA flags the CPU offers."""
+    return {"arch": platform.machine(), "isa": cpu_isa()}
+
+
+def gpus() -> list[dict[str, str]]:
+    """Name, driver and memory of each NVIDIA GPU `nvidia-smi` lists (none without it)."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
@@ -65,41 +68,6 @@ def _gpus() -> list[dict[str, str]]:
         if len(parts) == 3:
             gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
     return gpus
-
-
-def framework_versions() -> dict[str, str]:
-    """Installed versions of every framework infermeter knows, read from package metadata (no imports)."""
-    from infermeter.backends.registry import framework_distributions
-
-    versions = {}
-    for dist in (*TOOL_DISTRIBUTIONS, *framework_distributions()):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
-def collect_environment() -> dict[str, Any]:
-    """CPU model and ISA flags, cores, memory, OS, Python, framework versions, thread settings and GPUs."""
-    cpu_model, isa = _cpu_model_and_flags()
-    governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    return {
-        "hostname": platform.node(),
-        "cpu_model": cpu_model,
-        "isa": isa,
-        "architecture": platform.machine(),
-        "logical_cores": psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_governor": governor.read_text().strip() if governor.is_file() else None,
-        "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 2),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": sys.version.split()[0],
-        "frameworks": framework_versions(),
-        "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
-        "gpu": _gpus(),
-    }
 
 
 def default_threads() -> int:

@@ -11,8 +11,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from infermeter.backends.artifact import Artifact
 from infermeter.case import DataSource
+from infermeter.results.artifact import Artifact
 
 SCHEMA_VERSION = 1
 

@@ -1,5 +1,6 @@
 """The served model: sessions loaded through the backend contract (one per worker), warm-up, request
-validation against the model's inputs, and shape buckets (pad along a dynamic axis, slice the outputs back)."""
+validation against the model's inputs, and shape buckets (`serve.buckets`: pad along a dynamic axis; the outputs
+sliced back here)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,15 @@ import numpy as np
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case, DataSource
-from infermeter.errors import BackendUnavailable, InputSpecError, UsageError, describe_exception
+from infermeter.errors import BackendUnavailable, InputSpecError, describe_exception
 from infermeter.measure.build import open_session
-from infermeter.models.inputs import InputSpec, resolve_shapes
+from infermeter.models.inputs import resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.serve.buckets import BucketSpec, pad_to_bucket, parse_buckets
 from infermeter.serve.protocol import ProtocolError, datatype_of
 
 if TYPE_CHECKING:
     from infermeter.models.samples import SampleSet
-
-
-@dataclass(frozen=True)
-class BucketSpec:
-    """Pad input `input_name` along `axis` up to the smallest of `sizes` that fits."""
-
-    input_name: str
-    axis: int
-    sizes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -59,39 +52,6 @@ class ServeConfig:
     triton_config: str | None = None  # the config.pbtxt the model came from (`serve REPO`)
     repository: str | None = None  # the Triton repository it belongs to, when a whole one was given
     recycle_after: int = 0  # a worker reloads its session after this many batches (0: never), `--recycle-after`
-
-
-def parse_buckets(texts: tuple[str, ...], inputs: tuple[InputSpec, ...]) -> tuple[BucketSpec, ...]:
-    """`16,32,64` (every input's first dynamic non-batch axis) or `NAME:AXIS=16,32,64`, into BucketSpecs."""
-    specs: list[BucketSpec] = []
-    by_name = {spec.name: spec for spec in inputs}
-    for text in texts:
-        target, sep, sizes_text = text.rpartition("=")
-        try:
-            sizes = tuple(sorted({int(s) for s in sizes_text.split(",") if s.strip()}))
-        except ValueError:
-            raise UsageError(f"--buckets {text!r}: sizes must be integers, e.g. --buckets 16,32,64") from None
-        if not sizes or sizes[0] <= 0:
-            raise UsageError(f"--buckets {text!r}: give positive sizes, e.g. --buckets 16,32,64")
-        if sep:
-            name, _, axis_text = target.partition(":")
-            if name not in by_name or not axis_text.isdigit():
-                raise UsageError(
-                    f"--buckets {text!r}: write NAME:AXIS=SIZES with NAME one of {', '.join(by_name)}, "
-                    "e.g. --buckets input_ids:1=16,32,64"
-                )
-            specs.append(BucketSpec(name, int(axis_text), sizes))
-            continue
-        for spec in inputs:
-            axes = [a for a, d in enumerate(spec.shape) if isinstance(d, str) and a != spec.batch_axis]
-            if axes:
-                specs.append(BucketSpec(spec.name, axes[0], sizes))
-        if not any(b.sizes == sizes for b in specs):
-            raise UsageError(
-                f"--buckets {text!r}: the model has no input with a dynamic non-batch dimension to bucket "
-                f"(inputs: {'; '.join(s.describe() for s in inputs)})"
-            )
-    return tuple(specs)
 
 
 @dataclass
@@ -342,7 +302,7 @@ class ServedModel:
                 rows = count
             for bucket in self.buckets:
                 if bucket.input_name == name:
-                    array, padding = _pad_to_bucket(array, bucket)
+                    array, padding = pad_to_bucket(array, bucket)
                     unpad = unpad or padding
             feeds[name] = array
         rows = rows or 1
@@ -364,23 +324,6 @@ class ServedModel:
                 output = output[tuple(index)]
             sliced.append(output)
         return sliced
-
-
-def _pad_to_bucket(array: np.ndarray, bucket: BucketSpec) -> tuple[np.ndarray, tuple[int, int, int]]:
-    length = array.shape[bucket.axis]
-    target = next((size for size in bucket.sizes if size >= length), None)
-    if target is None:
-        raise ProtocolError(
-            400,
-            f"input {bucket.input_name!r} has length {length} along axis {bucket.axis}, longer than the largest "
-            f"bucket ({bucket.sizes[-1]})",
-        )
-    if target == length:
-        return array, (bucket.axis, length, target)
-    widths = [(0, 0)] * array.ndim
-    widths[bucket.axis] = (0, target - length)
-    # Zero padding: masks read 0 (ignored) and token ids 0 ([PAD] in BERT-style vocabularies).
-    return np.pad(array, widths), (bucket.axis, length, target)
 
 
 def worker_threads(total_threads: int, workers: int) -> int:

@@ -154,7 +154,7 @@ def tuning_results(
     """Every measured point as a load case (its policy in `serve.*` options), the pick's best point marked
     `tune.pick`: the file `infermeter deploy --load` takes its dynamic batching and instance count from."""
     from infermeter.backends.registry import backend_names, get_backend
-    from infermeter.results.env import collect_environment
+    from infermeter.environment import collect_environment
     from infermeter.serve.summary import case_result
 
     version = get_backend(backend).version() if backend in backend_names() else None

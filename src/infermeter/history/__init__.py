@@ -1,5 +1,5 @@
-"""Trends over recorded runs: one series per case id, each run judged against the spread of the runs before it.
-Pure.
+"""Trends over recorded runs (the runs themselves are kept in the history database, `history.store`): one series
+per case id, each run judged against the spread of the runs before it. Pure.
 
 A run is one replicate (its samples share one machine state and are not compared with another run's samples).
 Each run is judged on a control chart of the case's previous ok runs (at most the last `WINDOW`): the band is the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.results.store import HistoryPoint
+from infermeter.history.store import HistoryPoint
 
 DEFAULT_THRESHOLD = 0.10
 MIN_PREVIOUS = 3

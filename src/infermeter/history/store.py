@@ -64,7 +64,7 @@ CREATE INDEX IF NOT EXISTS cases_by_model ON cases(model, backend);
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """One case of one recorded run: its figures are the registry's metrics (`report.metrics.STORED`), the first
+    """One case of one recorded run: its figures are the registry's metrics (`metrics.STORED`), the first
     five as fields, the rest in `extra` by key (None in a run recorded before the metric existed)."""
 
     run_id: int
@@ -162,7 +162,7 @@ _TYPED = ("p50_ms", "p99_ms", "throughput", "peak_rss_mb", "load_s")
 
 def _metric_keys() -> list[str]:
     """One REAL column per stored registry metric, named by its key (the five of _TYPED since the first schema)."""
-    from infermeter.report.metrics import STORED
+    from infermeter.metrics import STORED
 
     return [metric.key for metric in STORED]
 
@@ -177,7 +177,7 @@ def _add_metric_columns(connection: sqlite3.Connection) -> None:
 
 def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_path: Path | None) -> int:
     """Insert one run and its cases in a single transaction; returns the run id."""
-    from infermeter.report.metrics import values_of
+    from infermeter.metrics import values_of
 
     environment = results.environment
     columns = [*_CASE_COLUMNS, *_metric_keys(), "samples_ms"]

@@ -3,7 +3,7 @@
 A `Metric` says how to read the figure from a case (`read`), how the table shows it (`header`, `cell`), its unit,
 which direction is better, its CSV column and, when `infermeter compare` can gate on it, its `--metric` name. The
 console, markdown and HTML tables (`report.summary.summary_table`), the CSV report (`report.csv`),
-`Results.rows()` / `to_pandas()` (`view`), the history database (`results.store`), `compare` and `advise`
+`Results.rows()` / `to_pandas()` (`view`), the history database (`history.store`), `compare` and `advise`
 all walk `METRICS`, so a metric added here shows everywhere; `tests/report/test_metric_registry.py` checks that
 every output shows every metric. How to add one: docs/design-notes.md, "Adding a table metric".
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from infermeter.report.numbers import format_number
+from infermeter.number_format import format_number
 from infermeter.results.records import Roofline, SoakRecord, read_record
 from infermeter.results.schema import CaseResult, PairedSpeedup
 from infermeter.stats import min_samples_for

@@ -1,0 +1,73 @@
+"""This machine's ceilings, cached per machine (`graph.peak` measures them): the CPU model, ISA flags, core counts,
+threads, the framework versions that ran the probes (and GPU names) form the key of a JSON file under
+`cache_root()/peak/`; a changed key is a miss, so the ceilings are measured again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from infermeter.files import write_text_atomically
+from infermeter.graph import peak
+from infermeter.graph.peak import METHOD_VERSION, PEAK_FRAMEWORKS, ProgressFn
+
+
+def peak_cache_key(threads: int) -> dict[str, Any]:
+    """What must match for a cached peak to be reused: the hardware, the threads and the framework versions."""
+    from infermeter.environment import collect_environment
+
+    env = collect_environment()
+    return {
+        "cpu_model": env["cpu_model"],
+        "isa": env["isa"],
+        "logical_cores": env["logical_cores"],
+        "physical_cores": env["physical_cores"],
+        "cpu_affinity": env["cpu_affinity"],
+        "threads": threads,
+        "frameworks": {k: v for k, v in env["frameworks"].items() if k in PEAK_FRAMEWORKS},
+        "gpu": [g.get("name") for g in env["gpu"]],
+        "method": METHOD_VERSION,
+    }
+
+
+def cache_path(key: dict[str, Any]) -> Path:
+    from infermeter.models.convert import cache_root
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "peak" / f"{digest}.json"
+
+
+def cached_peak(threads: int | None = None) -> dict[str, Any] | None:
+    """This machine's cached ceilings, or None when they have not been measured (or the cache is stale)."""
+    from infermeter.results.env import default_threads
+
+    key = peak_cache_key(threads or default_threads())
+    path = cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        cached: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return cached if cached.get("key") == key else None
+
+
+def load_or_measure_peak(
+    refresh: bool = False, threads: int | None = None, progress: ProgressFn | None = None
+) -> tuple[dict[str, Any], bool]:
+    """The cached ceilings for this machine (and whether they came from the cache), measuring on a miss,
+    a stale key or `refresh`."""
+    from infermeter.results.env import default_threads
+
+    threads = threads or default_threads()
+    key = peak_cache_key(threads)
+    path = cache_path(key)
+    cached = None if refresh else cached_peak(threads)
+    if cached is not None:
+        return cached, True
+    result = peak.measure_peak(threads, progress)
+    result["key"] = key
+    write_text_atomically(path, json.dumps(result, indent=2))
+    return result, False
