@@ -3,8 +3,9 @@
     python benchmarks/optimize_vs_exhaustive.py --write-docs       # resnet18, minilm, nudenet: about 1-1.5 h
     python benchmarks/optimize_vs_exhaustive.py --quick            # a smoke run: tiny_cnn, two engines, FP32/INT8
     python benchmarks/optimize_vs_exhaustive.py --reuse DIR --write-docs   # judge again from a run's -o DIR
-    python benchmarks/optimize_vs_exhaustive.py --reuse DIR --rerun-optimize --models resnet18 --write-docs
-        # optimize alone again against the kept exhaustive search (after a change to its pruning)
+    python benchmarks/optimize_vs_exhaustive.py --reuse DIR --rerun-optimize --models resnet18
+        # optimize alone again against the kept exhaustive search (after a change to its pruning); keep its
+        # results.json as DIR/MODEL/reruns/N/ (seconds in times.json's "reruns") and --reuse judges it as a row
 
 For each model: every configuration optimize could pick (`optimize_space.enumerate_space`: engine × precision ×
 shape mode × batch at the request's threads, one stream) is measured with `infermeter bench`, interleaved within
@@ -268,8 +269,9 @@ def measure_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelRe
     return judge(Path(model).name, len(configs), cases, results, s, confirm)
 
 
-def reuse_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
-    """Judge a model again from the files a run left in `folder` (no measurement)."""
+def reuse_model(model: str, s: Settings, folder: Path, cache: Path, rerun: str = "") -> ModelReport:
+    """Judge a model again from the files a run left in `folder` (no measurement); `rerun`: judge instead the
+    optimize run kept in `folder/reruns/RERUN/` (its seconds in times.json's `reruns`) against the same search."""
     from infermeter.models.spec import resolve_model
 
     ref, _ = resolve(model, cache)
@@ -277,9 +279,17 @@ def reuse_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelRepo
     cases = [c for p in sorted(folder.glob("exhaustive-*.json")) for c in json.loads(p.read_text())["cases"]]
     wanted = set(configs)
     cases = [c for c in cases if Config.of(c) in wanted]
-    results = json.loads((folder / "optimize" / "results.json").read_text())
-    results["_times"] = json.loads((folder / "times.json").read_text())
-    return judge(Path(model).name, len(configs), cases, results, s, None)
+    times = json.loads((folder / "times.json").read_text())
+    source = folder / "reruns" / rerun if rerun else folder / "optimize"
+    results = json.loads((source / "results.json").read_text())
+    results["_times"] = times | ({"optimize": times["reruns"][rerun]} if rerun else {})
+    name = Path(model).name + (f" (optimize rerun {rerun})" if rerun else "")
+    return judge(name, len(configs), cases, results, s, None)
+
+
+def kept_reruns(folder: Path) -> list[str]:
+    """The optimize reruns kept beside a run's files (`reruns/N/results.json`), in order."""
+    return sorted((p.parent.name for p in folder.glob("reruns/*/results.json")), key=lambda n: (len(n), n))
 
 
 def rerun_optimize_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
@@ -388,7 +398,8 @@ def doc_text(reports: list[ModelReport], planned: int, s: Settings, batch: str, 
     from real_models_doc import machine_lines
 
     command = "python benchmarks/optimize_vs_exhaustive.py " + " ".join(sys.argv[1:])
-    partial = "" if len(reports) == planned else f" **Partial: {len(reports)} of {planned} models measured.**"
+    done = len({r.model.split(" (optimize rerun")[0] for r in reports})
+    partial = "" if done == planned else f" **Partial: {done} of {planned} models measured.**"
     took = f"{seconds:.0f} s" if seconds is not None else "judged again from a run's files (its times in the table)"
     budget = "its default" if s.budget_minutes is None else f"{s.budget_minutes:g} minutes"
     return (
@@ -418,6 +429,8 @@ def main() -> None:
         folder = (args.reuse or root) / Path(model).name.replace(":", "-")
         measure = (rerun_optimize_model if args.rerun_optimize else reuse_model) if args.reuse else measure_model
         reports.append(measure(model, s, folder, args.cache))
+        if args.reuse and not args.rerun_optimize:
+            reports += [reuse_model(model, s, folder, args.cache, rerun) for rerun in kept_reruns(folder)]
         print(table(reports[-1:]), flush=True)
         if args.write_docs:
             seconds = None if args.reuse and not args.rerun_optimize else time.monotonic() - started
