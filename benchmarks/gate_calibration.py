@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.case import MeasureSettings
-from infermeter.compare import compare_results, pair_cases
+from infermeter.compare import compare_results
+from infermeter.compare_pairing import pair_cases
 from infermeter.compare_rerun import load_side, rerun_comparison
 from infermeter.results.io import read_results
 from infermeter.results.schema import ResultsFile

@@ -24,15 +24,8 @@ from typing import Any
 import numpy as np
 
 from infermeter.case import Case, MeasureSettings
-from infermeter.compare import (
-    DEFAULT_ALPHA,
-    DEFAULT_THRESHOLD,
-    CaseChange,
-    Comparison,
-    case_label,
-    pair_cases,
-    pairing_note,
-)
+from infermeter.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, CaseChange, Comparison, case_label
+from infermeter.compare_pairing import pair_cases, pairing_note
 from infermeter.errors import InfermeterError
 from infermeter.results.schema import CaseResult, ResultsFile
 
