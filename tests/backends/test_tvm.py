@@ -77,7 +77,7 @@ def test_a_tiny_tuning_is_a_build_phase_with_its_database_and_a_cache_hit_keeps_
     for task in summary.tasks[:2]:  # a candidate is used only where it beats TVM's untuned code for the kernel
         assert task.applied == (task.best_ms < task.untuned_ms), task  # type: ignore[operator]
     assert any("MetaSchedule tuned 2 of" in note for note in first.notes)
-    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().tuning_key(tiny_cnn, case))
+    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().artifact_identity(tiny_cnn, case))
     assert not side.exists()  # the resumption folder went with success
     second = build_artifact(tiny_cnn, case)
     assert second is not None and second.cache == "hit" and second.built_here_s == 0
@@ -106,7 +106,7 @@ def test_an_interrupted_tuning_resumes_from_its_database(tiny_cnn, make_case):
     done = build_artifact(tiny_cnn, make_case("tvm", threads=1, options={"tvm.tune_trials": "2"}))
     assert done is not None
     case = make_case("tvm", threads=1, options={"tvm.tune_trials": "3"})
-    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().tuning_key(tiny_cnn, case))
+    side = cache_root() / TUNING_KIND / key_digest(TvmBackend().artifact_identity(tiny_cnn, case))
     shutil.copytree(Path(done.path) / "database", side)
     with (side / tuning.RECORD_FILE).open("a") as records:
         records.write('[0, [[["GetSBlock"')  # the half-written line a kill leaves

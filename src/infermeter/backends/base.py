@@ -201,6 +201,20 @@ class Backend(BackendInfo):
         all the work. Only what changes the artifact belongs here (shapes, precision, the options that matter)."""
         return None
 
+    def artifact_identity(self, model: ModelSpec, case: Case) -> dict[str, object]:
+        """`artifact_key` with what every artifact depends on: the backend's name and version, the model's content,
+        the precision and the host's ISA (`own` is None when the case has nothing of the backend's to build)."""
+        from infermeter.results.env import host_signature
+
+        return {
+            "backend": case.backend,
+            "version": self.version(),
+            "model": model.content_hash,
+            "precision": case.precision,
+            "own": self.artifact_key(model, case),
+            "host": host_signature(),
+        }
+
     def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
         """Make the artifact at `target` (a file, or an existing empty folder when `artifact_suffix` is "/"): the
         slow, cacheable work (conversion, compilation, engine build, auto-tuning), with each step's seconds under a

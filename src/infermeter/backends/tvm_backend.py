@@ -251,23 +251,15 @@ class TvmBackend(Backend):
         }
         return mod, facts
 
-    def tuning_key(self, model: ModelSpec, case: Case) -> dict[str, object]:
-        """What a tuning database depends on: this backend's artifact key, the model's content (the INT8 graph's for
-        an INT8 case), the precision, TVM's version and the host."""
-        from infermeter.results.env import host_signature
-
-        own = self.artifact_key(model, case)
-        return {"own": own, "model": model.content_hash, "precision": case.precision, "version": self.version(),
-                "host": host_signature()}  # fmt: skip
-
     def _tuning_dir(self, model: ModelSpec, case: Case, scratch: Path) -> Path:
-        """Where the tuning database is written while tuning runs: beside the cache under `tuning_key`, so an
-        interrupted tuning is resumed by the next build of the same case; in `scratch` with `cache=off`."""
+        """Where the tuning database is written while tuning runs: beside the cache under the artifact's identity
+        (`artifact_identity`: for an INT8 case the model is the INT8 graph, so its quantization is in the key), so
+        an interrupted tuning is resumed by the next build of the same case; in `scratch` with `cache=off`."""
         if not CACHE.value(case):
             return scratch
         from infermeter.models.convert import cache_root, key_digest
 
-        folder = cache_root() / TUNING_KIND / key_digest(self.tuning_key(model, case))
+        folder = cache_root() / TUNING_KIND / key_digest(self.artifact_identity(model, case))
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 

@@ -4,7 +4,6 @@ threads, the framework versions that ran the probes (and GPU names) form the key
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,14 @@ def peak_cache_key(threads: int) -> dict[str, Any]:
 
 
 def cache_path(key: dict[str, Any]) -> Path:
-    from infermeter.models.convert import cache_root
+    """The JSON file of the ceilings measured under `key`."""
+    from infermeter.models.convert import cache_root, key_digest
 
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "peak" / f"{digest}.json"
+    return cache_root() / "peak" / f"{key_digest(key)[:16]}.json"
 
 
-def cached_peak(threads: int | None = None) -> dict[str, Any] | None:
-    """This machine's cached ceilings, or None when they have not been measured (or the cache is stale)."""
-    from infermeter.results.env import default_threads
-
-    key = peak_cache_key(threads or default_threads())
+def _read_cached(key: dict[str, Any]) -> dict[str, Any] | None:
+    """The ceilings cached under `key`, or None (none, unreadable, or written under another key)."""
     path = cache_path(key)
     if not path.is_file():
         return None
@@ -54,6 +50,13 @@ def cached_peak(threads: int | None = None) -> dict[str, Any] | None:
     return cached if cached.get("key") == key else None
 
 
+def cached_peak(threads: int | None = None) -> dict[str, Any] | None:
+    """This machine's cached ceilings, or None when they have not been measured (or the cache is stale)."""
+    from infermeter.results.env import default_threads
+
+    return _read_cached(peak_cache_key(threads or default_threads()))
+
+
 def load_or_measure_peak(
     refresh: bool = False, threads: int | None = None, progress: ProgressFn | None = None
 ) -> tuple[dict[str, Any], bool]:
@@ -62,12 +65,11 @@ def load_or_measure_peak(
     from infermeter.results.env import default_threads
 
     threads = threads or default_threads()
-    key = peak_cache_key(threads)
-    path = cache_path(key)
-    cached = None if refresh else cached_peak(threads)
+    key = peak_cache_key(threads)  # once: it reads the environment (every framework's version, the GPUs)
+    cached = None if refresh else _read_cached(key)
     if cached is not None:
         return cached, True
     result = peak.measure_peak(threads, progress)
     result["key"] = key
-    write_text_atomically(path, json.dumps(result, indent=2))
+    write_text_atomically(cache_path(key), json.dumps(result, indent=2))
     return result, False

@@ -25,7 +25,6 @@ from infermeter.case import Case
 from infermeter.models.convert import key_digest
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact, BuildOutput, CacheState, Phase
-from infermeter.results.env import host_signature
 
 # Folders of `cache=off` builds are made under this prefix, and removed when the case ends.
 PRIVATE_BUILD_PREFIX = "infermeter-build-"
@@ -43,21 +42,12 @@ def _quantized_on_the_fly(spec: ModelSpec, case: Case) -> str | None:
 
 
 def build_key(spec: ModelSpec, case: Case) -> dict[str, object] | None:
-    """The full artifact key of `case` (the backend's own key, plus the model's content, the backend's name and
-    version, the precision and the host), or None when the case has nothing to build."""
-    backend = get_backend(case.backend)
-    own = backend().artifact_key(spec, case)
+    """The full artifact key of `case` (the backend's `artifact_identity`, plus the on-the-fly quantizer's
+    settings), or None when the case has nothing to build."""
+    key = get_backend(case.backend)().artifact_identity(spec, case)
     quantize = _quantized_on_the_fly(spec, case)
-    if own is None and not quantize:
+    if key["own"] is None and not quantize:
         return None
-    key: dict[str, object] = {
-        "backend": case.backend,
-        "version": backend.version(),
-        "model": spec.content_hash,
-        "precision": case.precision,
-        "own": own,
-        "host": host_signature(),
-    }
     if quantize:
         key["quantize"] = {option.key: option.text(case) for option in QUANTIZE_OPTIONS} | {"quantizer": quantize}
     return key
