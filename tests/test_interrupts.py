@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import weakref
 
 import pytest
 
+from infermeter.cli import app as cli_app
 from infermeter.interrupts import deferred_interrupts
 
 
@@ -32,3 +35,59 @@ def test_no_interrupt_no_exception() -> None:
     with deferred_interrupts():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _swallowed_interrupt() -> None:
+    """What Python does with a Ctrl-C landing in one of its own callbacks: "Exception ignored", and on."""
+
+    class Target:
+        pass
+
+    def callback(_: object) -> None:
+        raise KeyboardInterrupt
+
+    target = Target()
+    reference = weakref.ref(target, callback)
+    del target  # the callback runs now; its KeyboardInterrupt goes to sys.unraisablehook, not to us
+    assert reference() is None
+
+
+def test_a_command_whose_interrupt_was_swallowed_still_ends_as_interrupted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def command_that_runs_on(**_: object) -> int:
+        os.kill(os.getpid(), signal.SIGINT)  # raises KeyboardInterrupt through the CLI's handler ...
+        return 0
+
+    def swallowing_command(**kwargs: object) -> int:
+        try:
+            command_that_runs_on(**kwargs)
+        except KeyboardInterrupt:
+            _swallowed_interrupt()  # ... which here Python swallows
+        return 0
+
+    monkeypatch.setattr(cli_app.app, "main", swallowing_command)
+    monkeypatch.setattr(sys, "unraisablehook", lambda _: None)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_app.main(["env"])
+    assert exit_info.value.code == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_swallowed_interrupt_rearms_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "unraisablehook", lambda _: None)
+    interrupts = cli_app._Interrupts()
+    interrupts.install()
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+    _swallowed_interrupt()
+    assert interrupts.pressed and interrupts.presses == 0
+    with pytest.raises(KeyboardInterrupt):  # the next Ctrl-C stops the command, not just says "saving"
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_command_without_ctrl_c_keeps_its_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_app.app, "main", lambda **_: 0)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_app.main(["env"])
+    assert exit_info.value.code == 0

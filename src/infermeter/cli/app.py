@@ -60,31 +60,60 @@ app.add_command(tune_batching_cmd.tune_batching)
 app.add_command(llm_cmd.llm)
 
 
-def _interrupt_once() -> None:
+class _Interrupts:
     """Ctrl-C raises KeyboardInterrupt once; while the command then saves what it measured, a second Ctrl-C only
     says so, and a third stops the process at once. An interrupt landing in the middle of that clean-up would
-    otherwise kill the process before the results file and the exit code are right."""
-    presses = 0
+    otherwise kill the process before the results file and the exit code are right.
 
-    def handler(signum: int, frame: object) -> None:
-        nonlocal presses
-        presses += 1
-        if presses == 1:
+    Python drops an exception raised while it runs a callback of its own (a weakref's, a finalizer's, the import
+    lock's) with "Exception ignored": the interrupt is then lost and the command would run on and end with 0. So
+    a swallowed KeyboardInterrupt re-arms the handler (the next Ctrl-C raises again), and a command that returns
+    normally after a Ctrl-C ends as interrupted (130) all the same."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+        self.swallowed = 0
+        self.previous_hook = sys.unraisablehook
+
+    def install(self) -> None:
+        """Handle SIGINT from now on, counting from zero (main may run more than once in one process)."""
+        self.presses = self.swallowed = 0
+        signal.signal(signal.SIGINT, self.on_signal)
+        if sys.unraisablehook != self.on_unraisable:
+            self.previous_hook, sys.unraisablehook = sys.unraisablehook, self.on_unraisable
+
+    def on_unraisable(self, unraisable: object) -> None:
+        """A KeyboardInterrupt Python swallowed: re-arm the handler and remember the press."""
+        if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+            self.swallowed += 1
+            self.presses = 0
+        self.previous_hook(unraisable)  # type: ignore[arg-type]
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.presses += 1
+        if self.presses == 1:
             raise KeyboardInterrupt
-        if presses == 2:
+        if self.presses == 2:
             print("saving what was measured; press Ctrl-C again to stop at once", file=sys.stderr)
             return
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 
-    signal.signal(signal.SIGINT, handler)
+    @property
+    def pressed(self) -> bool:
+        """Whether Ctrl-C was pressed during the command, even when the interrupt it raised was swallowed."""
+        return self.presses > 0 or self.swallowed > 0
+
+
+_INTERRUPTS = _Interrupts()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the app; InfermeterError and usage errors become `error: ...` on stderr, exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if threading.current_thread() is threading.main_thread():
-        _interrupt_once()
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    if on_main_thread:
+        _INTERRUPTS.install()
     debug = "--debug" in args
     try:
         code = app.main(args=args, prog_name="infermeter", standalone_mode=False)
@@ -121,4 +150,8 @@ def main(argv: list[str] | None = None) -> None:
                 file=sys.stderr,
             )
             code = 1
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code == 0 and on_main_thread and _INTERRUPTS.pressed:  # the interrupt was swallowed on its way (see _Interrupts)
+        print("interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
