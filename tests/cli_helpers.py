@@ -25,3 +25,15 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None)
 def load_json(path: Path) -> Any:
     """A JSON file's content."""
     return json.loads(path.read_text())
+
+
+def advised_case(folder: Path, case_id: str) -> dict[str, Any]:
+    """The result of an optimize run in `folder` whose figures the advice used for `case_id`: its re-measured copy
+    when it was a finalist (optimize.steps_finalists), else the case itself."""
+    results = load_json(folder / "results.json")
+    steps = results["optimize"]["steps"]
+    finalists = next((s for s in steps if s["key"] == "finalists"), {}).get("details", {})
+    copies = dict(zip(finalists.get("originals", []), finalists.get("copies", []), strict=True))
+    wanted = copies.get(case_id, case_id)
+    found: dict[str, Any] = next(c for c in results["cases"] if c["id"] == wanted)
+    return found

@@ -178,10 +178,13 @@ def advise(
     constraints: Constraints | None = None,
     objective: str = "latency",
     price_per_hour: float | None = None,
+    ruled_out: Sequence[Exclusion] = (),
 ) -> Advice:
     """Filter the ok cases by the constraints (parity failures out, with the reason), rank the rest by the
     objective, and explain the pick and what it traded; when nothing is left, name the binding constraints. With
-    `price_per_hour` (the machine's price), every ok case gets its cost per million inferences."""
+    `price_per_hour` (the machine's price), every ok case gets its cost per million inferences. `ruled_out`:
+    cases the caller already set aside, with its reasons (optimize's candidates that were not finalists): listed
+    with the exclusions and priced, never ranked or compared with the pick."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     constraints = constraints or Constraints()
@@ -206,6 +209,8 @@ def advise(
             excluded.append(Exclusion(case, reasons))
         else:
             candidates.append(case)
+    excluded += ruled_out
+    priced = [*cases, *(e.case for e in ruled_out)]
     key = _rank_key(objective)
     ranked = sorted(candidates, key=key)
     points = [(_p50(c), c.throughput or 0.0, c.peak_rss_mb or float("inf")) for c in ranked]
@@ -214,10 +219,10 @@ def advise(
         binding = _binding(eligible, constraints)
         lines = [f"No case meets the constraints ({len(eligible)} ok case(s) with trusted outputs measured)."]
         lines += [b.message for b in binding]
-        costs = case_costs(cases, price_per_hour)
+        costs = case_costs(priced, price_per_hour)
         return Advice(objective, constraints, None, [], [], excluded, lines, binding, price_per_hour, costs)
     advice = Advice(objective, constraints, ranked[0], ranked, pareto, excluded, explanation=[],
-                    price_per_hour=price_per_hour, costs=case_costs(cases, price_per_hour))  # fmt: skip
+                    price_per_hour=price_per_hour, costs=case_costs(priced, price_per_hour))  # fmt: skip
     advice.explanation.extend(_explain(ranked[0], ranked, pareto, cases, excluded, objective))
     advice.explanation.extend(_trade(advice, cases))
     return advice

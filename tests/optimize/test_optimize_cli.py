@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import load_json, run_cli
+from cli_helpers import advised_case, load_json, run_cli
 
-STEPS = ["baseline", "export", "fp32", "tuning", "int8", "half", "shapes", "batching", "advise"]
+STEPS = ["baseline", "export", "fp32", "tuning", "int8", "half", "shapes", "batching", "finalists", "advise"]
 # Short measurements: these tests check the procedure, never the figures.
 QUICK = [
     "--iterations",
@@ -103,12 +103,36 @@ def test_a_backend_crashing_midway_is_recorded_and_the_run_goes_on(
 
 
 @pytest.mark.slow
+def test_the_finalists_are_measured_again_together_and_decide_the_pick(
+    optimized: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    folder, proc = optimized
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = {s["key"]: s for s in _journal(folder)["steps"]}
+    finalists = steps["finalists"]
+    details = finalists["details"]
+    assert finalists["status"] == "done" and len(details["originals"]) == len(details["copies"]) >= 2
+    copies = [advised_case(folder, original) for original in details["originals"]]
+    assert [c["id"] for c in copies] == details["copies"] == finalists["case_ids"]
+    assert all(c["options"]["optimize.round"] == "finalists" for c in copies)
+    rounds = {len(c["rounds_p50_ms"]) for c in copies if c["status"] == "ok"}
+    assert len(rounds) == 1 and rounds.pop() >= 2  # measured in the same interleaved rounds
+    advice = steps["advise"]["details"]
+    # The pick is one of the finalists, named by its original case (what deploy and serve load), and it is the
+    # fastest of them as measured together.
+    assert advice["pick"] in details["originals"]
+    fastest = min((c for c in copies if c["status"] == "ok"), key=lambda c: c["latency_ms"]["p50"])
+    assert advised_case(folder, advice["pick"])["id"] == fastest["id"]
+    assert "optimize.round" not in load_json(folder / "deploy.json")["chosen"]["options"]
+    assert any("measured again together" in line for line in advice["explanation"])
+
+
+@pytest.mark.slow
 def test_deploy_files_quote_the_measured_figures(optimized: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     folder, proc = optimized
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = load_json(folder / "deploy.json")
-    results = load_json(folder / "results.json")
-    pick = next(c for c in results["cases"] if c["id"] == manifest["chosen"]["case_id"])
+    pick = advised_case(folder, manifest["chosen"]["case_id"])
     assert manifest["chosen"]["measured"]["p50_ms"] == pick["latency_ms"]["p50"]
     deploy_md = (folder / "DEPLOY.md").read_text()
     assert f"{pick['latency_ms']['p50']:.3g}" in deploy_md

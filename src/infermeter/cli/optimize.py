@@ -38,6 +38,7 @@ from infermeter.cli.options import (
 )
 from infermeter.optimize.request import (
     DEFAULT_BUDGET_MINUTES,
+    DEFAULT_FINALISTS,
     DEFAULT_MAX_ACCURACY_DROP_PCT,
     DEFAULT_SETTINGS,
     DEVICES,
@@ -164,6 +165,7 @@ class ConstraintFlags:
     objective: str
     budget_minutes: float
     no_prune: bool
+    finalists: int
 
     def request_fields(self) -> dict[str, Any]:
         """These flags as `OptimizeRequest` fields, checked (UsageError for a budget or limit that cannot work)."""
@@ -177,6 +179,7 @@ class ConstraintFlags:
             "budget_s": self.budget_minutes * 60,
             "price_per_hour": self.price_per_hour,
             "prune": not self.no_prune,
+            "finalists": self.finalists,
         }
 
 
@@ -210,6 +213,14 @@ constraint_options = option_group(
         is_flag=True,
         help="Measure every candidate and repair every reduced precision that misses the accuracy budget, even "
         "those that cannot beat the best so far (slower; to check what the pruning skips).",
+    ),
+    click.option(
+        "--finalists",
+        type=int,
+        default=DEFAULT_FINALISTS,
+        show_default=True,
+        help="Before the pick, measure the best N admissible candidates again together in interleaved rounds, so "
+        "that the machine's drift between their first measurements cannot decide it (0: off).",
     ),
 )
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.advise import accuracy_drop
-from infermeter.report.summary import parity_failed
+from infermeter.report.summary import case_label, parity_failed
+from infermeter.results.records import AccuracyError, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 # Before a precision has been measured on any backend: the most it could gain over FP32 on a CPU. INT8 moves a
@@ -202,3 +203,16 @@ class Budget:
         if estimate_s <= left:
             return None
         return f"budget: {max(left, 0):.0f} s left, {what} is estimated at {estimate_s:.0f} s ({source})"
+
+
+def evidence_reason(case: CaseResult, own: str = "fp32") -> str | None:
+    """Reduced precision is believed only with evidence about its outputs: an accuracy score or a parity pass.
+    The model's `own` precision needs none (an INT8-by-design model's own graph is the reference)."""
+    if case.precision in ("fp32", own) or not case.ok:
+        return None
+    parity = read_record(case, ParityRecord)
+    if accuracy_drop(case) is not None or (parity is not None and parity.passed):
+        return None
+    error = read_record(case, AccuracyError)
+    why = error.accuracy_error if error else "not measured"
+    return f"{case_label(case)}: {case.precision} without accuracy evidence ({why}); not a candidate"

@@ -7,14 +7,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.advise import Advice, accuracy_drop, advise
+from infermeter.advise import Advice, advise
 from infermeter.deploy.manifest import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
 from infermeter.extras import install_line, missing_modules
+from infermeter.optimize.candidates import evidence_reason
 from infermeter.optimize.pipeline import Run
 from infermeter.optimize.serving import MeasuredPolicy
 from infermeter.optimize.steps import begin, finish, note, skip
+from infermeter.optimize.steps_finalists import final_pool, finalists_lines
 from infermeter.report.summary import case_label
-from infermeter.results.records import Accuracy, AccuracyError, ParityRecord, read_record
+from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 
 
@@ -32,19 +34,6 @@ class Outcome:
     deploy_md: Path | None
     explanation: list[str]
     serving: MeasuredPolicy | None = None  # the serving step's measured batching policy (`--serve`)
-
-
-def _evidence_reason(case: CaseResult, own: str = "fp32") -> str | None:
-    """Reduced precision is believed only with evidence about its outputs: an accuracy score or a parity pass.
-    The model's `own` precision needs none (an INT8-by-design model's own graph is the reference)."""
-    if case.precision in ("fp32", own) or not case.ok:
-        return None
-    parity = read_record(case, ParityRecord)
-    if accuracy_drop(case) is not None or (parity is not None and parity.passed):
-        return None
-    error = read_record(case, AccuracyError)
-    why = error.accuracy_error if error else "not measured"
-    return f"{case_label(case)}: {case.precision} without accuracy evidence ({why}); not a candidate"
 
 
 def constraints_text(run: Run) -> str:
@@ -66,17 +55,22 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
           f"objective ({run.request.objective}), and keep a portable fallback")  # fmt: skip
     cases = []
     for case in run.measured():
-        reason = _evidence_reason(case, run.spec.default_precision)
+        reason = evidence_reason(case, run.spec.default_precision)
         if reason:
             skip(run, "advise", case_label(case), reason)
         else:
             cases.append(case)
-    advice = advise(cases, run.request.constraints(), run.request.objective, run.request.price_per_hour)
+    cases, eliminated = final_pool(run, cases)
+    request = run.request
+    advice = advise(cases, request.constraints(), request.objective, request.price_per_hour, ruled_out=eliminated)
     runner_up = advice.ranked[1] if len(advice.ranked) > 1 else None
     fallback = run.fp32_case_of("onnxruntime")
     if fallback is not None and not fallback.ok:
         fallback = None
+    # A finalist's figures are the group's, whatever role it plays (see optimize.steps_finalists).
+    fallback = next((c for c in cases if fallback is not None and c.id == fallback.id), fallback)
     explanation = explain(advice, fallback, baseline, run.spec.default_precision)
+    explanation[2:2] = finalists_lines(run, advice.pick, runner_up)
     details = run.journal.details("advise")
     details.update(
         {

@@ -17,6 +17,7 @@ from infermeter.optimize.steps import (
     step_half,
     step_shapes,
 )
+from infermeter.optimize.steps_finalists import step_finalists
 from infermeter.optimize.steps_int8 import step_int8
 from infermeter.optimize.steps_serving import step_serving
 from infermeter.optimize.steps_tuning import step_tuning
@@ -37,6 +38,7 @@ def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None
     step_half(run)
     step_shapes(run)
     step_batching(run)
+    step_finalists(run)
     outcome = step_advise(run, baseline if baseline is not None and baseline.ok else None)
     if request.serving is not None:
         policy = step_serving(run, outcome.advice.pick)

@@ -26,6 +26,8 @@ FP32_ONNX = f"{ARTIFACTS}/model.fp32.onnx"
 INT8_ONNX = f"{ARTIFACTS}/model.int8.onnx"
 MIXED_ONNX = f"{ARTIFACTS}/model.mixed.onnx"
 INT8_IR = f"{ARTIFACTS}/model.int8.xml"  # NNCF's INT8 for OpenVINO (with its .bin)
+# The option that tags a finalist's re-measured copy (optimize.steps_finalists); no backend reads it.
+FINALIST_TAG = ("optimize.round", "finalists")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class Run:
     gains: GainLog = field(default_factory=GainLog)
     # Loaded once per invocation by the steps that need them: evaluation data and the FP32 reference outputs.
     memo: dict[str, Any] = field(default_factory=dict)
+    # What each case of this invocation was measured from (measured now or resumed), by case id: the finalists'
+    # step measures some of them again.
+    sources: dict[str, tuple[ModelSpec, Case]] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -127,8 +132,10 @@ class Run:
         )
 
     def measured(self) -> list[CaseResult]:
-        """Every case the run has measured (this invocation and resumed ones)."""
-        return self.journal.all_cases()
+        """Every case the run has measured (this invocation and resumed ones), the finalists' re-measured copies
+        left out: each stands for a case already here."""
+        key, value = FINALIST_TAG
+        return [case for case in self.journal.all_cases() if case.options.get(key) != value]
 
     def best_to_beat(self) -> CaseResult | None:
         """The admissible case with the lowest P50 at the main batch: what a candidate must beat to be worth
@@ -174,6 +181,7 @@ class Run:
             result = existing
         write_record(result, OptimizeStep(step, variant, artifact))
         journal.add_case(step, result.id)
+        self.sources[case.id] = (spec, case)
         self.save()
         self.emit(OptimizeEvent("done", step, "resumed: measured earlier" if existing else "", label, result))
         return result

@@ -27,6 +27,7 @@ DEFAULT_SETTINGS = MeasureSettings(
 )
 DEFAULT_MAX_ACCURACY_DROP_PCT = 1.0
 DEFAULT_BUDGET_MINUTES = 8.0
+DEFAULT_FINALISTS = 3  # the finalists' step: the best three re-measured together
 # Batch sizes tried by the batching step when the objective is throughput and no --batch was given.
 THROUGHPUT_BATCHES = (1, 8, 32)
 
@@ -92,6 +93,9 @@ class OptimizeRequest:
     serving: ServingRequest | None = None  # `--serve`: the batching step on the pick
     # False (`--no-prune`): no candidate is skipped or left unrepaired for being unable to beat the best so far
     prune: bool = True
+    # The best this many admissible candidates are measured again together, interleaved, before the pick (fewer
+    # than 2: the pick is the first measurement's best); see optimize.steps_finalists.
+    finalists: int = DEFAULT_FINALISTS
 
     @property
     def batch(self) -> int:
@@ -136,6 +140,7 @@ class OptimizeRequest:
             "price_per_hour": self.price_per_hour,
             "serving": self.serving.to_dict() if self.serving else None,
             "no_prune": not self.prune,
+            "finalists": self.finalists,
         }
         return {key: value for key, value in inputs.items() if value}
 
@@ -161,6 +166,8 @@ def check_request(request: OptimizeRequest) -> None:
         raise UsageError("--budget-minutes must be positive")
     if request.threads <= 0:
         raise UsageError(f"--threads {request.threads} must be positive")
+    if request.finalists < 0:
+        raise UsageError(f"--finalists {request.finalists} must be 0 (off) or more")
     check_price_per_hour(request.price_per_hour)
     if request.serving is not None:
         _check_serving(request.serving)

@@ -15,6 +15,7 @@ STEP_TITLES = {
     "half": "4b. BF16 / FP16 where the hardware has them",
     "shapes": "5a. Static vs dynamic shapes",
     "batching": "5b. Batching",
+    "finalists": "5c. The finalists measured again together",
     "advise": "6. Pick under the constraints",
     "serving": "7. Batching for serving (tune-batching's search on the pick)",
 }

@@ -1,0 +1,81 @@
+"""optimize's finalists step on crafted results: the advice ranks the re-measured copies in place of their
+originals, with the originals' identity; candidates that were not finalists are out with the reason; and the
+step says when it does not run (no framework: the step's group itself runs in test_optimize_cli)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from crafted_results import make_case
+from infermeter.optimize.journal import Journal
+from infermeter.optimize.pipeline import FINALIST_TAG
+from infermeter.optimize.request import OptimizeRequest
+from infermeter.optimize.steps_finalists import _skip_reason, final_pool, finalists_lines
+from infermeter.results.schema import CaseResult, ResultsFile
+
+
+def _case(backend: str, p50_ms: float, precision: str = "fp32") -> CaseResult:
+    return make_case(backend, p50_ms=p50_ms, precision=precision, sigma=0.0)
+
+
+def _copy(original: CaseResult, p50_ms: float, rounds: list[float]) -> CaseResult:
+    """The finalist's copy as the group returns it: tagged, its own id, the group's figures."""
+    figures = _case(original.backend, p50_ms, original.precision)
+    key, value = FINALIST_TAG
+    return replace(figures, id=f"{original.id}-again", options={**original.options, key: value}, rounds_p50_ms=rounds)
+
+
+def _run(cases: list[CaseResult], details: dict[str, Any], **request: Any) -> SimpleNamespace:
+    results = ResultsFile(created="now", environment={}, cases=cases)
+    journal = Journal(results)
+    journal.begin("finalists", "5c", "why")
+    journal.details("finalists").update(details)
+    return SimpleNamespace(journal=journal, request=OptimizeRequest("m", Path("out"), **request), sources={})
+
+
+def test_the_copies_stand_for_their_originals_and_the_others_are_eliminated() -> None:
+    fast, second, third = _case("onnxruntime", 10.0), _case("openvino", 11.0), _case("torch", 14.0)
+    fast_again, second_again = _copy(fast, 13.0, [13.0, 13.1]), _copy(second, 12.0, [12.0, 12.2])
+    details = {"originals": [fast.id, second.id], "copies": [fast_again.id, second_again.id], "eliminated": [third.id]}
+    run = _run([fast, second, third, fast_again, second_again], details)
+    pool, eliminated = final_pool(run, [fast, second, third])  # type: ignore[arg-type]
+    assert [(c.id, c.latency_ms.p50 if c.latency_ms else None) for c in pool] == [(fast.id, 13.0), (second.id, 12.0)]
+    assert all(FINALIST_TAG[0] not in c.options for c in pool)  # what deploy and serve load: the original case
+    assert [e.case.id for e in eliminated] == [third.id] and "not a finalist" in eliminated[0].reasons[0]
+
+
+def test_without_the_step_the_pool_is_unchanged() -> None:
+    cases = [_case("onnxruntime", 10.0), _case("torch", 14.0)]
+    run = _run(cases, {})
+    assert final_pool(run, cases) == (cases, [])  # type: ignore[arg-type]
+
+
+def test_the_advice_quotes_the_paired_margin_between_two_finalists() -> None:
+    pick = replace(_case("openvino", 12.0), rounds_p50_ms=[12.0, 12.1, 11.9, 12.0])
+    runner = replace(_case("onnxruntime", 13.0), rounds_p50_ms=[13.0, 13.2, 12.9, 13.1])
+    run = _run([], {"originals": [pick.id, runner.id], "copies": ["x", "y"], "eliminated": ["z"]})
+    lines = finalists_lines(run, pick, runner)  # type: ignore[arg-type]
+    assert "2 best admissible candidates measured again together, in 4 interleaved rounds" in lines[0]
+    assert "1 other admissible candidate(s)" in lines[0]
+    assert "1.08" in lines[1] and "they differ" in lines[1]
+    assert finalists_lines(_run([], {}), pick, runner) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "expected"),
+    [
+        ({"finalists": 1}, "--finalists below 2"),
+        ({"objective": "memory"}, "timed rounds do not decide"),
+        ({"cluster": "auto"}, "no group to interleave"),
+        ({}, "fewer than 2 admissible candidates"),
+    ],
+)
+def test_when_the_step_does_not_run_it_says_why(request_fields: dict[str, Any], expected: str) -> None:
+    run = _run([], {}, **request_fields)
+    reason = _skip_reason(run, [_case("onnxruntime", 10.0)])  # type: ignore[arg-type]
+    assert reason is not None and expected in reason
