@@ -34,7 +34,7 @@ def main() -> None:
         from infermeter.models.samples import load_samples
         from infermeter.quantize import qat
         from infermeter.quantize.evaluate import ModelRunner, score
-        from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
+        from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx
 
         data = digits.load_split()
         net = digits.train(data, args.epochs)

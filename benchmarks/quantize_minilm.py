@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.models.text_feeds import load_sentences, tokenize
-from infermeter.quantize.ort_quant import QuantConfig
 from infermeter.quantize.pipeline import QuantizeRequest, quantize_model
+from infermeter.quantizers.ort_quant import QuantConfig
 
 
 def main() -> None:

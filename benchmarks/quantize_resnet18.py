@@ -16,7 +16,7 @@ from infermeter.models.convert import onnx_for
 from infermeter.models.samples import random_samples
 from infermeter.models.spec import resolve_model
 from infermeter.quantize.latency import measure_file
-from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx
+from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.results.env import default_threads
 
 

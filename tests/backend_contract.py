@@ -17,7 +17,7 @@ import numpy as np
 from backend_helpers import feeds_for, write_tflite_mlp
 from infermeter.backends.base import Backend, BackendInfo
 from infermeter.case import PRECISIONS, Case, MeasureSettings
-from infermeter.measure.build import build_artifact, load_model
+from infermeter.case_build import build_artifact, load_model
 from infermeter.models.spec import ModelSpec, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.case import Case, MeasureSettings
-from infermeter.measure.build import open_session
+from infermeter.case_build import open_session
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 

@@ -1,7 +1,7 @@
 """No import circle between the packages of infermeter: its top-level units (each subpackage, each top-level
 module) must import each other in layers. Every import counts, lazy ones (inside a function) included, except
-those under `if TYPE_CHECKING:`, which never run. The circles still left are listed below, edge by edge, each with
-its reason; any other circle fails, and so does an entry whose import is gone (remove it)."""
+those under `if TYPE_CHECKING:`, which never run. There is no exception: a piece two units share moves below both
+(see the layout in docs/design-notes.md)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,6 @@ from pathlib import Path
 import infermeter
 
 PACKAGE = Path(infermeter.__file__).parent
-
-# (importer, imported): why the import that closes a circle is still there. Each entry is one edge of the graph
-# of units; the graph without these edges has no circle.
-ALLOWED: dict[tuple[str, str], str] = {
-    ("models", "backends"): "models/spec.py: a model with no PyTorch form names the backends whose `model_files` "
-    "read its file, in the error raised where the torch form is built",
-    ("quantize", "measure"): "quantize/ (int8-study's this session) runs its latency and accuracy-control steps in "
-    "measure's workers, while measure/build.py builds INT8 graphs on the fly through quantize/onthefly.py",
-    ("parity", "measure"): "parity/run.py opens sessions through measure/build.py `open_session`, while "
-    "measure/execute.py runs a case's --check-parity through parity/run.py",
-}
 
 
 def _is_type_checking(node: ast.stmt) -> bool:
@@ -112,7 +101,7 @@ def circles(edges: set[tuple[str, str]]) -> list[list[str]]:
 def test_no_import_circle_between_the_units_of_infermeter() -> None:
     graph = import_graph(PACKAGE)
     assert len({unit for edge in graph for unit in edge}) > 20
-    remaining = circles(set(graph) - set(ALLOWED))
+    remaining = circles(set(graph))
     described = [
         "\n".join(
             [" -> ".join(component)]
@@ -121,8 +110,6 @@ def test_no_import_circle_between_the_units_of_infermeter() -> None:
         for component in remaining
     ]
     assert not remaining, "import circles between units (move the shared piece below both):\n" + "\n".join(described)
-    stale = sorted(edge for edge in ALLOWED if edge not in graph)
-    assert not stale, f"allowed imports that are gone (remove them from ALLOWED): {stale}"
 
 
 def test_the_circle_check_counts_lazy_imports_and_skips_type_checking(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_int8_on_a_float_model_is_served_a_tensorrt_ready_qdq_graph(tiny_cnn, ma
     import onnx
     from onnx import numpy_helper
 
-    from infermeter.quantize.onthefly import quantize_on_the_fly
+    from infermeter.quantizers.onthefly import quantize_on_the_fly
 
     case = make_case("tensorrt", precision="int8")
     assert TensorRTBackend.unsupported_reason(tiny_cnn, case) is None

@@ -31,7 +31,7 @@ def _optimize_case(backend: str, precision: str, case_id: str, artifact: str, **
 
 def make_optimize_folder(folder: Path) -> Path:
     """An optimize output folder whose pick is OpenVINO running the INT8 artifact, fallback ORT FP32."""
-    from infermeter.quantize.onthefly import quantize_on_the_fly
+    from infermeter.quantizers.onthefly import quantize_on_the_fly
 
     spec = resolve_model("tiny_cnn")
     artifacts = folder / "artifacts"

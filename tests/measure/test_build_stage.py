@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from infermeter.case import Case, MeasureSettings
-from infermeter.measure.build import build_artifact
+from infermeter.case_build import build_artifact
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.sweep import run_sweep
 from infermeter.models.spec import resolve_model

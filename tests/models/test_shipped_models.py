@@ -140,7 +140,7 @@ def test_reshape_keeps_weights_an_old_exporter_listed_as_inputs(tmp_path: Path) 
 
 
 def test_quantize_samples_carry_constants_batched_or_not() -> None:
-    from infermeter.quantize.feeds import ModelInputs
+    from infermeter.quantizers.feeds import ModelInputs
 
     tts = (
         InputSpec("input", "int64", ("batch", "phonemes"), int_range=(0, 50)),
@@ -168,7 +168,7 @@ def test_serve_loads_the_reshaped_model(tmp_path: Path) -> None:
 
 
 def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> None:
-    from infermeter.measure.build import open_session
+    from infermeter.case_build import open_session
 
     spec = resolve_model(baked_detector(tmp_path / "detector.onnx"), (("images", (1, 3, 48, 64)),))
     feeds = {"images": np.random.default_rng(0).standard_normal((1, 3, 48, 64)).astype(np.float32)}
@@ -184,7 +184,7 @@ def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> No
 
 
 def test_a_dim_the_constants_fix_fails_with_the_engine_s_message(tmp_path: Path) -> None:
-    from infermeter.measure.build import open_session
+    from infermeter.case_build import open_session
 
     spec = resolve_model(constant_reshape(tmp_path / "fixed.onnx"), (("images", (1, 3, 4, 4)),))
     session = open_session(spec, Case(spec.ref, "onnxruntime", reshape=spec.reshape))

@@ -171,3 +171,26 @@ def test_onnx_for_user_sources_has_a_dynamic_batch(source: Path, tmp_path: Path)
         expected = load_torch_module(spec)(torch.from_numpy(x)).detach().numpy()
         np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
         assert onnx_for(spec).cache_hit
+
+
+def test_a_graph_file_with_no_torch_form_names_the_backends_that_read_it() -> None:
+    """Models sit below the backends: the error carries the file's suffix and the command line names the readers."""
+    import pickle
+
+    from infermeter.cli.common import error_message
+    from infermeter.models.spec import ModelSpec, NoTorchForm
+
+    spec = ModelSpec("m.tflite", "m", "tflite", (), ("y",), "0" * 16, path="/models/m.tflite")
+    with pytest.raises(NoTorchForm) as caught:
+        load_torch_module(spec)
+    assert isinstance(caught.value, ModelError) and caught.value.suffix == ".tflite"
+    assert error_message(caught.value) == (
+        "'m.tflite' is a tflite model and has no PyTorch form; .tflite files run as they are on openvino, tflite "
+        "(infermeter converts only from PyTorch)"
+    )
+    copied = pickle.loads(pickle.dumps(caught.value))  # as a worker's error reaches its parent
+    assert (str(copied), copied.suffix) == (str(caught.value), ".tflite")
+    unread = ModelSpec("m.bin", "m", "onnx", (), ("y",), "0" * 16, path="/models/m.bin")
+    with pytest.raises(NoTorchForm) as caught:
+        load_torch_module(unread)
+    assert error_message(caught.value).endswith("has no PyTorch form; this command needs a PyTorch or ONNX model")

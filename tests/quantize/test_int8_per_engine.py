@@ -64,7 +64,7 @@ def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path
 
 def test_nncf_on_the_fly_uses_the_calibration_data_and_is_cached(tmp_path: Path) -> None:
     from infermeter.models.spec import resolve_model
-    from infermeter.quantize.onthefly import model_is_quantized, quantize_on_the_fly
+    from infermeter.quantizers.onthefly import model_is_quantized, quantize_on_the_fly
 
     spec = resolve_model("tiny_cnn")
     data = tmp_path / "calib.npz"

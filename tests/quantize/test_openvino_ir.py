@@ -31,8 +31,8 @@ def irs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from infermeter.models.convert import onnx_for
     from infermeter.models.samples import random_samples
     from infermeter.models.spec import resolve_model
-    from infermeter.quantize.ort_quant import QuantConfig
-    from infermeter.quantize.ov_quant import quantize_openvino
+    from infermeter.quantizers.ort_quant import QuantConfig
+    from infermeter.quantizers.ov_quant import quantize_openvino
 
     folder = tmp_path_factory.mktemp("ir")
     spec = resolve_model("tiny_cnn")

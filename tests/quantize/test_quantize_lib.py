@@ -28,7 +28,7 @@ def sensitive(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_quantized_graph_reads_int8(plain: tuple[Path, Path, Path], tmp_path: Path, mode: str) -> None:
-    from infermeter.quantize.ort_quant import QuantConfig
+    from infermeter.quantizers.ort_quant import QuantConfig
 
     model, calib, evaluation = plain
     out = tmp_path / f"{mode}.onnx"
@@ -111,7 +111,7 @@ def test_greedy_search_meets_budget(sensitive: tuple[Path, Path, Path], tmp_path
 def test_bad_requests(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
     model, calib, _ = plain
     with pytest.raises(UsageError, match="--exclude"):
-        from infermeter.quantize.ort_quant import QuantConfig
+        from infermeter.quantizers.ort_quant import QuantConfig
 
         quantize_model(
             QuantizeRequest(
@@ -124,7 +124,7 @@ def test_bad_requests(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_openvino_engine_writes_int8_ir(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    from infermeter.quantize.ov_quant import ir_precision
+    from infermeter.quantizers.ov_quant import ir_precision
 
     model, calib, evaluation = plain
     out = tmp_path / "mlp.xml"

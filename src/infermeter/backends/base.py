@@ -1,5 +1,5 @@
 """The backend contract: `Backend.build(model, case, target)` makes an artifact once per artifact key (the build
-stage, `measure.build`), `Backend.load(model, case, artifact) -> Session` only deserializes it and creates the
+stage, `case_build`), `Backend.load(model, case, artifact) -> Session` only deserializes it and creates the
 session; sessions run one inference per call."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Backend(BackendInfo):
 
     precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # The engine's own INT8 quantizer, which makes the graph of `--precision int8` on a float model in the build
-    # stage (`quantize.onthefly.QUANTIZERS`: "ort-qdq", "trt-qdq", "nncf"); None: a float model cannot run int8 here.
+    # stage (`quantizers.onthefly.QUANTIZERS`: "ort-qdq", "trt-qdq", "nncf"); None: a float model cannot run int8 here.
     int8_quantizer: ClassVar[str | None] = None
     # How `quantize --to fp16|bf16` keeps chosen layers in FP32 on this engine: a key of
     # `quantize.fallback_engines.FALLBACK_PATHS` (None: no reduced-precision fallback path here).

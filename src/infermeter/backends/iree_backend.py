@@ -1,6 +1,6 @@
 """IREE, the MLIR-based compiler and runtime, on the CPU (LLVM codegen), from the model's ONNX form.
 
-The build (`measure.build`, once per key of model, shapes, target CPU and compiler flags): ONNX → MLIR with the
+The build (`case_build`, once per key of model, shapes, target CPU and compiler flags): ONNX → MLIR with the
 ONNX importer that ships in iree-base-compiler, then `iree-compile` for `llvm-cpu` into a `.vmfb` module. It targets
 the host's CPU by default (`--iree-llvmcpu-target-cpu=host`): without a target CPU, LLVM emits code for a generic
 x86-64 with none of the vector units, many times slower, and IREE only says so on stderr. The CPU and features the

@@ -2,7 +2,7 @@
 
 With the cache on (the default; `cache=off` disables it), the build stage has ONNX Runtime optimize the graph
 once and save it (`SessionOptions.optimized_model_filepath`) under a key of model content, ONNX Runtime version,
-optimization level, shapes and CPU ISA (`measure.build`); `load` then creates the session from the saved graph
+optimization level, shapes and CPU ISA (`case_build`); `load` then creates the session from the saved graph
 with graph optimizations disabled. The key holds the ISA because level `all` writes layout-specific (NCHWc)
 operators chosen for this CPU. Without the cache, `load` creates the session from the model and optimizes it there.
 """
@@ -166,7 +166,7 @@ class OnnxRuntimeBackend(Backend):
     int8_quantizer: ClassVar[str | None] = "ort-qdq"
     precision_fallback: ClassVar[str | None] = "ort-fp16-graph"
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((PROFILE.key, "on"),)
-    # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantize.onthefly`); no x86 fp16/bf16.
+    # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantizers.onthefly`); no x86 fp16/bf16.
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
 
     @classmethod

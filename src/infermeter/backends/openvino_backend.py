@@ -4,7 +4,7 @@ is ALWAYS set explicitly and read back: on CPUs with AVX-512 BF16 or AMX, OpenVI
 unless told otherwise, which would pass a bf16 figure off as fp32.
 
 The build is the compiled model, exported (`CompiledModel.export_model`) under a key of the model, shapes,
-precision, performance hint, streams and threads (`measure.build`); `load` imports it (`Core.import_model`) with
+precision, performance hint, streams and threads (`case_build`); `load` imports it (`Core.import_model`) with
 the same configuration. Without the cache (`cache=off`), `load` reads and compiles the model itself.
 
 INT8: a quantized graph (an NNCF IR, a QDQ ONNX) runs as it is; a float model at `--precision int8` is quantized

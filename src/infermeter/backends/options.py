@@ -212,9 +212,9 @@ class Text(Option):
 CACHE = Switch(key="cache", default=True, help="read and write the compiled-artifact cache (off: build every time)")
 
 
-# ONNX Runtime's static calibration methods (`quantize.ort_quant` quantizes with them).
+# ONNX Runtime's static calibration methods (`quantizers.ort_quant` quantizes with them).
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
-# Read by the measure core (`quantize.onthefly`) for backends that quantize a float model on the fly.
+# Read by the build stage (`quantizers.onthefly`) for backends that quantize a float model on the fly.
 QUANTIZE_CALIB = Text(key="quantize.calib", help="calibration data for int8 on the fly (default: random inputs, "
                       "with a warning)", describe="data path (.npz, folder, file.py:fn)", int8_only=True)  # fmt: skip
 QUANTIZE_METHOD = Choice(key="quantize.method", choices=CALIBRATION_METHODS, default="minmax",

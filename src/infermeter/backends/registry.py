@@ -186,6 +186,15 @@ def default_backends() -> list[str]:
     ]
 
 
+def readers_hint(suffix: str) -> str:
+    """Which backends take a `suffix` file as it is (from their `model_files`), for errors that need another form of
+    the model (`models.spec.NoTorchForm`, completed so by the command line)."""
+    readers = [cls.name for cls in inference_backends() if suffix and suffix in cls.model_files]
+    if not readers:
+        return "this command needs a PyTorch or ONNX model"
+    return f"{suffix} files run as they are on {', '.join(readers)} (infermeter converts only from PyTorch)"
+
+
 def backend_for_file(suffix: str, device: str = "cpu") -> str:
     """The real backend of `device` whose own format `suffix` is (the first of its `model_files`: LiteRT for
     .tflite, though OpenVINO reads it too), else the first that loads such files as they are; UsageError when

@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     except InfermeterError as exc:
         if debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        from infermeter.cli.common import error_message
+
+        print(f"error: {error_message(exc)}", file=sys.stderr)
         code = exc.exit_code
     except Exception as exc:
         if debug:

@@ -12,9 +12,22 @@ from infermeter.checks import parse_options as parse_options
 from infermeter.checks import parse_positive_ints as parse_positive_ints
 from infermeter.checks import require_positive as require_positive
 from infermeter.checks import split_values as split_values
-from infermeter.errors import UsageError
+from infermeter.errors import InfermeterError, UsageError
 from infermeter.terminal import stderr as stderr
 from infermeter.terminal import stdout as stdout
+
+
+def error_message(exc: InfermeterError) -> str:
+    """The line the command line prints for `exc`: its message, and for a model with no PyTorch form the backends
+    that read its file (`NoTorchForm` carries the suffix only: models sit below the backends)."""
+    from infermeter.models.spec import NoTorchForm
+
+    if isinstance(exc, NoTorchForm):
+        from infermeter.backends.registry import readers_hint
+
+        return f"{exc}; {readers_hint(exc.suffix)}"
+    return str(exc)
+
 
 RESHAPE_HELP = (
     "Rewrite dims the model file declares fixed, NAME:DIMS (e.g. images:1x3x480x640), before it is loaded: "

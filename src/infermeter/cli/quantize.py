@@ -135,8 +135,8 @@ def int8_request(model: str, flags: Int8Flags) -> QuantizeRequest:
     from infermeter.cli.common import split_values
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
-    from infermeter.quantize.ort_quant import QuantConfig
     from infermeter.quantize.pipeline import QuantizeRequest, check_request
+    from infermeter.quantizers.ort_quant import QuantConfig
     from infermeter.results.env import default_threads
 
     if flags.output is None:

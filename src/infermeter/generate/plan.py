@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.case import MeasureSettings
+from infermeter.case_build import BuildOutcome
 from infermeter.generate.backends.base import GenerateCase, model_family
 from infermeter.generate.metrics import SLO
-from infermeter.measure.build import BuildOutcome
 from infermeter.measure.burstworker import BurstWorker
 from infermeter.measure.isolation import PhaseCallback
 from infermeter.results.schema import CaseResult

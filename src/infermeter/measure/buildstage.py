@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 
 from infermeter.backends.options import CACHE
 from infermeter.case import Case
-from infermeter.errors import describe_exception
-from infermeter.measure.build import (
+from infermeter.case_build import (
     BuildFailure,
     BuildOutcome,
     build_artifact,
@@ -21,6 +20,7 @@ from infermeter.measure.build import (
     cached_artifact,
     key_digest,
 )
+from infermeter.errors import describe_exception
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.worker import build_isolated, unavailable_reason
 from infermeter.models.spec import ModelSpec

@@ -17,8 +17,8 @@ import psutil
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
+from infermeter.case_build import build_artifact, discard_private, load_session
 from infermeter.errors import InfermeterError, describe_exception
-from infermeter.measure.build import build_artifact, discard_private, load_session
 from infermeter.measure.case_figures import fill_measurements
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile

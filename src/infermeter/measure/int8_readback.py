@@ -40,7 +40,7 @@ def _profiled(case: Case, **changes: Any) -> Case | None:
 
 
 def _profile(spec: ModelSpec, case: Case, artifact: Artifact | None, prepared: Any) -> LayerProfile | None:
-    from infermeter.measure.build import load_session
+    from infermeter.case_build import load_session
 
     session = load_session(spec, case, artifact)
     try:

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from infermeter.measure.build import BuildOutcome
+from infermeter.case_build import BuildOutcome
 from infermeter.measure.burstworker import BurstWorker, WorkerEnded
 from infermeter.measure.plan import SweepCase, SweepItem
 from infermeter.measure.speedprobe import SpeedTrace

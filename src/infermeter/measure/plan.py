@@ -12,7 +12,7 @@ from infermeter.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from infermeter.case import DataSource
-    from infermeter.measure.build import BuildOutcome
+    from infermeter.case_build import BuildOutcome
     from infermeter.measure.burstworker import BurstWorker
     from infermeter.results.schema import CaseResult
 

@@ -14,8 +14,8 @@ import psutil
 
 from infermeter.backends.base import Session
 from infermeter.case import Case
+from infermeter.case_build import build_artifact, discard_private, load_session
 from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, release_memory
-from infermeter.measure.build import build_artifact, discard_private, load_session
 from infermeter.measure.case_figures import stored_samples
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from infermeter.measure.build import BuildOutcome
+from infermeter.case_build import BuildOutcome
 from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem, SweepCase, SweepItem

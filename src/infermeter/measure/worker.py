@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from infermeter.case import Case
+from infermeter.case_build import BuildFailure
 from infermeter.measure.allocator import allocator_environment, allocator_unavailable
-from infermeter.measure.build import BuildFailure
 from infermeter.measure.burstworker import BurstWorker, WorkerEnded, run_worker_until_stopped, serve_bursts
 from infermeter.measure.execute import (
     CaseRunner,
@@ -83,12 +83,12 @@ def _child_main(
 
 
 def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
-    """The build worker: build `case`'s artifact (`measure.build.build_artifact`) and send it back."""
+    """The build worker: build `case`'s artifact (`case_build.build_artifact`) and send it back."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_thread_environment(case.threads)
     try:
-        from infermeter.measure.build import build_artifact
+        from infermeter.case_build import build_artifact
 
         conn.send(("phase", "building"))
         artifact = build_artifact(spec, case)
@@ -109,7 +109,7 @@ def case_limit(case: Case) -> MemoryLimit | None:
 
 class CaseWorker(BurstWorker):
     """One inference case in a fresh worker, driven from here (`measure.burstworker.BurstWorker`): sequential sweeps
-    and interleaved rounds use it; `artifact` is the case's built artifact (`measure.build`), when it has one."""
+    and interleaved rounds use it; `artifact` is the case's built artifact (`case_build`), when it has one."""
 
     def __init__(
         self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
@@ -133,7 +133,7 @@ class CaseWorker(BurstWorker):
 
 
 def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> Artifact | BuildFailure:
-    """`case`'s artifact built in a fresh worker within `build_timeout_s` (`measure.build.build_artifact`);
+    """`case`'s artifact built in a fresh worker within `build_timeout_s` (`case_build.build_artifact`);
     a failure, crash or timeout comes back as a `BuildFailure`, never raised."""
     worker = WorkerProcess(_build_main, (spec, case), case.settings.build_timeout_s, on_phase)
     try:

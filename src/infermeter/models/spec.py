@@ -228,15 +228,22 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models.hf_torch import build_hf_module
 
         return build_hf_module(spec)
-    raise ModelError(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form; {_readers_hint(spec)}")
+    raise NoTorchForm(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form", _suffix(spec))
 
 
-def _readers_hint(spec: ModelSpec) -> str:
-    """Which backends take `spec`'s file as it is (from their `model_files`), for errors that need another form."""
-    from infermeter.backends.registry import inference_backends
+class NoTorchForm(ModelError):
+    """A model that exists only as a graph file (ONNX, TFLite, OpenVINO IR) was asked for its torch form. It carries
+    the file's `suffix`, so that the command line names the backends that read such a file as it is
+    (`backends.registry.readers_hint`): models sit below the backends and cannot list them."""
 
-    suffix = Path(spec.path).suffix.lower() if spec.path else ""
-    readers = [cls.name for cls in inference_backends() if suffix and suffix in cls.model_files]
-    if not readers:
-        return "this command needs a PyTorch or ONNX model"
-    return f"{suffix} files run as they are on {', '.join(readers)} (infermeter converts only from PyTorch)"
+    def __init__(self, message: str, suffix: str = "") -> None:
+        super().__init__(message)
+        self.suffix = suffix
+
+    def __reduce__(self) -> tuple[type[NoTorchForm], tuple[str, str]]:
+        # A worker's error crosses to its parent pickled: keep the suffix, not only the message.
+        return type(self), (str(self), self.suffix)
+
+
+def _suffix(spec: ModelSpec) -> str:
+    return Path(spec.path).suffix.lower() if spec.path else ""

@@ -23,9 +23,9 @@ from infermeter.optimize.pipeline import FP32_ONNX, Run
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.optimize.step_log import note
 from infermeter.quantize.evaluate import score
-from infermeter.quantize.feeds import own as own_inputs
 from infermeter.quantize.study import Reference, fp32_reference
 from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
+from infermeter.quantizers.feeds import own as own_inputs
 from infermeter.results.records import Accuracy, AccuracyError, write_record
 from infermeter.results.schema import CaseResult
 
@@ -134,7 +134,7 @@ def score_backend(
     reason = cls.available() or cls.unsupported_reason(spec, case)
     if reason:
         raise BackendUnavailable(reason)
-    from infermeter.measure.build import open_session
+    from infermeter.case_build import open_session
 
     session = open_session(spec, case)
     try:

@@ -17,9 +17,9 @@ from infermeter.backends.registry import get_backend
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.optimize.pipeline import INT8_IR, Run
 from infermeter.optimize.step_log import note
-from infermeter.quantize.ort_quant import QuantConfig
 from infermeter.quantize.study import Reference, score_file
 from infermeter.quantize.study_data import StudyData
+from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.records import Accuracy, Int8Run, read_record, why_int8, write_record
 from infermeter.results.schema import CaseResult
 
@@ -75,7 +75,7 @@ def nncf_plain(
 ) -> tuple[str, str, Accuracy]:
     """NNCF's INT8 IR of the float model `source` (the FP32 ONNX artifact, or the IR given as the model), calibrated
     on the step's calibration samples and scored on its evaluation samples; cached in the journal for a resume."""
-    from infermeter.quantize.ov_quant import quantize_openvino
+    from infermeter.quantizers.ov_quant import quantize_openvino
 
     target = run.path(INT8_IR)
     if "nncf" not in details or not target.is_file():

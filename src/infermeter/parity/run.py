@@ -23,6 +23,7 @@ import numpy as np
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend, inference_backends
 from infermeter.case import Case
+from infermeter.case_build import open_session
 from infermeter.errors import (
     BackendError,
     BackendUnavailable,
@@ -31,7 +32,6 @@ from infermeter.errors import (
     UsageError,
     describe_exception,
 )
-from infermeter.measure.build import open_session
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.parity import (

@@ -16,7 +16,7 @@ QUICK_SETTINGS = MeasureSettings(warmup_iterations=5, min_iterations=30, min_tim
 def file_precision(path: Path) -> str:
     """The precision a model file computes in, read from the file."""
     if path.suffix.lower() == ".xml":
-        from infermeter.quantize.ov_quant import ir_precision
+        from infermeter.quantizers.ov_quant import ir_precision
 
         return ir_precision(path)
     from infermeter.backends.onnxruntime import onnx_graph_precision

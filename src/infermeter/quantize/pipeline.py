@@ -16,9 +16,6 @@ from infermeter.models.reshape import reshape_notes
 from infermeter.models.samples import SampleSet, load_samples
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
 from infermeter.quantize.evaluate import Accuracy
-from infermeter.quantize.feeds import own as own_inputs
-from infermeter.quantize.feeds import sample_shapes
-from infermeter.quantize.ort_quant import QuantConfig
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity
 from infermeter.quantize.study import (
     Prepared,
@@ -33,6 +30,9 @@ from infermeter.quantize.study import (
     write_model,
 )
 from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES, DataFlags, StudyData, choose_study_data
+from infermeter.quantizers.feeds import own as own_inputs
+from infermeter.quantizers.feeds import sample_shapes
+from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.records import QuantizedVariant, write_record
 from infermeter.results.schema import CaseResult, CaseWarning
 
@@ -209,7 +209,7 @@ def _label(config: QuantConfig) -> str:
 
 def _openvino_rows(study: _Study, source: Path) -> None:
     """NNCF's INT8 IR, and under --max-drop NNCF's own accuracy control when plain INT8 breaks the budget."""
-    from infermeter.quantize.ov_quant import quantize_openvino
+    from infermeter.quantizers.ov_quant import quantize_openvino
 
     request, outcome = study.request, study.outcome
     if source.suffix.lower() == ".xml":
@@ -246,8 +246,9 @@ def _onnx_rows(study: _Study, source: Path) -> None:
 
 def _nncf_controlled(study: _Study, source: Path) -> None:
     """OpenVINO's counterpart of the sensitivity search: when NNCF's plain INT8 breaks --max-drop, NNCF's own
-    accuracy control (`ov_quant.quantize_openvino_controlled`), scored like every other row."""
-    from infermeter.quantize.ov_quant import float_compute_layers, quantize_openvino_controlled
+    accuracy control (`ov_control.quantize_openvino_controlled`), scored like every other row."""
+    from infermeter.quantize.ov_control import quantize_openvino_controlled
+    from infermeter.quantizers.ov_quant import float_compute_layers
 
     request, outcome, data = study.request, study.outcome, study.data
     assert request.max_drop_pct is not None and data.calib is not None

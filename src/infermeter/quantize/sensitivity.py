@@ -19,7 +19,7 @@ import numpy as np
 from infermeter.models.samples import SampleSet
 from infermeter.quantize import metrics
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score
-from infermeter.quantize.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
+from infermeter.quantizers.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import numpy as np
 from infermeter.interrupts import deferred_interrupts
 from infermeter.models.samples import SampleSet
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
-from infermeter.quantize.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
 from infermeter.quantize.study_data import StudyData
+from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
 from infermeter.results.schema import CaseWarning
 
 Progress = Callable[[str], None]

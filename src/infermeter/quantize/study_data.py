@@ -18,8 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infermeter.models.samples import SampleSet
-from infermeter.quantize.data import RANDOM_CALIBRATION_SAMPLES, calibration_warnings, random_calibration_warning
-from infermeter.quantize.feeds import ModelInputs
+from infermeter.quantizers.calibration import (
+    RANDOM_CALIBRATION_SAMPLES,
+    calibration_warnings,
+    random_calibration_warning,
+)
+from infermeter.quantizers.feeds import ModelInputs
 from infermeter.results.schema import CaseWarning
 
 # Calibration samples used at most (`--calib-size`'s default).

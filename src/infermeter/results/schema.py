@@ -139,7 +139,7 @@ class CaseResult:
     load_s: float | None = None
     load_phases_s: dict[str, float] = field(default_factory=dict)
     cache_hit: bool | None = None
-    build: Artifact | None = None  # the artifact the case loaded (measure.build): cache state, build phases
+    build: Artifact | None = None  # the artifact the case loaded (case_build): cache state, build phases
     process_start_s: float | None = None  # isolated runs: process creation to the start of the case's work
     first_inference_ms: float | None = None
     warmup_ms: list[float] = field(default_factory=list)

@@ -16,8 +16,8 @@ import numpy as np
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case, DataSource
+from infermeter.case_build import open_session
 from infermeter.errors import BackendUnavailable, InputSpecError, describe_exception
-from infermeter.measure.build import open_session
 from infermeter.models.inputs import resolve_shapes
 from infermeter.models.spec import ModelSpec, resolve_model
 from infermeter.serve.buckets import BucketSpec, pad_to_bucket, parse_buckets

@@ -4,8 +4,8 @@ content, and hand back the INT8 graph to benchmark (a QDQ .onnx, or an OpenVINO 
 
 Every quantizer calibrates on the same samples: the data the case names with `quantize.calib=DATA`, else generated
 inputs, and the caller is told so (the accuracy of such a model is unknown: a `random_calibration` warning, never
-silence). The warning comes back in the returned record, not through Python's warnings module, and nothing here
-imports the measurement package (measure/build.py imports this module)."""
+silence). The warning comes back in the returned record, not through Python's warnings module: `case_build.py`
+imports this module, below `measure`, and nothing here reaches back up (no `measure`, no `quantize`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from infermeter.case import Case
 from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec, file_sha256
-from infermeter.quantize.data import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
-from infermeter.quantize.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
+from infermeter.quantizers.calibration import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
+from infermeter.quantizers.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
 from infermeter.results.schema import CaseWarning
 
 # The file an NNCF cache entry (a folder) holds; its weights are the `.bin` beside it.
@@ -57,7 +57,7 @@ class Calibration:
 
     def samples(self, spec: ModelSpec, case: Case) -> SampleSet:
         """The samples themselves (loaded when a quantizer runs, not on a cache hit)."""
-        from infermeter.quantize.feeds import ModelInputs
+        from infermeter.quantizers.feeds import ModelInputs
 
         feeds = ModelInputs(spec.inputs, case.input_shapes, case.input_values)
         if self.ref is None:
@@ -71,7 +71,7 @@ def model_is_quantized(spec: ModelSpec) -> bool:
     if spec.precision is not None:
         return spec.precision == "int8"
     if spec.kind == "openvino_ir" and spec.path:
-        from infermeter.quantize.ov_quant import ir_precision
+        from infermeter.quantizers.ov_quant import ir_precision
 
         return ir_precision(Path(spec.path)) == "int8"
     from infermeter.backends.onnxruntime import onnx_graph_precision
@@ -121,7 +121,7 @@ def _nncf(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
     """OpenVINO's NNCF (`nncf.quantize`) on the model as OpenVINO reads it (an IR as it is, else the ONNX form):
     an IR (.xml + .bin) in a cache folder."""
     from infermeter.models.convert import cached_build, onnx_for
-    from infermeter.quantize.ov_quant import quantize_openvino
+    from infermeter.quantizers.ov_quant import quantize_openvino
 
     calibration = Calibration.of(case)
     source = Path(spec.path) if spec.kind == "openvino_ir" and spec.path else onnx_for(spec).path

@@ -1,12 +1,18 @@
-"""The build stage: the slow, cacheable work of a case, done once per artifact key before any case's process starts.
+"""One case's build, in this process: the slow, cacheable work done once per artifact key, and the session loaded
+from it.
 
 What a case loads may need building first: its model exported to ONNX, an INT8 graph made on the fly
 (`--precision int8` on a float model), then the backend's own artifact (`Backend.build`: an optimized graph, a
 compiled blob, an engine, a tuned library). `build_artifact` does it in the calling process, cached by content
 (`models.convert.cached_entry`: a corrupt entry is rebuilt, `cache=off` builds into a folder of the case's own).
-`BuildStage` runs those builds for a sweep, each key once, in a worker process with its own timeout
-(`--build-timeout`), so a crash or a hang in a compiler fails the cases that needed it and nothing else. A case's
-`load` then only deserializes: its result records the build apart (`CaseResult.build`), with the cache state.
+The build stage (`measure/buildstage.py`) runs those builds for a sweep, each key once, in a worker process with its
+own timeout (`--build-timeout`), so a crash or a hang in a compiler fails the cases that needed it and nothing else.
+A case's `load` then only deserializes: its result records the build apart (`CaseResult.build`), with the cache
+state.
+
+It sits below `measure` (was `measure/build.py`): `measure` runs it in its workers, and the commands that need a
+session rather than a measurement (`parity`, `serve`, optimize's accuracy) open theirs with `open_session` without
+importing `measure`, which itself checks parity through `parity` (`--check-parity`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ def _quantized_on_the_fly(spec: ModelSpec, case: Case) -> str | None:
     quantizer = get_backend(case.backend).int8_quantizer_for(case) if case.precision == "int8" else None
     if quantizer is None:
         return None
-    from infermeter.quantize.onthefly import model_is_quantized
+    from infermeter.quantizers.onthefly import model_is_quantized
 
     return None if model_is_quantized(spec) else quantizer
 
@@ -65,7 +71,7 @@ def _build(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
     model, phases, notes, warnings, model_path = spec, {}, [], [], None
     quantizer = _quantized_on_the_fly(spec, case)
     if quantizer is not None:
-        from infermeter.quantize.onthefly import quantize_on_the_fly
+        from infermeter.quantizers.onthefly import quantize_on_the_fly
 
         start = time.perf_counter()
         made = quantize_on_the_fly(spec, case, quantizer)
