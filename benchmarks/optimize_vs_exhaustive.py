@@ -4,8 +4,8 @@
     python benchmarks/optimize_vs_exhaustive.py --quick            # a smoke run: tiny_cnn, two engines, FP32/INT8
     python benchmarks/optimize_vs_exhaustive.py --reuse DIR --write-docs   # judge again from a run's -o DIR
     python benchmarks/optimize_vs_exhaustive.py --reuse DIR --rerun-optimize --models resnet18
-        # optimize alone again against the kept exhaustive search (after a change to its pruning); keep its
-        # results.json as DIR/MODEL/reruns/N/ (seconds in times.json's "reruns") and --reuse judges it as a row
+        # optimize alone again against the kept exhaustive search (after a change to its pruning); its
+        # results.json is kept as DIR/MODEL/reruns/N/ (seconds in times.json's "reruns"), judged as a row
 
 For each model: every configuration optimize could pick (`optimize_space.enumerate_space`: engine × precision ×
 shape mode × batch at the request's threads, one stream) is measured with `infermeter bench`, interleaved within
@@ -294,21 +294,29 @@ def kept_reruns(folder: Path) -> list[str]:
 
 def rerun_optimize_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
     """optimize alone again on a kept run's model, judged against that run's exhaustive search: its new time and
-    pick after a change to its pruning. The first optimize run moves to optimize-before/ (once), its seconds kept in
-    times.json as `optimize_before`."""
+    pick after a change to its pruning. Its results file is kept as `reruns/N/results.json` (the next N), its
+    seconds in times.json's `reruns`; the first optimize run stays in optimize/, its seconds in `optimize`."""
     import shutil
 
     ref, flags = resolve(model, cache)
     times = json.loads((folder / "times.json").read_text())
-    before = folder / "optimize-before"
-    if not before.exists():
-        (folder / "optimize").rename(before)
-        times["optimize_before"] = times["optimize"]
-    shutil.rmtree(folder / "optimize", ignore_errors=True)
-    shutil.rmtree(folder / "cache-optimize", ignore_errors=True)  # from an empty cache, as the first run
-    times["optimize"] = run_optimize(ref, flags, s, folder)[1]
+    first = folder / "optimize-first"
+    (folder / "optimize").rename(first)
+    shutil.rmtree(folder / "cache-optimize", ignore_errors=True)
+    try:
+        _, seconds = run_optimize(ref, flags, s, folder)  # from an empty cache, as the first run
+    finally:
+        rerun_files = folder / "optimize"
+        rerun = str(len(kept_reruns(folder)) + 1)
+        if (rerun_files / "results.json").is_file():
+            (folder / "reruns" / rerun).mkdir(parents=True)
+            shutil.copy2(rerun_files / "results.json", folder / "reruns" / rerun / "results.json")
+        shutil.rmtree(rerun_files, ignore_errors=True)
+        shutil.rmtree(folder / "cache-optimize", ignore_errors=True)
+        first.rename(folder / "optimize")
+    times.setdefault("reruns", {})[rerun] = round(seconds, 1)
     (folder / "times.json").write_text(json.dumps(times))
-    return reuse_model(model, s, folder, cache)
+    return reuse_model(model, s, folder, cache, rerun)
 
 
 def _ratio_text(ratio: tuple[float, ...] | None) -> str:

@@ -55,14 +55,19 @@ def test_without_the_step_the_pool_is_unchanged() -> None:
     assert final_pool(run, cases) == (cases, [])  # type: ignore[arg-type]
 
 
-def test_the_advice_quotes_the_paired_margin_between_two_finalists() -> None:
-    pick = replace(_case("openvino", 12.0), rounds_p50_ms=[12.0, 12.1, 11.9, 12.0])
+def test_the_advice_quotes_the_paired_margin_between_finalists_of_different_models() -> None:
+    pick = replace(
+        _case("openvino", 12.0, "int8"), model="artifacts/model.int8.xml", rounds_p50_ms=[12.0, 12.1, 11.9, 12]
+    )
     runner = replace(_case("onnxruntime", 13.0), rounds_p50_ms=[13.0, 13.2, 12.9, 13.1])
     run = _run([], {"originals": [pick.id, runner.id], "copies": ["x", "y"], "eliminated": ["z"]})
     lines = finalists_lines(run, pick, runner)  # type: ignore[arg-type]
     assert "2 best admissible candidates measured again together, in 4 interleaved rounds" in lines[0]
     assert "1 other admissible candidate(s)" in lines[0]
     assert "1.08" in lines[1] and "they differ" in lines[1]
+    # Of one model, the advice itself quotes the margin (advise._paired_margin): not said twice.
+    same_model = replace(pick, model=runner.model, precision="fp32")
+    assert len(finalists_lines(run, same_model, runner)) == 1  # type: ignore[arg-type]
     assert finalists_lines(_run([], {}), pick, runner) == []  # type: ignore[arg-type]
 
 

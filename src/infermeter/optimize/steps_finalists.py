@@ -28,6 +28,11 @@ from infermeter.results.schema import CaseResult
 ROUND_OPTION, ROUND_VALUE = FINALIST_TAG
 # Objectives a group's timed rounds decide; peak memory does not drift with the machine's speed.
 TIMED_OBJECTIVES = ("latency", "throughput")
+# Each finalist is timed for at most this many times --min-time (and never past --max-time). The group decides an
+# order, not a figure to a 1% interval: left to the stop rule, candidates within 2-5% of each other never meet
+# it, and the group ran to its 200-round cap (NudeNet: 141 s for three 7 ms cases, most of it the rounds'
+# hand-overs). Three times --min-time is about 30 rounds at the default --rounds 10.
+GROUP_TIME_FACTOR = 3.0
 
 
 def first_round(run: Run) -> list[CaseResult]:
@@ -105,9 +110,10 @@ def _measure_together(run: Run, finalists: list[CaseResult]) -> list[CaseResult]
     for case in finalists:
         spec, planned = run.sources[case.id]
         options = tuple(sorted({**dict(planned.options), ROUND_OPTION: ROUND_VALUE}.items()))
-        items.append(
-            PlanItem(spec, (replace(planned, options=options, settings=replace(planned.settings, check_parity=False)),))
-        )
+        settings = planned.settings
+        max_time_s = min(settings.max_time_s, max(settings.min_time_s * GROUP_TIME_FACTOR, settings.min_time_s))
+        settings = replace(settings, check_parity=False, max_time_s=max_time_s)
+        items.append(PlanItem(spec, (replace(planned, options=options, settings=settings),)))
     labels = ", ".join(case_variant_label(c) for c in finalists)
     note(run, "finalists", f"measuring {len(items)} finalists together: {labels}")
     done, reason = run_group(items, lambda _index, _case, phase: None)
@@ -184,8 +190,12 @@ def final_pool(run: Run, cases: list[CaseResult]) -> tuple[list[CaseResult], lis
 
 
 def finalists_lines(run: Run, pick: CaseResult | None, runner_up: CaseResult | None) -> list[str]:
-    """What the advice owes to the finalists' step: how many were measured together, and the pick's paired margin
-    over the runner-up when both were finalists (empty when the step did not run)."""
+    """What the advice owes to the finalists' step: how many were measured together and, when both the pick and
+    the runner-up were finalists, the pick's paired margin over it (empty when the step did not run). The advice
+    quotes that margin itself for two cases of one comparison group; this says it for finalists of different
+    models too (an engine's INT8 file against the FP32 model), which ran in the same rounds all the same."""
+    from infermeter.report.summary import comparison_group
+
     details = (run.journal.step("finalists") or {}).get("details", {})
     originals = details.get("originals", [])
     if not originals or pick is None or pick.id not in originals:
@@ -194,7 +204,9 @@ def finalists_lines(run: Run, pick: CaseResult | None, runner_up: CaseResult | N
     lines = [f"Decided among the {len(originals)} best admissible candidates measured again together, in {rounds} "
              f"interleaved rounds; {len(details.get('eliminated', []))} other admissible candidate(s) were slower "
              "when first measured."]  # fmt: skip
-    if runner_up is not None and runner_up.id in originals and rounds >= 2 and len(runner_up.rounds_p50_ms) == rounds:
+    if runner_up is None or runner_up.id not in originals or comparison_group(pick) == comparison_group(runner_up):
+        return lines
+    if rounds >= 2 and len(runner_up.rounds_p50_ms) == rounds:
         from infermeter.measure.interleave import paired_speedup
 
         margin = paired_speedup(runner_up.rounds_p50_ms, pick.rounds_p50_ms, runner_up.id)
