@@ -154,11 +154,14 @@ def run_optimize(ref: str, flags: list[str], s: Settings, folder: Path) -> tuple
 
 
 def pick_of(results: dict[str, Any]) -> dict[str, Any] | None:
-    """optimize's pick (its case), None when it picked nothing."""
+    """optimize's pick (its case, or the copy the finalists' step measured of it: the figures the advice used),
+    None when it picked nothing."""
     steps = results.get("optimize", {}).get("steps", [])
     advise: dict[str, Any] = next((s for s in steps if s["key"] == "advise"), {})
-    advice = advise.get("details", {})
-    return next((c for c in results["cases"] if c["id"] == advice.get("pick")), None)
+    finalists = next((s for s in steps if s["key"] == "finalists"), {}).get("details", {})
+    copies = dict(zip(finalists.get("originals", []), finalists.get("copies", []), strict=True))
+    pick = advise.get("details", {}).get("pick")
+    return next((c for c in results["cases"] if c["id"] == copies.get(pick, pick)), None)
 
 
 def paired_ratio(

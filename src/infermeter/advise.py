@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from infermeter.metrics import Metric, metric
 from infermeter.report.pareto import pareto_front
-from infermeter.report.summary import case_label, comparison_group, format_ms, machine_of, parity_failed
+from infermeter.report.summary import case_label, format_ms, machine_of, parity_failed
 from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
-from infermeter.tradeoff import CaseCost, case_costs, cost_lines, shortfall_text, traded_line
+from infermeter.tradeoff import CaseCost, case_costs, cost_lines, paired_margin_lines, shortfall_text, traded_line
 
 OBJECTIVES = ("latency", "throughput", "memory")
 
@@ -266,7 +266,7 @@ def _explain(
     if len(ranked) > 1:
         runner = ranked[1]
         lines.append(f"Runner-up: {case_label(runner)}: {describe(runner)}.")
-        lines += _paired_margin(pick, runner)
+        lines += paired_margin_lines(pick, runner)
     lines += _per_machine(ranked, objective)
     if any(w.code == "interference" for w in pick.warnings):
         lines.append("Caution: other work on the machine disturbed the pick's measurement (interference); rerun idle.")
@@ -314,21 +314,6 @@ def _per_machine(ranked: list[CaseResult], objective: str) -> list[str]:
         return []
     ranks = "; ".join(f"{machine}: {case_label(case)} ({describe(case)})" for machine, case in best.items())
     return [f"Best per machine class, by {objective}: {ranks}."]
-
-
-def _paired_margin(pick: CaseResult, runner: CaseResult) -> list[str]:
-    """The pick's margin over the runner-up from their interleaved rounds, when both ran in the same rounds."""
-    if len(pick.rounds_p50_ms) < 2 or len(pick.rounds_p50_ms) != len(runner.rounds_p50_ms):
-        return []
-    if comparison_group(pick) != comparison_group(runner):
-        return []
-    from infermeter.measure.interleave import paired_speedup
-
-    margin = paired_speedup(runner.rounds_p50_ms, pick.rounds_p50_ms, runner.id)
-    interval = f"{margin.ratio:.2f}x [{margin.ci_low:.2f}–{margin.ci_high:.2f}] over {margin.rounds} interleaved rounds"
-    if margin.no_difference:
-        return [f"The pick and the runner-up cannot be told apart on this machine ({interval}): either will do."]
-    return [f"The pick's P50 margin over the runner-up: {interval}."]
 
 
 def _binding(eligible: list[CaseResult], constraints: Constraints) -> list[Binding]:

@@ -1,13 +1,14 @@
 """The cost side of the seeds' triangle (cost, performance, memory): what a million inferences cost at a case's
 measured throughput on a machine billed by the hour, and the sentences saying what a pick under constraints
-traded against the best case measured. Pure; `advise` calls it."""
+traded against the best case measured, and the pick's paired margin over the runner-up. Pure; `advise` calls
+it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from infermeter.report.summary import case_label, format_ms
+from infermeter.report.summary import case_label, comparison_group, format_ms
 from infermeter.results.schema import CaseResult
 
 SECONDS_PER_HOUR = 3600.0
@@ -135,3 +136,18 @@ def cost_lines(
             f"P50 {format_ms(_p50(cheapest))} ms vs {format_ms(_p50(pick))} ms)."
         )
     return lines
+
+
+def paired_margin_lines(pick: CaseResult, runner: CaseResult) -> list[str]:
+    """The pick's margin over the runner-up from their interleaved rounds, when both ran in the same rounds."""
+    if len(pick.rounds_p50_ms) < 2 or len(pick.rounds_p50_ms) != len(runner.rounds_p50_ms):
+        return []
+    if comparison_group(pick) != comparison_group(runner):
+        return []
+    from infermeter.measure.interleave import paired_speedup
+
+    margin = paired_speedup(runner.rounds_p50_ms, pick.rounds_p50_ms, runner.id)
+    interval = f"{margin.ratio:.2f}x [{margin.ci_low:.2f}–{margin.ci_high:.2f}] over {margin.rounds} interleaved rounds"
+    if margin.no_difference:
+        return [f"The pick and the runner-up cannot be told apart on this machine ({interval}): either will do."]
+    return [f"The pick's P50 margin over the runner-up: {interval}."]

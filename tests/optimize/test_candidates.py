@@ -13,6 +13,7 @@ from infermeter.optimize.candidates import (
     GainLog,
     admissible,
     best_case,
+    finalists_reserve_s,
     hardware_precision_reason,
     plan_backends,
     prune_reason,
@@ -140,3 +141,13 @@ def test_story_tells_each_step_with_skips_and_the_pick() -> None:
     assert page.index('id="story"') < page.index("<h2>Results</h2>")
     plain = ResultsFile(created="now", environment={}, cases=[base])
     assert render_story(merge_results([SourceFile("r.json", plain)])) == ""
+
+
+def test_the_budget_keeps_the_finalists_reserve_until_their_step() -> None:
+    reserve = finalists_reserve_s(3, min_time_s=2.0)
+    assert reserve == 3 * (3.0 * 2.0 + 10.0) and finalists_reserve_s(1, 2.0) == 0.0  # no group of one
+    budget = Budget(limit_s=100.0, reserve_s=reserve)
+    assert budget.remaining_s() <= 100.0 - reserve
+    assert budget.case_reason("x", [_case("x", 1.0, duration_s=60.0)]) is not None  # 60 s no longer fits in 52
+    budget.release_reserve()
+    assert budget.case_reason("x", [_case("x", 1.0, duration_s=60.0)]) is None

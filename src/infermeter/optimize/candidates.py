@@ -162,20 +162,41 @@ def repair_prune_reason(candidate: CaseResult, best: CaseResult | None) -> str |
     )
 
 
+# The finalists' group (optimize.steps_finalists) times each finalist for at most this many times --min-time: it
+# decides an order, not a figure to a 1% interval. Left to the stop rule, candidates within 2-5% of each other never
+# meet it, and the group ran to its 200-round cap (NudeNet: 141 s for three 7 ms cases, most of it the rounds'
+# hand-overs). Three times --min-time is about 30 rounds at the default --rounds 10.
+GROUP_TIME_FACTOR = 3.0
+# Beyond its timing, a finalist's worker spawns, imports its framework and loads (torch.compile: up to 20 s).
+GROUP_CASE_OVERHEAD_S = 10.0
+
+
+def finalists_reserve_s(finalists: int, min_time_s: float) -> float:
+    """Seconds the budget keeps for the finalists' group from the start: without it the earlier steps spend the
+    whole budget and the group, the step that decides the pick, is the one skipped (resnet18: 2 s were left)."""
+    return finalists * (GROUP_TIME_FACTOR * min_time_s + GROUP_CASE_OVERHEAD_S) if finalists >= 2 else 0.0
+
+
 @dataclass
 class Budget:
-    """The time this invocation may spend, and cost estimates from the cases measured so far."""
+    """The time this invocation may spend, and cost estimates from the cases measured so far. `reserve_s` is kept
+    back from every step until `release_reserve` (the finalists' step)."""
 
     limit_s: float
     started: float = field(default_factory=time.monotonic)
+    reserve_s: float = 0.0
 
     def elapsed_s(self) -> float:
         """Seconds spent since the start."""
         return time.monotonic() - self.started
 
     def remaining_s(self) -> float:
-        """Seconds left (negative when over)."""
-        return self.limit_s - self.elapsed_s()
+        """Seconds left (negative when over), less the reserve."""
+        return self.limit_s - self.elapsed_s() - self.reserve_s
+
+    def release_reserve(self) -> None:
+        """The reserve becomes available to the step it was kept for."""
+        self.reserve_s = 0.0
 
     @staticmethod
     def estimate_case_s(backend: str, measured: Sequence[CaseResult]) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from infermeter.errors import UsageError
 from infermeter.measure.plan import PlanItem
 from infermeter.models.reshape import reshape_notes
 from infermeter.models.spec import ModelSpec, resolve_model
-from infermeter.optimize.candidates import Budget, GainLog
+from infermeter.optimize.candidates import Budget, GainLog, finalists_reserve_s
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.results.records import OptimizeStep, write_record
@@ -228,6 +228,7 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     journal = Journal(results)
     journal.data["model"] = request.model
     journal.data["request"] = request.to_dict()
-    run = Run(request, spec, results, emit, Budget(request.budget_s))
+    reserve_s = finalists_reserve_s(request.finalists, request.settings.min_time_s)
+    run = Run(request, spec, results, emit, Budget(request.budget_s, reserve_s=reserve_s))
     run.save()
     return run

@@ -19,7 +19,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infermeter.advise import Exclusion, advise
-from infermeter.optimize.candidates import evidence_reason
+from infermeter.optimize.candidates import (
+    GROUP_CASE_OVERHEAD_S,
+    GROUP_TIME_FACTOR,
+    evidence_reason,
+    finalists_reserve_s,
+)
 from infermeter.optimize.pipeline import FINALIST_TAG, Run, case_variant_label
 from infermeter.optimize.step_log import begin, finish, note, skip
 from infermeter.results.records import Accuracy, AccuracyError, OptimizeStep, ParityRecord, read_record, write_record
@@ -28,11 +33,6 @@ from infermeter.results.schema import CaseResult
 ROUND_OPTION, ROUND_VALUE = FINALIST_TAG
 # Objectives a group's timed rounds decide; peak memory does not drift with the machine's speed.
 TIMED_OBJECTIVES = ("latency", "throughput")
-# Each finalist is timed for at most this many times --min-time (and never past --max-time). The group decides an
-# order, not a figure to a 1% interval: left to the stop rule, candidates within 2-5% of each other never meet
-# it, and the group ran to its 200-round cap (NudeNet: 141 s for three 7 ms cases, most of it the rounds'
-# hand-overs). Three times --min-time is about 30 rounds at the default --rounds 10.
-GROUP_TIME_FACTOR = 3.0
 
 
 def first_round(run: Run) -> list[CaseResult]:
@@ -63,6 +63,7 @@ def step_finalists(run: Run) -> None:
         "together, in interleaved rounds, and the pick is decided on those figures"
     )
     begin(run, "finalists", why)
+    run.budget.release_reserve()  # kept for this step since the start
     ranked = first_round(run)
     reason = _skip_reason(run, ranked)
     if reason:
@@ -77,8 +78,9 @@ def step_finalists(run: Run) -> None:
         note(run, "finalists", "resumed: the finalists were measured together earlier")
         finish(run, "finalists")
         return
-    estimate_s = sum(run.budget.estimate_case_s(c.backend, run.measured())[0] for c in finalists)
-    reason = run.budget.work_reason("the finalists' group", estimate_s, "their first measurements' durations")
+    estimate_s = finalists_reserve_s(len(finalists), run.request.settings.min_time_s)
+    source = f"{GROUP_TIME_FACTOR:g}x --min-time and {GROUP_CASE_OVERHEAD_S:g} s to start each"
+    reason = run.budget.work_reason("the finalists' group", estimate_s, source)
     if reason:
         skip(run, "finalists", "re-measuring the finalists together", reason)
         finish(run, "finalists", "skipped")
