@@ -84,3 +84,19 @@ def test_when_the_step_does_not_run_it_says_why(request_fields: dict[str, Any], 
     run = _run([], {}, **request_fields)
     reason = _skip_reason(run, [_case("onnxruntime", 10.0)])  # type: ignore[arg-type]
     assert reason is not None and expected in reason
+
+
+def test_the_group_shrinks_to_what_the_budget_has_left_and_says_when_nothing_fits() -> None:
+    from infermeter.case import MeasureSettings
+    from infermeter.optimize.candidates import Budget
+    from infermeter.optimize.steps_finalists import _time_per_finalist_s
+
+    def run_with(left_s: float) -> SimpleNamespace:
+        settings = MeasureSettings(min_time_s=2.0, max_time_s=20.0)
+        return SimpleNamespace(request=SimpleNamespace(settings=settings), budget=Budget(limit_s=left_s))
+
+    assert _time_per_finalist_s(run_with(600.0), 3) == (6.0, None)  # 3x --min-time, plenty left
+    timed_s, reason = _time_per_finalist_s(run_with(40.0), 3)  # resnet18's rerun: 40 s left after the steps
+    assert reason is None and 2.0 <= timed_s < 6.0
+    timed_s, reason = _time_per_finalist_s(run_with(20.0), 3)
+    assert reason is not None and "budget" in reason and "finalists' group" in reason

@@ -23,7 +23,6 @@ from infermeter.optimize.candidates import (
     GROUP_CASE_OVERHEAD_S,
     GROUP_TIME_FACTOR,
     evidence_reason,
-    finalists_reserve_s,
 )
 from infermeter.optimize.pipeline import FINALIST_TAG, Run, case_variant_label
 from infermeter.optimize.step_log import begin, finish, note, skip
@@ -78,14 +77,12 @@ def step_finalists(run: Run) -> None:
         note(run, "finalists", "resumed: the finalists were measured together earlier")
         finish(run, "finalists")
         return
-    estimate_s = finalists_reserve_s(len(finalists), run.request.settings.min_time_s)
-    source = f"{GROUP_TIME_FACTOR:g}x --min-time and {GROUP_CASE_OVERHEAD_S:g} s to start each"
-    reason = run.budget.work_reason("the finalists' group", estimate_s, source)
+    timed_s, reason = _time_per_finalist_s(run, len(finalists))
     if reason:
         skip(run, "finalists", "re-measuring the finalists together", reason)
         finish(run, "finalists", "skipped")
         return
-    copies = _measure_together(run, finalists)
+    copies = _measure_together(run, finalists, timed_s)
     if copies is None:
         finish(run, "finalists", "skipped")
         return
@@ -102,9 +99,23 @@ def step_finalists(run: Run) -> None:
     finish(run, "finalists")
 
 
-def _measure_together(run: Run, finalists: list[CaseResult]) -> list[CaseResult] | None:
-    """The finalists' copies, measured as one interleaved group (first-round best first: the paired ratios are
-    over it); None when the group could not run (the reason is in the journal)."""
+def _time_per_finalist_s(run: Run, count: int) -> tuple[float, str | None]:
+    """How long each finalist is timed: GROUP_TIME_FACTOR x --min-time (within --max-time), less when the budget
+    has less left (the steps before may overrun the reserve: each case is admitted on an estimate); the reason
+    when not even --min-time each fits."""
+    settings = run.request.settings
+    wanted_s = min(settings.max_time_s, max(GROUP_TIME_FACTOR * settings.min_time_s, settings.min_time_s))
+    fits_s = run.budget.remaining_s() / count - GROUP_CASE_OVERHEAD_S
+    if fits_s < settings.min_time_s:
+        estimate_s = count * (settings.min_time_s + GROUP_CASE_OVERHEAD_S)
+        source = f"--min-time and {GROUP_CASE_OVERHEAD_S:g} s to start each of {count}"
+        return 0.0, run.budget.work_reason("the finalists' group", estimate_s, source)
+    return min(wanted_s, fits_s), None
+
+
+def _measure_together(run: Run, finalists: list[CaseResult], timed_s: float) -> list[CaseResult] | None:
+    """The finalists' copies, each timed for at most `timed_s`, measured as one interleaved group (first-round
+    best first: the paired ratios are over it); None when the group could not run (the reason is in the journal)."""
     from infermeter.measure.interleave import run_group
     from infermeter.measure.plan import PlanItem
 
@@ -112,12 +123,10 @@ def _measure_together(run: Run, finalists: list[CaseResult]) -> list[CaseResult]
     for case in finalists:
         spec, planned = run.sources[case.id]
         options = tuple(sorted({**dict(planned.options), ROUND_OPTION: ROUND_VALUE}.items()))
-        settings = planned.settings
-        max_time_s = min(settings.max_time_s, max(settings.min_time_s * GROUP_TIME_FACTOR, settings.min_time_s))
-        settings = replace(settings, check_parity=False, max_time_s=max_time_s)
+        settings = replace(planned.settings, check_parity=False, max_time_s=timed_s)
         items.append(PlanItem(spec, (replace(planned, options=options, settings=settings),)))
     labels = ", ".join(case_variant_label(c) for c in finalists)
-    note(run, "finalists", f"measuring {len(items)} finalists together: {labels}")
+    note(run, "finalists", f"measuring {len(items)} finalists together, each timed for up to {timed_s:.1f} s: {labels}")
     done, reason = run_group(items, lambda _index, _case, phase: None)
     if reason is not None:
         skip(run, "finalists", "re-measuring the finalists together", reason)
