@@ -64,7 +64,7 @@ def test_the_advice_quotes_the_paired_margin_between_finalists_of_different_mode
     lines = finalists_lines(run, pick, runner)  # type: ignore[arg-type]
     assert "2 best admissible candidates measured again together, in 4 interleaved rounds" in lines[0]
     assert "1 other admissible candidate(s)" in lines[0]
-    assert "1.08" in lines[1] and "they differ" in lines[1]
+    assert "1.08" in lines[1] and "the pick is faster" in lines[1]
     # Of one model, the advice itself quotes the margin (tradeoff.paired_margin_lines): not said twice.
     same_model = replace(pick, model=runner.model, precision="fp32")
     assert len(finalists_lines(run, same_model, runner)) == 1  # type: ignore[arg-type]

@@ -221,7 +221,9 @@ def finalists_lines(run: Run, pick: CaseResult | None, runner_up: CaseResult | N
         from infermeter.measure.interleave import paired_speedup
 
         margin = paired_speedup(runner_up.rounds_p50_ms, pick.rounds_p50_ms, runner_up.id)
-        verdict = "cannot be told apart" if margin.no_difference else "differ"
-        lines.append(f"Pick against runner-up, paired over those rounds: {margin.ratio:.3f}x "
-                     f"[{margin.ci_low:.3f}, {margin.ci_high:.3f}]: they {verdict} on this machine.")  # fmt: skip
+        verdict = "they cannot be told apart on this machine: either will do" if margin.no_difference else (
+            "the pick is faster" if margin.ratio > 1 else "the runner-up is faster round by round, although its P50 "
+            "over all the group's samples is higher")  # fmt: skip
+        lines.append(f"The pick's speed over the runner-up's, paired over those rounds: {margin.ratio:.3f}x "
+                     f"[{margin.ci_low:.3f}, {margin.ci_high:.3f}]: {verdict}.")  # fmt: skip
     return lines
