@@ -161,8 +161,9 @@ class FakeOpenAIServer:
         )
 
     def go_down(self) -> None:
-        """Stop answering and close the listening socket: later connections are refused."""
-        time.sleep(0.05)  # let the request that triggered it finish its stream
+        """Stop answering and close the listening socket: later connections are refused. The request that
+        triggered it streams on in its own handler thread; no pause for it here, since a client that starts its
+        next request at once (a sweep's next level) would then still find the server up."""
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -100,3 +100,15 @@ def test_the_group_shrinks_to_what_the_budget_has_left_and_says_when_nothing_fit
     assert reason is None and 2.0 <= timed_s < 6.0
     timed_s, reason = _time_per_finalist_s(run_with(20.0), 3)
     assert reason is not None and "budget" in reason and "finalists' group" in reason
+
+
+def test_a_resumed_run_keeps_the_group_measured_earlier() -> None:
+    from infermeter.optimize.steps_finalists import _measured_earlier
+
+    fast, second = _case("onnxruntime", 10.0), _case("openvino", 11.0)
+    fast_again, second_again = _copy(fast, 13.0, [13.0]), _copy(second, 12.0, [12.0])
+    details = {"originals": [fast.id, second.id], "copies": [fast_again.id, second_again.id]}
+    assert _measured_earlier(_run([fast, second, fast_again, second_again], details), details)  # type: ignore[arg-type]
+    # A copy missing (the group was interrupted): measured again.
+    assert not _measured_earlier(_run([fast, second, fast_again], details), details)  # type: ignore[arg-type]
+    assert not _measured_earlier(_run([fast, second], {}), {})  # type: ignore[arg-type]

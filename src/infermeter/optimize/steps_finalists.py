@@ -69,14 +69,14 @@ def step_finalists(run: Run) -> None:
         skip(run, "finalists", "re-measuring the finalists together", reason)
         finish(run, "finalists", "skipped")
         return
-    finalists = [c for c in ranked if c.id in run.sources][: run.request.finalists]
     details = run.journal.details("finalists")
-    if details.get("originals") == [c.id for c in finalists] and len(run.journal.step_cases("finalists")) == len(
-        finalists
-    ):
+    if _measured_earlier(run, details):
+        # Resumed: the group stands as it was measured. Not chosen again: a resumed run's steps may not rebuild
+        # every case they measured before (Run.sources), and the same pick is what the later steps resume from.
         note(run, "finalists", "resumed: the finalists were measured together earlier")
         finish(run, "finalists")
         return
+    finalists = [c for c in ranked if c.id in run.sources][: run.request.finalists]
     timed_s, reason = _time_per_finalist_s(run, len(finalists))
     if reason:
         skip(run, "finalists", "re-measuring the finalists together", reason)
@@ -97,6 +97,14 @@ def step_finalists(run: Run) -> None:
     for line in _summary(finalists, copies, run.request.objective):
         note(run, "finalists", line)
     finish(run, "finalists")
+
+
+def _measured_earlier(run: Run, details: dict[str, object]) -> bool:
+    """Whether an earlier invocation measured the group: its originals and copies all in the results file."""
+    originals, copies = details.get("originals"), details.get("copies")
+    if not isinstance(originals, list) or not isinstance(copies, list) or len(originals) != len(copies):
+        return False
+    return all(run.journal.case(case_id) is not None for case_id in [*originals, *copies])
 
 
 def _time_per_finalist_s(run: Run, count: int) -> tuple[float, str | None]:
@@ -139,7 +147,8 @@ def _measure_together(run: Run, finalists: list[CaseResult], timed_s: float) -> 
                 write_record(copy, record)
         first = read_record(original, OptimizeStep)
         write_record(copy, OptimizeStep("finalists", first.variant if first else "", first.artifact if first else None))
-        run.results.cases.append(copy)
+        # A copy's id is its original's with the tag: measured again (a group interrupted earlier), it replaces.
+        run.results.cases[:] = [c for c in run.results.cases if c.id != copy.id] + [copy]
         run.journal.add_case("finalists", copy.id)
         copies.append(copy)
     run.save()
