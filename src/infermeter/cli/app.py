@@ -104,6 +104,17 @@ class _Interrupts:
         """Whether Ctrl-C was pressed during the command, even when the interrupt it raised was swallowed."""
         return self.presses > 0 or self.swallowed > 0
 
+    @staticmethod
+    def forget_unhandled() -> None:
+        """Clear CPython's note that a KeyboardInterrupt went unhandled. A KeyboardInterrupt that leaves code a
+        native library runs through `PyRun_String` (torch's import does) sets that note for good, even when the
+        command catches the interrupt later; `python -m infermeter` then ends killed by SIGINT (-2) instead of
+        with its exit code. Every `PyRun_String` clears it first, so running an empty one does."""
+        if sys.implementation.name == "cpython":
+            import ctypes
+
+            ctypes.pythonapi.PyRun_SimpleString(b"pass")
+
 
 _INTERRUPTS = _Interrupts()
 
@@ -156,4 +167,6 @@ def main(argv: list[str] | None = None) -> None:
     if code == 0 and on_main_thread and _INTERRUPTS.pressed:  # the interrupt was swallowed on its way (see _Interrupts)
         print("interrupted", file=sys.stderr)
         code = 130
+    if on_main_thread and _INTERRUPTS.pressed:
+        _INTERRUPTS.forget_unhandled()
     sys.exit(code)
