@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.quantize import digits
-from infermeter.quantize.pipeline import QuantizeOutcome, QuantizeRequest, quantize_model
+from infermeter.quantize.pipeline import quantize_model
+from infermeter.quantize.request import QuantizeOutcome, QuantizeRequest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "int8-engines.md"
 SECTION = "## Accuracy-aware INT8: our sensitivity search against NNCF's accuracy control"

@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 
 from infermeter.quantize import digits
-from infermeter.quantize.pipeline import QuantizeRequest, quantize_model
+from infermeter.quantize.pipeline import quantize_model
+from infermeter.quantize.request import QuantizeRequest
 
 
 def main() -> None:

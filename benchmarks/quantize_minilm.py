@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.models.text_feeds import load_sentences, tokenize
-from infermeter.quantize.pipeline import QuantizeRequest, quantize_model
+from infermeter.quantize.pipeline import quantize_model
+from infermeter.quantize.request import QuantizeRequest
 from infermeter.quantizers.ort_quant import QuantConfig
 
 

@@ -91,7 +91,7 @@ def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
     from infermeter.environment import framework_versions
     from infermeter.optimize.steps_int8 import int8_engines
     from infermeter.parity.run import reference_backends
-    from infermeter.quantize.pipeline import quantize_engines
+    from infermeter.quantize.request import quantize_engines
 
     assert int8_engines("cpu") == ["onnxruntime", "openvino"]
     assert int8_engines("cuda") == ["onnxruntime-tensorrt", "tensorrt"]

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infermeter.backends.tensorrt_backend import (
-    TensorRTBackend,
-    engine_cache_key,
-    parse_shape_list,
-    profile_shapes,
-)
+from infermeter.backends._tensorrt_engine import engine_cache_key, parse_shape_list, profile_shapes
+from infermeter.backends.tensorrt_backend import TensorRTBackend
 from infermeter.errors import InputSpecError
 from infermeter.measure.worker import execute_case
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from infermeter.backends._tensorrt_engine import constrain_layers
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
-from infermeter.backends.tensorrt_backend import constrain_layers
 from infermeter.case import MeasureSettings
 from infermeter.quantize import fallback_engines
 from infermeter.quantize.fallback_pipeline import FallbackRequest, study_fallback, time_arms

@@ -50,7 +50,8 @@ def test_quantize_on_the_fly_does_not_import_the_measurement_package() -> None:
 @pytest.mark.slow
 def test_digits_end_to_end_with_qat(tmp_path: Path) -> None:
     from infermeter.quantize import digits
-    from infermeter.quantize.pipeline import QuantizeRequest, quantize_model
+    from infermeter.quantize.pipeline import quantize_model
+    from infermeter.quantize.request import QuantizeRequest
 
     model, train, test, torch_top1 = digits.write_case(tmp_path, epochs=10)
     assert torch_top1 > 0.85  # real digits, 10 epochs: far above the 0.1 of chance

@@ -11,7 +11,8 @@ from quant_models import mlp, mlp_data
 from infermeter.backends.onnxruntime import onnx_graph_precision
 from infermeter.errors import UsageError
 from infermeter.quantize.evaluate import score
-from infermeter.quantize.pipeline import QuantizeRequest, quantize_model
+from infermeter.quantize.pipeline import quantize_model
+from infermeter.quantize.request import QuantizeRequest
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from infermeter.models.spec import resolve_model
 from infermeter.optimize import accuracy as optimize_accuracy
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.quantize import pipeline as quantize_pipeline
-from infermeter.quantize.pipeline import QuantizeRequest
+from infermeter.quantize.request import QuantizeRequest
 from infermeter.quantize.study_data import RANDOM_EVAL_SAMPLES, StudyData
 from infermeter.quantizers.ort_quant import QuantConfig
 

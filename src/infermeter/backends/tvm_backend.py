@@ -16,7 +16,6 @@ them. A tuned artifact also holds the tuning database (`database/`) and the summ
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
+from infermeter.backends._tvm_target import (
+    compile_module,
+    configure_threads,
+    generic_warning,
+    host_target,
+    set_threads_env,
+    target_note,
+)
 from infermeter.backends._tvm_tuning import DATABASE_DIR, SUMMARY_FILE, TuningPlan, TuningSummary, read_tuning_summary
 from infermeter.backends.base import AutoTuning, Backend, Session, package_version
 from infermeter.backends.options import CACHE, Integer, Number
@@ -51,27 +58,6 @@ TUNING_KIND = "build-tvm-tuning"
 def tuning_summary(artifact: Artifact | str | Path) -> TuningSummary | None:
     """The tuning summary of a tvm artifact (per task: trials, untuned and best latency), None when untuned."""
     return read_tuning_summary(artifact.path if isinstance(artifact, Artifact) else artifact)
-
-
-def host_target(threads: int) -> tuple[Any, dict[str, object]]:
-    """The LLVM target for this host's CPU with `threads` cores, and what it resolved to (cpu, feature count)."""
-    import tvm
-    from tvm.target import codegen
-
-    cpu = str(codegen.llvm_get_system_cpu())
-    target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": threads})
-    features = len(codegen.llvm_get_cpu_features(target))
-    return target, {"mcpu": cpu, "features": features, "num_cores": threads}
-
-
-def _generic_warning(resolved: dict[str, object]) -> tuple[str, str] | None:
-    if resolved["mcpu"] not in ("", "generic"):
-        return None
-    return (
-        "generic_cpu_target",
-        f"tvm compiled for LLVM's generic CPU ({resolved['features']} features): LLVM did not recognize this "
-        "host's CPU, so the code leaves its vector extensions unused and its speed is not this machine's",
-    )
 
 
 def _plan(case: Case) -> TuningPlan | None:
@@ -191,7 +177,7 @@ class TvmBackend(Backend):
         }
 
     def build(self, model: ModelSpec, case: Case, target: Path) -> BuildOutput:
-        _set_threads_env(case.threads)
+        set_threads_env(case.threads)
         mod, facts = self._relax_module(model, case)
         device_target, resolved = host_target(case.threads)
         phases: dict[str, float] = {}
@@ -203,7 +189,7 @@ class TvmBackend(Backend):
                 summary, database = self._tune(mod, device_target, plan, work_dir)
                 phases[Phase.TUNE] = summary.tune_s
             compile_start = time.perf_counter()
-            executable = _compile(model, mod, device_target, database)
+            executable = compile_module(model, mod, device_target, database)
             phases[Phase.COMPILE] = time.perf_counter() - compile_start + facts.pop("import_s")
             serialize_start = time.perf_counter()
             executable.export_library(str(target / LIBRARY_FILE))
@@ -211,8 +197,8 @@ class TvmBackend(Backend):
             if summary is not None:
                 self._store_tuning(work_dir, target, summary)
             phases[Phase.SERIALIZE] = time.perf_counter() - serialize_start
-        output = BuildOutput(phases, [_target_note(resolved), _tuning_note(summary) if summary else UNTUNED_NOTE])
-        warning = _generic_warning(resolved)
+        output = BuildOutput(phases, [target_note(resolved), _tuning_note(summary) if summary else UNTUNED_NOTE])
+        warning = generic_warning(resolved)
         if warning:
             output.warnings.append(warning)
         return output
@@ -292,12 +278,12 @@ class TvmBackend(Backend):
         folder = Path(artifact.path)
         facts = json.loads((folder / BUILD_FILE).read_text())
         start = time.perf_counter()
-        _set_threads_env(case.threads)
+        set_threads_env(case.threads)
         import tvm
         from tvm import relax
 
         imported = time.perf_counter()
-        threads = _configure_threads(case.threads)
+        threads = configure_threads(case.threads)
         try:
             library = tvm.runtime.load_module(str(folder / LIBRARY_FILE))
         except Exception as exc:
@@ -311,45 +297,6 @@ class TvmBackend(Backend):
         }
         session.notes.append(f"tvm: runtime threads set {case.threads}, read back {threads}")
         return session
-
-
-def _compile(model: ModelSpec, mod: Any, device_target: Any, database: Any | None) -> Any:
-    """The Relax VM executable of `mod`: with the tuning database's schedules applied when there is one (kernels it
-    does not cover keep TVM's default), else TVM's default compilation."""
-    import tvm
-
-    try:
-        if database is None:
-            with tvm.transform.PassContext(opt_level=3):
-                return tvm.compile(mod, target=device_target)
-        from tvm.s_tir.meta_schedule.relax_integration import compile_relax
-
-        return compile_relax(database, mod, device_target, params=None)
-    except Exception as exc:
-        raise BackendError(f"TVM could not compile {model.ref}: {engine_message(exc)}") from exc
-
-
-def _set_threads_env(threads: int) -> None:
-    """TVM's runtime sizes its thread pool from TVM_NUM_THREADS when the pool starts (the first parallel call in a
-    thread), so it is set before that; threads are left unpinned, like the other engines' (TVM_BIND_THREADS=0,
-    unless the user set it), which also keeps an in-process session from pinning the whole process."""
-    os.environ["TVM_NUM_THREADS"] = str(threads)
-    os.environ.setdefault("TVM_BIND_THREADS", "0")
-
-
-def _configure_threads(threads: int) -> int:
-    """The runtime's thread pool set to `threads` (within the size it started with), and the count read back."""
-    import tvm
-
-    tvm.get_global_func("runtime.config_threadpool")(1, threads)
-    return int(tvm.runtime.num_threads())
-
-
-def _target_note(resolved: dict[str, Any]) -> str:
-    return (
-        f"tvm: target llvm -mcpu={resolved['mcpu']} ({resolved['features']} LLVM CPU features), "
-        f"num-cores {resolved['num_cores']}"
-    )
 
 
 def _tuning_note(summary: TuningSummary) -> str:

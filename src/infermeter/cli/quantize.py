@@ -19,7 +19,7 @@ from infermeter.number_format import format_number
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
-    from infermeter.quantize.pipeline import QuantizeOutcome, QuantizeRequest
+    from infermeter.quantize.request import QuantizeOutcome, QuantizeRequest
 
 
 @click.command("quantize")
@@ -135,7 +135,7 @@ def int8_request(model: str, flags: Int8Flags) -> QuantizeRequest:
     from infermeter.cli.common import split_values
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
-    from infermeter.quantize.pipeline import QuantizeRequest, check_request
+    from infermeter.quantize.request import QuantizeRequest, check_request
     from infermeter.quantizers.ort_quant import QuantConfig
     from infermeter.results.env import default_threads
 

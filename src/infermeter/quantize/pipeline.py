@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infermeter.errors import InfermeterError, UsageError
-from infermeter.models.input_flags import Sizes, Values
+from infermeter.errors import InfermeterError
 from infermeter.models.reshape import reshape_notes
 from infermeter.models.samples import SampleSet, load_samples
 from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
 from infermeter.quantize.evaluate import Accuracy
-from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity
+from infermeter.quantize.request import NNCF, ModelRow, QuantizeOutcome, QuantizeRequest, check_request, quantizer_of
 from infermeter.quantize.study import (
     Prepared,
     Reference,
@@ -29,110 +28,12 @@ from infermeter.quantize.study import (
     search_mixed,
     write_model,
 )
-from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES, DataFlags, StudyData, choose_study_data
+from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
 from infermeter.quantizers.feeds import own as own_inputs
 from infermeter.quantizers.feeds import sample_shapes
 from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.records import QuantizedVariant, write_record
-from infermeter.results.schema import CaseResult, CaseWarning
-
-
-def quantize_engines() -> list[str]:
-    """The backends whose framework ships an INT8 quantizer (`Backend.quantizer`): the `--engine` values."""
-    from infermeter.backends.registry import inference_backends
-
-    return [cls.name for cls in inference_backends() if cls.quantizer]
-
-
-# What each quantizer of the study writes. An engine names its own (`Backend.int8_quantizer`); one that names none
-# quantizes with ONNX Runtime's static QDQ, the graph every ONNX engine reads.
-QDQ, NNCF = "ort-qdq", "nncf"
-QUANTIZED_FILE = {QDQ: ".onnx", NNCF: ".xml"}
-
-
-def quantizer_of(engine: str) -> str:
-    """The quantizer `--engine ENGINE` runs (its backend's own, else ONNX Runtime's QDQ)."""
-    from infermeter.backends.registry import get_backend
-
-    return get_backend(engine).int8_quantizer or QDQ
-
-
-@dataclass(frozen=True)
-class QuantizeRequest:
-    """Everything `infermeter quantize` was asked to do."""
-
-    model: str
-    output: Path
-    engine: str = "onnxruntime"
-    config: QuantConfig = field(default_factory=QuantConfig)
-    calib: str | None = None
-    calib_size: int = CALIB_SAMPLES
-    eval: str | None = None
-    eval_size: int = EVAL_SAMPLES
-    sensitivity: bool = False
-    max_drop_pct: float | None = None
-    finetune: str | None = None
-    finetune_epochs: int = 3
-    latency: bool = True
-    threads: int = 1
-    seed: int = 0
-    input_shapes: Sizes = ()  # --input NAME:DIMS: the generated samples' shapes
-    input_values: Values = ()  # --input NAME=VALUE: constant inputs the data need not hold
-    reshape: Sizes = ()  # --reshape NAME:DIMS: the model's declared dims rewritten before anything runs
-
-
-@dataclass
-class ModelRow:
-    """One variant (FP32, INT8, mixed, QAT): where it is, what it computes in, how accurate and how fast."""
-
-    role: str
-    label: str
-    path: Path
-    precision: str
-    accuracy: Accuracy | None = None
-    timing: CaseResult | None = None
-    float_nodes: tuple[str, ...] = ()
-
-
-@dataclass
-class QuantizeOutcome:
-    """What `quantize_model` did: rows, warnings, notes, the sensitivity ranking and the frontier."""
-
-    output: Path
-    rows: list[ModelRow] = field(default_factory=list)
-    warnings: list[CaseWarning] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    sensitivity: list[LayerSensitivity] = field(default_factory=list)
-    frontier: list[FrontierPoint] = field(default_factory=list)
-    budget_met: bool | None = None
-
-
-def check_request(request: QuantizeRequest) -> None:
-    """UsageError for combinations that cannot work, before any slow step."""
-    request.config.check()
-    engines = quantize_engines()
-    if request.engine not in engines:
-        raise UsageError(f"--engine {request.engine!r} is not one of {', '.join(engines)}")
-    if request.calib_size <= 0:
-        raise UsageError(f"--calib-size {request.calib_size} must be positive")
-    if request.eval_size <= 0:
-        raise UsageError(f"--eval-size {request.eval_size} must be positive")
-    if request.max_drop_pct is not None and request.max_drop_pct < 0:
-        raise UsageError(f"--max-drop {request.max_drop_pct:g} must be zero or more (percentage points)")
-    quantizer = quantizer_of(request.engine)
-    if quantizer == NNCF and request.sensitivity:
-        raise UsageError(
-            f"--sensitivity re-quantizes per layer with ONNX Runtime's quantizer; --engine {request.engine} "
-            "quantizes with NNCF, whose own accuracy control --max-drop runs"
-        )
-    if quantizer != NNCF and request.model.lower().endswith(".xml"):
-        raise UsageError(f"{request.model} is an OpenVINO IR: only NNCF quantizes it (--engine openvino)")
-    if request.finetune and request.config.mode != "static":
-        raise UsageError("--finetune fine-tunes for static quantization; drop --mode dynamic")
-    suffix = request.output.suffix.lower()
-    wanted = QUANTIZED_FILE[quantizer]
-    if suffix != wanted:
-        raise UsageError(f"-o {str(request.output)!r}: --engine {request.engine} writes a {wanted} file")
+from infermeter.results.schema import CaseResult
 
 
 def study_data(request: QuantizeRequest, spec: ModelSpec) -> StudyData:
