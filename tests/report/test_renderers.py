@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_cli
-from crafted_results import ENVIRONMENT, make_case, make_results, sample_results
+from crafted_results import ENVIRONMENT, make_case, make_results, parity_field, sample_results
 from infermeter.report.charts import report_charts
 from infermeter.report.csv import COLUMN_TYPES, csv_records, decode_json_cell, parse_csv, render_csv
 from infermeter.report.html import render_html
@@ -146,3 +146,14 @@ def test_cli_report_table_and_errors(tmp_path: Path) -> None:
     assert missing.returncode == 2 and missing.stderr.startswith("error: cannot read results file")
     bad = run_cli("report", str(results), "-o", str(tmp_path / "x.txt"))
     assert bad.returncode == 2 and "--format" in bad.stderr
+
+
+def test_a_parity_failure_beside_its_own_backends_best_is_named_with_its_precision() -> None:
+    cases = [
+        make_case("torch", 1, 2.0, seed=1, extra=parity_field(True)),
+        make_case("openvino", 1, 0.5, seed=2, extra=parity_field(True)),
+        make_case("openvino", 1, 0.3, seed=3, precision="bf16", extra=parity_field(False, "max abs err 0.3")),
+    ]
+    text = render_markdown(merge_results([SourceFile("r.json", make_results(cases))]))
+    assert "openvino is 3.99x faster than torch" in text
+    assert "openvino bf16 measured faster but failed the parity check" in text, text

@@ -59,11 +59,18 @@ def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
                 f"{case_label(best)}: {best.backend} is {speedup_cell(speedup)} faster than {base.backend} "
                 f"(P50 {format_ms(_p50(best))} ms vs {format_ms(_p50(base))} ms)"
             )
-        failed = [c.backend for c in members if parity_cell(c) == "FAIL" and _p50(c) < _p50(best)]
+        failed = [_name_in(members, c) for c in members if parity_cell(c) == "FAIL" and _p50(c) < _p50(best)]
         if failed:
             line += f"; {', '.join(failed)} measured faster but failed the parity check, so it does not count"
         lines.append(line)
     return lines
+
+
+def _name_in(members: Sequence[CaseResult], case: CaseResult) -> str:
+    """The case's backend, with its precision when another case of the group runs on the same backend (OpenVINO
+    BF16 failing parity beside OpenVINO FP32, the best)."""
+    shared = sum(member.backend == case.backend for member in members) > 1
+    return f"{case.backend} {case.precision}" if shared else case.backend
 
 
 def _p50(case: CaseResult) -> float:
