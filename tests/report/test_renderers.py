@@ -157,3 +157,13 @@ def test_a_parity_failure_beside_its_own_backends_best_is_named_with_its_precisi
     text = render_markdown(merge_results([SourceFile("r.json", make_results(cases))]))
     assert "openvino is 3.99x faster than torch" in text
     assert "openvino bf16 measured faster but failed the parity check" in text, text
+
+
+def test_chart_labels_tell_a_backends_configurations_apart_by_their_options() -> None:
+    from infermeter.report.charts import case_labels
+
+    first = make_case("openvino", 1, 0.5, seed=1, case_id="ov")
+    again = make_case("openvino", 1, 0.6, seed=2, case_id="ov-finalists")
+    again.options = {"optimize.round": "finalists"}
+    labels = case_labels(merge_results([SourceFile("r.json", make_results([first, again]))]))
+    assert labels == ["openvino fp32 b1", "openvino round=finalists fp32 b1"], labels

@@ -14,6 +14,7 @@ import numpy as np
 
 from infermeter.report.merged import MergedReport, parity_cell
 from infermeter.report.pareto import pareto_front
+from infermeter.report.summary import backend_labels
 from infermeter.results.records import Roofline, ServingLevel, read_record
 from infermeter.results.schema import CaseResult
 
@@ -38,12 +39,14 @@ class Chart:
 
 
 def case_labels(report: MergedReport) -> list[str]:
-    """Short unique labels of the cases: what varies (model only when several), `[file N]` for later files."""
+    """Short unique labels of the cases: what varies (model only when several; a backend's options when its
+    configurations differ, as the tables show them), `[file N]` for later files."""
     models = {c.model for c in report.cases}
+    backends = backend_labels(report.cases)  # with the options that tell one backend's configurations apart
     labels = []
     for case, source in zip(report.cases, report.sources, strict=True):
         parts = [case.model] if len(models) > 1 else []
-        parts += [case.backend, case.precision, f"b{case.batch}"]
+        parts += [backends[case.id], case.precision, f"b{case.batch}"]
         if case.shape_mode != "static":
             parts.append(case.shape_mode)
         label = " ".join(parts)
