@@ -23,6 +23,7 @@ tr.failed td { color: #b42318; } td.FAIL { color: #b42318; font-weight: 600; } t
 .warning { background: #fff8e6; border-left: 4px solid #f5a524; padding: 0.5em 0.8em; margin: 0.5em 0; }
 .envdiff { background: #fdecea; border-left: 4px solid #d92d20; padding: 0.5em 0.8em; margin: 0.5em 0; }
 .chart { margin: 1em 0 2em 0; } ul.notes li { margin: 0.2em 0; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -36,7 +37,9 @@ def _table(columns: list[str], rows: list[list[str]], table_id: str) -> str:
             css = "num" if column in NUMERIC_COLUMNS else (cell if column == "parity" else "")
             cells.append(f'<td class="{css}">{escape(cell)}</td>')
         body.append(f'<tr class="{"failed" if failed else "case"}">{"".join(cells)}</tr>')
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    # A table wider than the page (many columns, long backend labels) scrolls by itself, not the whole page.
+    table = f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class="wide">{table}</div>'
 
 
 def _plotly_js() -> str:

@@ -84,7 +84,7 @@ def _row(case: CaseResult, baseline: CaseResult | None, pick_id: str | None) -> 
 def _cases_table(cases: Sequence[CaseResult], baseline: CaseResult | None, pick_id: str | None) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     rows = "".join(_row(c, baseline, pick_id) for c in cases)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
 
 
 def render_story(report: MergedReport) -> str:
