@@ -92,3 +92,31 @@ def test_the_name_branch_check_sees_a_branch(tmp_path: Path) -> None:
         '    if spec.kind == "tflite":\n        return 2\n    return name in ("x", "torch")\n'
     )
     assert [line for line, _ in name_branches(module, {"openvino", "torch", "tflite"})] == [2, 6]
+
+
+CLI_FUNCTION_MAX_LINES = 60  # issue 30: the CLI stays thin; work that needs more lines belongs in the library
+
+
+def long_functions(path: Path, limit: int) -> Iterator[tuple[str, int]]:
+    """(name, lines) of every function in `path` longer than `limit` lines, its docstring included."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1
+            if lines > limit:
+                yield node.name, lines
+
+
+def test_no_cli_function_is_longer_than_60_lines() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}: {name} has {lines} lines"
+        for path in sorted((PACKAGE / "cli").rglob("*.py"))
+        for name, lines in long_functions(path, CLI_FUNCTION_MAX_LINES)
+    ]
+    assert not found, "CLI functions over 60 lines (move the work into the library):\n" + "\n".join(found)
+
+
+def test_the_length_check_sees_a_long_function(tmp_path: Path) -> None:
+    source = tmp_path / "long.py"
+    source.write_text("def long():\n" + "    x = 1\n" * 70)
+    assert list(long_functions(source, CLI_FUNCTION_MAX_LINES)) == [("long", 71)]

@@ -265,13 +265,12 @@ def optimize(
 ) -> None:
     """Find the fastest configuration of MODEL that meets the constraints, and leave it ready to serve.
 
-    Steps: 1 baseline (PyTorch eager FP32, or ONNX Runtime FP32 for an .onnx), 2 ONNX export verified,
-    3 every backend at FP32 with parity, 4 INT8 (calibrated; mixed precision when it breaks the accuracy budget)
-    and BF16/FP16 where the CPU has them, each accuracy-checked, 5 static vs dynamic shapes and batching,
-    5c the best --finalists candidates measured again together in interleaved rounds, 6 the pick with its
-    runner-up and the ONNX Runtime FP32 fallback, 7 with --serve, the batching policy for a server
-    (tune-batching's search on the pick). Rerun with the same -o to resume.
-    Exit 0: a pick was made; 3: nothing meets the constraints; 2: bad input.
+    Steps: 1 baseline (PyTorch eager FP32, or ONNX Runtime FP32 for an .onnx), 2 ONNX export verified, 3 every
+    backend at FP32 with parity, 4 INT8 (calibrated; mixed precision when it breaks the accuracy budget) and
+    BF16/FP16 where the CPU has them, each accuracy-checked, 5 static vs dynamic shapes and batching, 5c the best
+    --finalists measured again together in interleaved rounds, 6 the pick with its runner-up and the ONNX Runtime
+    FP32 fallback, 7 with --serve, the batching policy for a server (tune-batching's search on the pick). Rerun
+    with the same -o to resume. Exit 0: a pick was made; 3: nothing meets the constraints; 2: bad input.
     """
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
