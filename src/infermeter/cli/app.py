@@ -164,9 +164,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             code = 1
     code = code if isinstance(code, int) else 0
-    if code == 0 and on_main_thread and _INTERRUPTS.pressed:  # the interrupt was swallowed on its way (see _Interrupts)
-        print("interrupted", file=sys.stderr)
-        code = 130
     if on_main_thread and _INTERRUPTS.pressed:
+        if code == 0:  # the interrupt was swallowed on its way (see _Interrupts)
+            print("interrupted", file=sys.stderr)
+            code = 130
         _INTERRUPTS.forget_unhandled()
     sys.exit(code)
