@@ -151,9 +151,24 @@ def test_soak_usage_errors() -> None:
     assert proc.returncode == 2 and "jemalloc" in proc.stderr
 
 
-def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(tmp_path: Path) -> None:
+def _cgroup_v2_writable() -> bool:
+    from infermeter.measure.memlimit import make_limit
+
+    limit = make_limit(64, "probe")
+    if limit.cgroup:
+        Path(limit.cgroup).rmdir()
+    return limit.cgroup is not None
+
+
+@pytest.mark.parametrize("via", ["cgroup", "rlimit"])
+def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(tmp_path: Path, via: str) -> None:
+    """Both ways a limit is imposed: a cgroup v2 (where one can be made here) and RLIMIT_AS (forced, so it runs on
+    every machine). The OOM case records the peak it reached, or says plainly that none could be seen."""
+    from infermeter.measure.memlimit import LIMIT_VIA_VARIABLE
     from infermeter.measure.worker import run_isolated
 
+    if via == "cgroup" and not _cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 with the memory controller here: the RLIMIT_AS case covers this machine")
     spec = resolve_model("tiny_cnn")
     settings = MeasureSettings(min_time_s=0.1, min_iterations=5, max_time_s=2, interleave=False)
     heavy = Case(spec.ref, "null", options=(("null.load_mb", "700"),), settings=settings)
@@ -165,13 +180,29 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     proc = run_cli(
         "bench", "tiny_cnn", "-b", "null:load_mb=700", "-b", "null", "--batch", "1", "--min-time", "0.1",
         "--max-time", "2", "--memory-limit", f"{limit_mb}MB", "--no-roofline", "-o", str(out),
+        env={LIMIT_VIA_VARIABLE: via},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     heavy_result, light_result = load_json(out)["cases"]  # the sweep went on past the oom case
     assert heavy_result["status"] == "oom", heavy_result
-    assert "--memory-limit 600 MB" in heavy_result["error"] and heavy_result["peak_rss_mb"] > 0
+    assert "--memory-limit 600 MB" in heavy_result["error"]
+    peak = heavy_result["peak_rss_mb"]
+    assert (peak is not None and peak > 0) or "no resident peak could be seen" in heavy_result["error"]
+    assert ("RLIMIT_AS counts address space" in heavy_result["error"]) == (via == "rlimit")
     assert light_result["status"] == "ok" and light_result["peak_rss_mb"] < limit_mb
-    assert any("memory limit 600 MB" in note for note in light_result["notes"])
+    how = "RLIMIT_AS" if via == "rlimit" else "cgroup v2 memory.max"
+    assert any("memory limit 600 MB" in note and how in note for note in light_result["notes"])
+
+
+def test_an_oom_worker_that_ended_before_any_sample_says_so_plainly() -> None:
+    from infermeter.measure.memlimit import MemoryLimit, mark_oom
+    from infermeter.measure.execute import blank_result
+
+    spec = resolve_model("tiny_cnn")
+    result = blank_result(spec, Case(spec.ref, "null"), "crashed", "the worker process was killed by SIGSEGV")
+    mark_oom(result, MemoryLimit(600), seen_peak_mb=0.0)
+    assert result.status == "oom" and result.peak_rss_mb is None
+    assert "no resident peak could be seen" in (result.error or "")
 
 
 def test_an_allocator_is_a_case_of_its_own_run_with_its_environment() -> None:

@@ -5,7 +5,9 @@ Where this process's cgroup v2 is writable, each case's worker runs in a cgroup 
 `memory.peak` / `memory.events` say how far it got). Elsewhere the worker sets `RLIMIT_AS` on itself, which counts
 address space, not resident memory: engines that reserve address space (glibc's per-thread malloc arenas, thread
 stacks, torch) reach it well below the same figure of resident memory, so a case under RLIMIT_AS is told so.
-A case stopped by its limit is `oom`, with the peak it reached, and the sweep goes on.
+A case stopped by its limit is `oom`, with the peak it reached (or a plain word that none could be seen), and the
+sweep goes on. `INFERMETER_MEMORY_LIMIT_VIA=rlimit` forces the RLIMIT_AS path where cgroup v2 is writable too (to
+compare with a machine without it, and to test both paths on one machine).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from infermeter.results.schema import CaseResult
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# `rlimit`: impose every limit with RLIMIT_AS, even where a cgroup could be made.
+LIMIT_VIA_VARIABLE = "INFERMETER_MEMORY_LIMIT_VIA"
 # What a failed allocation looks like in a failed case's error, per engine (Python, C++, ORT, OpenVINO).
 _OOM_WORDS = ("memoryerror", "bad_alloc", "failed to allocate", "out of memory", "cannot allocate memory")
 
@@ -58,7 +62,7 @@ def _own_cgroup(root: Path) -> Path | None:
 def make_limit(limit_mb: float, label: str, root: Path = CGROUP_ROOT) -> MemoryLimit:
     """The limit for one case: a fresh cgroup with `memory.max` under this process's own, where the kernel lets
     us make one (memory controller delegated), else RLIMIT_AS in the worker."""
-    parent = _own_cgroup(root)
+    parent = None if os.environ.get(LIMIT_VIA_VARIABLE) == "rlimit" else _own_cgroup(root)
     if parent is None or "memory" not in (parent / "cgroup.subtree_control").read_text(errors="replace").split():
         return MemoryLimit(limit_mb)
     folder = parent / f"infermeter-{os.getpid()}-{label}"
@@ -86,6 +90,11 @@ def enter_limit(limit: MemoryLimit) -> str:
             return f"{fallback.how} (joining {limit.cgroup} failed: {exc.strerror})"
     _set_rlimit(limit.limit_mb)
     return limit.how
+
+
+def own_peak_rss_mb() -> float:
+    """This process's highest resident memory so far (the kernel's ru_maxrss, KB on Linux), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _set_rlimit(limit_mb: float) -> None:
@@ -130,8 +139,10 @@ def mark_oom(result: CaseResult, limit: MemoryLimit, seen_peak_mb: float, killed
     result.peak_rss_mb = peak or None
     cause = result.error or result.status
     result.status = "oom"
+    # A worker that died before the parent's first sample, and before it could report its own peak: say so.
+    seen = f"peak seen {peak:.0f} MB resident" if peak else "no resident peak could be seen: the worker ended first"
     result.error = (
-        f"exceeded --memory-limit {limit.limit_mb:g} MB (peak seen {peak:.0f} MB resident"
+        f"exceeded --memory-limit {limit.limit_mb:g} MB ({seen}"
         + ("" if limit.cgroup else "; RLIMIT_AS counts address space")
         + f"): {cause}"
     )

@@ -23,7 +23,7 @@ from infermeter.measure.execute import (
     unavailable_reason,
 )
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit
+from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit, own_peak_rss_mb
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, CaseWarning, case_to_dict
@@ -69,6 +69,10 @@ def _child_main(
         if limit_note:
             runner.result.notes.append(limit_note)
         if not runner.load():
+            if limit is not None and runner.result.peak_rss_mb is None:
+                # The peak it reached before failing (under a limit, likely the allocation that hit it), which the
+                # parent's polling may not have seen in a worker that fails within its first 0.2 s.
+                runner.result.peak_rss_mb = own_peak_rss_mb()
             conn.send(("result", case_to_dict(runner.result)))
             return
 
