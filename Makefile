@@ -16,7 +16,7 @@ COMPILERS_STAMP := $(VENV)/.compilers-installed-stamp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm llama-server dist benchmark-deps real-llm install-vllm install-llm-native install-crosscheck
+.PHONY: test-debs install install-test install-compilers install-cluster run test lint typecheck unit pytest-all clean benchmarks browser install-llm test-llm llama-server dist benchmark-deps real-llm install-vllm install-llm-native install-crosscheck
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -149,10 +149,19 @@ unit: $(TEST_STAMP)
 
 # Every test, both tiers. The packaging tests (tests/packaging) build and reuse venvs with a subset of the extras
 # under .venv-matrix/.
-pytest-all: $(TEST_STAMP) browser
+pytest-all: $(TEST_STAMP) browser test-debs
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest-all
+
+# Debian's jemalloc, so that the preloaded-allocator tests run instead of skipping (they skip, saying why, where it
+# cannot be installed).
+test-debs:
+	@if ! dpkg -s libjemalloc2 >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >/dev/null; \
+	  else echo "libjemalloc2 is missing and cannot be installed here (needs root and apt-get): its tests will skip"; fi; \
+	fi
 
 # Debian's chromium for the HTML report test (the browser test skips, saying why, where it cannot be installed).
 browser:

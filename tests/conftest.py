@@ -40,6 +40,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mark_tiers(items)
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_tests:
+        from infermeter.backends._gpu import nvidia_gpu_reason
+
+        reason = nvidia_gpu_reason()
+        for item in gpu_tests if reason else ():
+            item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
 
 
 __all__ = ["fast_tier_starts_no_process"]

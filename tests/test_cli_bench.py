@@ -118,7 +118,8 @@ def test_killed_sweep_keeps_finished_cases_and_resume_completes_it(tmp_path: Pat
     proc.wait()
     finished = load_json(out)["cases"]  # the file is complete JSON even though the writer was killed
     assert 2 <= len(finished) < 6
-    assert not list(tmp_path.glob(".r.json.*.tmp")) or True  # a stray temp file may remain; the file itself is whole
+    # A kill mid-write may leave the one temp file being written; never more, and never in place of the file.
+    assert len(list(tmp_path.glob(".r.json.*.tmp"))) <= 1
     resumed = run_cli("bench", "--resume", str(out))  # the plan comes from the file
     assert resumed.returncode == 0, resumed.stderr
     cases = load_json(out)["cases"]
