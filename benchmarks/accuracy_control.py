@@ -43,8 +43,8 @@ def data(model: str, folder: Path) -> tuple[str, Path, Path]:
 def run(model: str, engine: str, budget: float, folder: Path, threads: int) -> tuple[QuantizeOutcome, float]:
     """One `quantize --max-drop budget` on `engine`, timed without its latency step (the sensitivity search would
     time its candidates, NNCF's does not); then each row's P50, measured apart (`quantize.latency.measure_file`)."""
+    from infermeter.models.resolve import resolve_model
     from infermeter.models.samples import load_samples
-    from infermeter.models.spec import resolve_model
     from infermeter.quantize.latency import measure_file
 
     ref, calib, evaluation = data(model, folder)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infermeter.environment import collect_environment
+from infermeter.machine.environment import collect_environment
 from infermeter.results.io import read_results
 
 ROOT = Path(__file__).resolve().parent.parent

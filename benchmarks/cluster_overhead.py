@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from infermeter.case import MeasureSettings
 from infermeter.cluster.session import LOCAL, connect, disconnect
-from infermeter.environment import collect_environment
+from infermeter.core.case import MeasureSettings
+from infermeter.machine.environment import collect_environment
 from infermeter.measure.benchrun import SilentDisplay, new_sweep, run_bench
 from infermeter.measure.plan import Matrix
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.env import default_threads
 from infermeter.results.schema import CaseResult
 

@@ -157,7 +157,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.write_docs:
         head = DOCS.read_text().split(SECTION)[0] if DOCS.exists() else "# Compilers\n\n"
-        from infermeter.environment import collect_environment
+        from infermeter.machine.environment import collect_environment
 
         cpu = collect_environment().get("cpu_model") or platform.machine()
         machine = f"{cpu} ({os.cpu_count()} logical CPUs), Python {platform.python_version()}"

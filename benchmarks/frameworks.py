@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from infermeter.backends.registry import backend_names, get_backend
-from infermeter.case import Case
-from infermeter.environment import collect_environment
+from infermeter.core.case import Case
+from infermeter.machine.environment import collect_environment
 from infermeter.measure.plan import seq_overrides
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.models.zoo import ZOO
 from infermeter.results.env import default_threads
 from infermeter.results.io import read_results

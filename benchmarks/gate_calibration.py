@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.case import MeasureSettings
-from infermeter.compare import compare_results
-from infermeter.compare_pairing import pair_cases
-from infermeter.compare_rerun import load_side, rerun_comparison
+from infermeter.compare.pairing import pair_cases
+from infermeter.compare.rerun import load_side, rerun_comparison
+from infermeter.compare.verdict import compare_results
+from infermeter.core.case import MeasureSettings
 from infermeter.results.io import read_results
 from infermeter.results.schema import ResultsFile
 
@@ -188,7 +188,7 @@ QUICK = {  # --quick: a smoke run on the zoo's tiny CNN, one pair of each kind, 
 
 def parse_args() -> argparse.Namespace:
     """The command line (with --quick's settings applied)."""
-    from infermeter.checks import parse_threshold
+    from infermeter.core.validation import parse_threshold
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=f"{MODELS}:resnet18", help="default: the zoo's ResNet-18")

@@ -25,7 +25,7 @@ def gguf_path(model: str) -> Path:
     """A .gguf path as given, or the file of a packaged model infermeter knows by name."""
     if model.endswith(".gguf"):
         return Path(model)
-    from infermeter.generate.packaged import packaged_gguf  # only for names; a path needs no infermeter
+    from infermeter.llm.packaged import packaged_gguf  # only for names; a path needs no infermeter
 
     return packaged_gguf(model)
 

@@ -70,7 +70,7 @@ def _bench(backend: str, precision: str = "fp32") -> Callable[[Path], tuple[str,
 
 def _peak_cuda(_workdir: Path) -> tuple[str, str, str]:
     """The CUDA branch of `infermeter peak`: the GPU's compute ceilings, measured with CUDA events."""
-    from infermeter.graph.peak import measure_gpu_peak
+    from infermeter.machine.ceilings import measure_gpu_peak
 
     peak = measure_gpu_peak()
     if peak is None:
@@ -85,7 +85,7 @@ def _generate(backend: str) -> Callable[[Path], tuple[str, str, str]]:
     """A generation backend through `infermeter llm bench`, when installed."""
 
     def run(workdir: Path) -> tuple[str, str, str]:
-        from infermeter.generate.backends import get_generation_backend
+        from infermeter.llm.backends import get_generation_backend
         from infermeter.results.io import read_results
 
         reason = get_generation_backend(backend).available()

@@ -17,11 +17,11 @@ from typing import Any
 
 from infermeter.backends.base import Session
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
-from infermeter.case import Case, MeasureSettings
-from infermeter.environment import collect_environment
+from infermeter.core.case import Case, MeasureSettings
+from infermeter.machine.environment import collect_environment
 from infermeter.measure.loop import run_loop
 from infermeter.models.inputs import generate_feeds, resolve_shapes
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.env import default_threads
 
 

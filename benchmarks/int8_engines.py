@@ -50,7 +50,7 @@ class ModelCase:
 def _generated_data(model: str, folder: Path, count: int, seed: int) -> Path:
     """`count` batch-1 inputs from the model's own feed generator, stacked into an .npz named like its inputs."""
     from infermeter.models.inputs import generate_feeds, resolve_shapes
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     spec = resolve_model(model)
     feeds = generate_feeds(spec.inputs, resolve_shapes(spec.inputs, 1), count, seed=seed)
@@ -89,8 +89,8 @@ def accuracy_drops(case: ModelCase, results: list[CaseResult], threads: int) -> 
     """Each INT8 row's accuracy drop (points) on the evaluation file, against the FP32 ONNX model's outputs,
     every row scored the same way (`optimize.accuracy`)."""
     from infermeter.models.convert import onnx_for
+    from infermeter.models.resolve import resolve_model
     from infermeter.models.samples import load_samples
-    from infermeter.models.spec import resolve_model
     from infermeter.optimize.accuracy import score_backend
     from infermeter.quantize.study import fp32_reference
 
@@ -190,7 +190,7 @@ def document(tables: list[str], reasons: list[str], pairs: list[str], args: argp
 
 
 def _cpu() -> str:
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
 
     return str(collect_environment().get("cpu_model") or platform.machine())
 

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.generate.models import TINY, resolve_gguf, tiny_llama_folder
-from infermeter.generate.openai_bench import make_prompt
+from infermeter.llm.models import TINY, resolve_gguf, tiny_llama_folder
+from infermeter.llm.openai_bench import make_prompt
 from infermeter.models.convert import cache_root
 from infermeter.results.io import read_results
 from infermeter.results.records import GenerationSummary, read_record

@@ -49,7 +49,7 @@ def main() -> None:
     run("llm", "bench", "tiny-llama", "-b", "llama-cpp,transformers", *common,
         "-o", str(args.out / "backends.json"))  # fmt: skip
 
-    from infermeter.generate.models import resolve_gguf
+    from infermeter.llm.models import resolve_gguf
 
     port = free_port()
     server = subprocess.Popen(

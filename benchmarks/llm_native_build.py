@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.generate.engine_build import EngineBuild
+from infermeter.llm.engine_build import EngineBuild
 from infermeter.results.io import read_results
 from infermeter.results.records import GenerationSummary, read_record
 

@@ -70,7 +70,7 @@ def infermeter(*args: str) -> None:
 
 
 def highest_rps(path: Path) -> float | None:
-    from infermeter.generate.serving_verdict import verdicts
+    from infermeter.llm.serving_verdict import verdicts
     from infermeter.results.io import read_results
 
     if not path.exists():
@@ -203,7 +203,7 @@ def main() -> None:
         args.prompt_len, args.gen_len, args.requests = 32, 16, args.requests or 8
     if not args.llama_server.exists():
         sys.exit(f"{args.llama_server} does not exist: run `make llama-server` first (or pass --llama-server)")
-    from infermeter.generate.models import resolve_gguf
+    from infermeter.llm.models import resolve_gguf
 
     model = resolve_gguf(args.model)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infermeter.generate.serving_verdict import KNEE_MIN_GAIN, SweepVerdict, fmt_level, verdicts
+from infermeter.llm.serving_verdict import KNEE_MIN_GAIN, SweepVerdict, fmt_level, verdicts
 from infermeter.report.markdown import markdown_table
 from infermeter.report.serving import SERVING_COLUMNS, failure_notes, level_row, sweep_title
 from infermeter.results.io import read_results
@@ -137,7 +137,7 @@ def write_doc(
         "sources in the llama-cpp-python sdist, portable (`GGML_NATIVE=OFF`: no AVX-512 kernels).",
         "",
         *vllm_lines(args),
-        "How to read it (the definitions are in `infermeter.generate.serving_verdict`):",
+        "How to read it (the definitions are in `infermeter.llm.serving_verdict`):",
         "",
         f"- **Knee**: the first concurrency whose next level gains less than {KNEE_MIN_GAIN:.0%} output tokens/s "
         "while E2E P50 latency grows. Past it, more clients mostly wait.",

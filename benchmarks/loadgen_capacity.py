@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.serve.httpclient import ConnectionPool, build_request
-from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
+from infermeter.load.generator import LoadRun, run_async, run_closed_loop, run_server
+from infermeter.load.http_client import ConnectionPool, build_request
 
 
 def _requests(pool: ConnectionPool) -> list[bytes]:

@@ -16,7 +16,7 @@ import time
 from infermeter.measure.plan import seq_overrides
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 WARMUP_CALLS = 10
 INPUT_SETS = 8

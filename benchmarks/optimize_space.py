@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.spec import ModelSpec
 from infermeter.optimize.candidates import hardware_precision_reason, plan_backends
 

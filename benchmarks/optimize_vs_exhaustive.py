@@ -170,7 +170,7 @@ def paired_ratio(
     """The pick's P50 over the best's, both re-measured in one more bench: (ratio, low, high) and how. One shape
     mode: one interleaved group, per-round ratios. Two: two groups that cannot be interleaved, so the bench runs
     each case in REPEAT fresh processes (`--repeat`) and Welch's interval on the process medians judges them."""
-    from infermeter.compare_stats import welch_log_ratio
+    from infermeter.figures.replicates import welch_log_ratio
     from infermeter.measure.interleave import paired_speedup
 
     out = folder / "confirm.json"
@@ -254,7 +254,7 @@ def s_of(results: dict[str, Any], side: str) -> float:
 def measure_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelReport:
     """The exhaustive search, optimize, and their comparison for one model (every file kept in `folder`, the two
     sides' wall seconds in times.json, so that `--reuse` can judge again)."""
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     ref, flags = resolve(model, cache)
     folder.mkdir(parents=True, exist_ok=True)
@@ -275,7 +275,7 @@ def measure_model(model: str, s: Settings, folder: Path, cache: Path) -> ModelRe
 def reuse_model(model: str, s: Settings, folder: Path, cache: Path, rerun: str = "") -> ModelReport:
     """Judge a model again from the files a run left in `folder` (no measurement); `rerun`: judge instead the
     optimize run kept in `folder/reruns/RERUN/` (its seconds in times.json's `reruns`) against the same search."""
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     ref, _ = resolve(model, cache)
     configs = enumerate_space(resolve_model(ref), s.backends, s.batches)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.quantize.fallback_pipeline import FallbackOutcome, FallbackRequest, study_fallback
-from infermeter.quantize.fallback_study import BenchArm, EngineStudy
+from infermeter.quantize.fallback.pipeline import FallbackOutcome, FallbackRequest, study_fallback
+from infermeter.quantize.fallback.study import BenchArm, EngineStudy
 from infermeter.quantize.reduced import Budget, Judgement
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "precision-fallback.md"

@@ -31,11 +31,11 @@ def main() -> None:
         )  # fmt: skip
         outcome = quantize_model(request)
         # QAT needs the torch module: fine-tune the trained CNN through simulated int8, then the same PTQ.
+        from infermeter.build.int8.ort_quant import QuantConfig, preprocess, quantize_onnx
         from infermeter.models.inputs import InputSpec
         from infermeter.models.samples import load_samples
         from infermeter.quantize import qat
         from infermeter.quantize.evaluate import ModelRunner, score
-        from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx
 
         data = digits.load_split()
         net = digits.train(data, args.epochs)

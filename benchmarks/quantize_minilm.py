@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from infermeter.build.int8.ort_quant import QuantConfig
 from infermeter.models.text_feeds import load_sentences, tokenize
 from infermeter.quantize.pipeline import quantize_model
 from infermeter.quantize.request import QuantizeRequest
-from infermeter.quantizers.ort_quant import QuantConfig
 
 
 def main() -> None:

@@ -11,12 +11,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from infermeter.case import MeasureSettings
+from infermeter.build.int8.ort_quant import QuantConfig, preprocess, quantize_onnx
+from infermeter.core.case import MeasureSettings
 from infermeter.models.convert import onnx_for
+from infermeter.models.resolve import resolve_model
 from infermeter.models.samples import random_samples
-from infermeter.models.spec import resolve_model
 from infermeter.quantize.latency import measure_file
-from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx
 from infermeter.results.env import default_threads
 
 

@@ -204,7 +204,7 @@ def fetch(model: RealModel, cache: Path) -> Path:
 
 def describe_inputs(path: Path) -> str:
     """The model's inputs as infermeter reads them (name, dtype, dims), or why it cannot read them."""
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     try:
         return "; ".join(spec.describe() for spec in resolve_model(str(path)).inputs)

@@ -17,7 +17,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def machine_lines() -> list[str]:
     """The machine the figures come from, as every results file records it."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
 
     env = collect_environment()
     return [

@@ -26,8 +26,8 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=None, help="Annotate this results file instead of benching.")
     args = parser.parse_args()
 
-    from infermeter.graph.peak_cache import load_or_measure_peak
     from infermeter.graph.roofline import annotate_roofline
+    from infermeter.machine.ceilings_cache import load_or_measure_peak
     from infermeter.results.io import read_results, write_results
 
     path = args.results

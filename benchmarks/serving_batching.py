@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from infermeter.serve.driver import RunSettings, prepare_target, run_once
+from infermeter.load.driver import RunSettings, prepare_target, run_once
+from infermeter.load.verdict import LoadSummary, summarize
 from infermeter.serve.server import spawn_server
-from infermeter.serve.summary import LoadSummary, summarize
 
 
 def _line(label: str, summary: LoadSummary) -> str:

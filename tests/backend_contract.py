@@ -16,9 +16,10 @@ import numpy as np
 
 from backend_helpers import feeds_for, write_tflite_mlp
 from infermeter.backends.base import Backend, BackendInfo
-from infermeter.case import PRECISIONS, Case, MeasureSettings
-from infermeter.case_build import build_artifact, load_model
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.build.case_build import build_artifact, load_model
+from infermeter.core.case import PRECISIONS, Case, MeasureSettings
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 # Short on purpose: the contract is that a case measures and records, not how precisely.

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.case import Case, MeasureSettings
-from infermeter.case_build import open_session
+from infermeter.build.case_build import open_session
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.models.inputs import generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.figures.latency_stats import latency_stats
 from infermeter.results.records import Accuracy, LoadRecord, ParityRecord, Roofline, Tolerance
 from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile
-from infermeter.stats import latency_stats
 
 ENVIRONMENT: dict[str, Any] = {
     "hostname": "bench-host",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from infermeter.case import Case
+from infermeter.core.case import Case
 
 FAULTS = (
     "sigint",

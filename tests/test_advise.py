@@ -8,7 +8,7 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import accuracy_field, make_case, make_results, parity_field
-from infermeter.advise import Constraints, advise
+from infermeter.advise.pick import Constraints, advise
 from infermeter.report.pareto import pareto_front
 from infermeter.results.io import write_results
 

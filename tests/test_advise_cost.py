@@ -10,11 +10,11 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import make_case, make_results
-from infermeter.advise import Constraints, advise
-from infermeter.checks import check_price_per_hour
-from infermeter.errors import UsageError
+from infermeter.advise.pick import Constraints, advise
+from infermeter.advise.tradeoff import cost_per_million, format_cost
+from infermeter.core.errors import UsageError
+from infermeter.core.validation import check_price_per_hour
 from infermeter.results.io import write_results
-from infermeter.tradeoff import cost_per_million, format_cost
 
 
 def _cases() -> list:

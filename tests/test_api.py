@@ -13,7 +13,7 @@ import pytest
 import infermeter as im
 from cli_helpers import run_cli
 from crafted_results import make_case, make_results, sample_results
-from infermeter.errors import ModelError, UsageError
+from infermeter.core.errors import ModelError, UsageError
 from infermeter.results.schema import PairedSpeedup
 
 # The null backend spins 2 ms per inference: a fast, deterministic stand-in for a framework.
@@ -146,7 +146,8 @@ def test_to_pandas_has_one_row_per_case() -> None:
 
 def test_import_stays_light_and_the_names_are_lazy() -> None:
     code = (
-        "import sys, infermeter as im; heavy = [m for m in ('infermeter.api', 'rich', 'numpy') if m in sys.modules];"
+        "import sys, infermeter as im;"
+        " heavy = [m for m in ('infermeter.api.calls', 'rich', 'numpy') if m in sys.modules];"
         " print(heavy, callable(im.bench), im.Results.__name__)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -73,7 +73,7 @@ def test_no_branch_on_a_backend_name_outside_the_backends() -> None:
     found, allowed_seen = [], set()
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if relative.startswith(("backends/", "generate/backends/")):
+        if relative.startswith(("backends/", "llm/backends/")):
             continue
         for line, text in name_branches(path, names):
             if relative in NAME_BRANCHES_ALLOWED:

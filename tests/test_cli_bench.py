@@ -212,9 +212,9 @@ def test_worker_peak_memory_is_its_own_not_its_parents() -> None:
     import numpy as np
     import psutil
 
-    from infermeter.case import Case, MeasureSettings
+    from infermeter.core.case import Case, MeasureSettings
     from infermeter.measure.worker import run_isolated
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     ballast = np.ones(400 * 2**20 // 8)  # 400 MB resident in this (parent) process
     parent_rss_mb = psutil.Process().memory_info().rss / 2**20

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import click
 import pytest
 
-from infermeter.case import MeasureSettings
 from infermeter.cli.app import app
+from infermeter.core.case import MeasureSettings
 
 # Flags whose name is shared but whose meaning is each command's own: not compared.
 OWN_MEANING = {

@@ -10,9 +10,9 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import ENVIRONMENT, draw_samples, make_case, make_results
-from infermeter.checks import parse_threshold
-from infermeter.compare import compare_cases, compare_results
-from infermeter.compare_pairing import pair_cases
+from infermeter.compare.pairing import pair_cases
+from infermeter.compare.verdict import compare_cases, compare_results
+from infermeter.core.validation import parse_threshold
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult
 

@@ -11,8 +11,8 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import make_case, make_results
-from infermeter.case import MeasureSettings
-from infermeter.compare_rerun import load_side, rerun_comparison
+from infermeter.compare.rerun import load_side, rerun_comparison
+from infermeter.core.case import MeasureSettings
 from infermeter.results.io import read_results as _read
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult

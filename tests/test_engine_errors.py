@@ -11,10 +11,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from backend_helpers import FAST
-from infermeter.case import Case
-from infermeter.errors import BackendError, describe_exception, engine_message
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, describe_exception, engine_message
 from infermeter.measure.worker import execute_case
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 
 def _save(path: Path, nodes: list[onnx.NodeProto], extra_opsets: tuple[tuple[str, int], ...] = ()) -> Path:

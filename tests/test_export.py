@@ -10,11 +10,12 @@ import onnx
 import pytest
 
 from cli_helpers import run_cli
-from infermeter.errors import UsageError
-from infermeter.export import ExportReport, export_model, parse_dynamic
-from infermeter.export_verify import verify_onnx
+from infermeter.core.errors import UsageError
+from infermeter.export.torch_export import ExportReport, export_model, parse_dynamic
+from infermeter.export.verify import verify_onnx
 from infermeter.models.onnx_export import ExportError, export_to_onnx
-from infermeter.models.spec import load_torch_module, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.torch_form import load_torch_module
 
 SOURCES = textwrap.dedent(
     """

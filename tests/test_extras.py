@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from infermeter.backends.registry import backend_names, get_backend, require_torch_form
-from infermeter.errors import MissingExtra
-from infermeter.extras import (
+from infermeter.core.errors import MissingExtra
+from infermeter.core.extras import (
     MODULE_EXTRAS,
     install_line,
     missing_extra_error,
     require_extra,
     torch_requirement,
 )
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from venv_cells import ROOT, optional_dependencies
 
 
@@ -72,7 +72,7 @@ def test_require_extra_names_what_is_missing() -> None:
 
 
 def test_a_torch_model_without_torch_is_refused_only_for_real_backends(monkeypatch: pytest.MonkeyPatch) -> None:
-    import infermeter.extras as extras
+    import infermeter.core.extras as extras
 
     monkeypatch.setattr(extras, "missing_modules", lambda modules: list(modules))
     spec = resolve_model("tiny_cnn")

@@ -1,4 +1,4 @@
-"""One identity for every result: case ids composed in one place (`infermeter.case`) and unchanged from the ids
+"""One identity for every result: case ids composed in one place (`infermeter.core.case`) and unchanged from the ids
 results files already hold, and one comparison group for the plan and the reports (`--data` and constant inputs
 included, so `report a.json b.json` never computes a speedup across different inputs)."""
 
@@ -8,14 +8,15 @@ import json
 from pathlib import Path
 
 from crafted_results import make_case, make_results
-from infermeter.case import Case, DataSource
-from infermeter.generate.backends.base import GenerateCase
+from infermeter.core.case import Case, DataSource
+from infermeter.llm.backends.base import GenerateCase
+from infermeter.load.generator import LoadRun
+from infermeter.load.verdict import case_result, summarize
+from infermeter.report.groups import comparison_group
 from infermeter.report.merged import SourceFile, merge_results
-from infermeter.report.summary import comparison_group, speedups
+from infermeter.report.summary import speedups
 from infermeter.results.io import read_results, write_results
 from infermeter.results.schema import case_from_dict, case_to_dict
-from infermeter.serve.loadgen import LoadRun
-from infermeter.serve.summary import case_result, summarize
 
 
 def test_ids_of_every_kind_are_the_ones_older_files_hold() -> None:
@@ -73,7 +74,7 @@ def test_report_over_files_of_different_data_computes_no_speedup_across_them(tmp
 
 
 def test_a_generation_result_is_grouped_by_model_family_and_output_length_as_its_case() -> None:
-    from infermeter.generate.runner import blank_generate_result
+    from infermeter.llm.runner import blank_generate_result
 
     q8, q4, longer = (
         GenerateCase("tiny-llama:q8_0", "fake", 8, 4),

@@ -126,3 +126,51 @@ def test_the_circle_check_counts_lazy_imports_and_skips_type_checking(tmp_path: 
     assert set(graph) == {("low", "high"), ("high", "low"), ("other", "high")}
     assert graph[("low", "high")] == ["low/__init__.py:2"]
     assert circles(set(graph)) == [["high", "low"]]
+
+
+def file_graph(package: Path) -> set[tuple[str, str]]:
+    """(importer, imported) between the files of `package`, by dotted module name (a package by its own name);
+    `from pkg import module` counts as importing that module. Lazy imports count, `TYPE_CHECKING` ones do not."""
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        name = ".".join([package.name, *parts]).removesuffix(".__init__")
+        modules[name] = path
+    edges = set()
+    for name, path in modules.items():
+        own = f"{name}.__init__" if path.name == "__init__.py" else name
+        tree = ast.parse(path.read_text(), str(path))
+        for _, imported in _imports(tree, own):
+            parts = imported.split(".")
+            target = next(
+                (".".join(parts[:cut]) for cut in range(len(parts), 0, -1) if ".".join(parts[:cut]) in modules), None
+            )
+            if target is not None and target != name:
+                edges.add((name, target))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                edges.update(
+                    (name, f"{node.module}.{a.name}") for a in node.names if f"{node.module}.{a.name}" in modules
+                )
+    return {(a, b) for a, b in edges if a != b}
+
+
+def test_no_import_circle_between_the_files_of_infermeter() -> None:
+    remaining = circles(file_graph(PACKAGE))
+    assert not remaining, (
+        "import circles between files (move the shared piece into a module of its own):\n"
+        + "\n".join(" -> ".join(component) for component in remaining)
+    )
+
+
+def test_the_file_circle_check_sees_a_lazy_circle_inside_one_unit(tmp_path: Path) -> None:
+    package = tmp_path / "infermeter"
+    (package / "unit").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "unit" / "__init__.py").write_text("")
+    (package / "unit" / "a.py").write_text("from infermeter.unit import b\n")
+    (package / "unit" / "b.py").write_text("def f():\n    from infermeter.unit.a import x\n")
+    (package / "unit" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from infermeter.unit import a\n"
+    )
+    assert circles(file_graph(package)) == [["infermeter.unit.a", "infermeter.unit.b"]]

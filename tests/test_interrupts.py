@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infermeter.cli import app as cli_app
-from infermeter.interrupts import deferred_interrupts
+from infermeter.core.interrupts import deferred_interrupts
 
 
 @pytest.fixture(autouse=True)

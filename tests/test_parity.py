@@ -11,9 +11,9 @@ import pytest
 
 from cli_helpers import load_json, run_cli
 from infermeter.backends.registry import backend_names, get_backend
-from infermeter.case import Case
-from infermeter.errors import InputSpecError, UsageError
-from infermeter.models.spec import resolve_model
+from infermeter.core.case import Case
+from infermeter.core.errors import InputSpecError, UsageError
+from infermeter.models.resolve import resolve_model
 from infermeter.parity import (
     ParityRecord,
     Tolerance,

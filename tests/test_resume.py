@@ -15,11 +15,11 @@ import pytest
 
 from cli_helpers import load_json, run_cli
 from fault_harness import FAST, QUIET, SweepSpec
-from infermeter.case import MeasureSettings
-from infermeter.errors import ResultsError
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import ResultsError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 SWEEP = SweepSpec(batches=(1, 2, 3, 4))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infermeter import stats
+from infermeter.figures import latency_stats as stats
 
 
 def test_percentiles_follow_linear_interpolation() -> None:

@@ -28,28 +28,28 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from infermeter.api import bench
-    from infermeter.case import Case, MeasureSettings
+    from infermeter.api.calls import bench
+    from infermeter.api.results_view import CaseRow, Results, comparison_table, load_results
+    from infermeter.core.case import Case, MeasureSettings
+    from infermeter.figures.latency_stats import latency_stats
     from infermeter.measure.worker import run_isolated as run_case
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
     from infermeter.results.io import read_results
     from infermeter.results.schema import CaseResult, ResultsFile
-    from infermeter.stats import latency_stats
-    from infermeter.view import CaseRow, Results, comparison_table, load_results
 
 _LAZY = {
-    "bench": "infermeter.api",
-    "Results": "infermeter.view",
-    "CaseRow": "infermeter.view",
-    "load_results": "infermeter.view",
-    "comparison_table": "infermeter.view",
-    "Case": "infermeter.case",
-    "MeasureSettings": "infermeter.case",
+    "bench": "infermeter.api.calls",
+    "Results": "infermeter.api.results_view",
+    "CaseRow": "infermeter.api.results_view",
+    "load_results": "infermeter.api.results_view",
+    "comparison_table": "infermeter.api.results_view",
+    "Case": "infermeter.core.case",
+    "MeasureSettings": "infermeter.core.case",
     "CaseResult": "infermeter.results.schema",
     "ResultsFile": "infermeter.results.schema",
     "read_results": "infermeter.results.io",
     "resolve_model": "infermeter.models.spec",
-    "latency_stats": "infermeter.stats",
+    "latency_stats": "infermeter.figures.latency_stats",
 }
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from backend_helpers import FAST
-from infermeter.case import Case
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.core.case import Case
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 
 MakeCase = Callable[..., Case]
 

@@ -22,7 +22,7 @@ from backend_contract import (
 from infermeter.backends.base import Backend, Session
 from infermeter.backends.null import NullBackend, NullSession
 from infermeter.backends.registry import backend_class, backend_names, get_backend
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case, MeasureSettings
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.worker import execute_case
 from infermeter.models.inputs import generate_feeds, resolve_shapes
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 FAST = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.0, max_time_s=5.0, target_ci=0.0)
 

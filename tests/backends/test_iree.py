@@ -13,7 +13,7 @@ from backend_helpers import feeds_for, torch_reference
 from cli_helpers import load_json, run_cli
 from infermeter.backends import iree_backend
 from infermeter.backends.iree_backend import IreeBackend, compiler_message, generic_target_warning
-from infermeter.case_build import build_artifact
+from infermeter.build.case_build import build_artifact
 from infermeter.measure.execute import execute_case
 
 pytest.importorskip("iree.compiler")

@@ -9,8 +9,8 @@ import pytest
 
 from cli_helpers import run_cli
 from infermeter.backends.registry import inference_backends
-from infermeter.case import PRECISIONS, Case
-from infermeter.models.spec import resolve_model
+from infermeter.core.case import PRECISIONS, Case
+from infermeter.models.resolve import resolve_model
 
 
 @pytest.mark.parametrize("cls", inference_backends(), ids=lambda cls: cls.name)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infermeter.case import Case
-from infermeter.errors import BackendError
-from infermeter.models.spec import resolve_model
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError
+from infermeter.models.resolve import resolve_model
 
 SHRINK = ("onnxruntime.arena_shrink", "on")
 

@@ -11,7 +11,7 @@ from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
 from infermeter.backends.onnxruntime_gpu import OnnxRuntimeCudaBackend, OnnxRuntimeTensorRTBackend
 from infermeter.backends.registry import get_backend
-from infermeter.case_build import build_artifact
+from infermeter.build.case_build import build_artifact
 from infermeter.measure.worker import execute_case
 
 pytest.importorskip("onnxruntime")

@@ -9,8 +9,8 @@ import pytest
 
 from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.openvino_backend import OpenVinoBackend, OpenVinoSession, read_back_precision
-from infermeter.case_build import build_artifact
-from infermeter.errors import UsageError
+from infermeter.build.case_build import build_artifact
+from infermeter.core.errors import UsageError
 from infermeter.measure.worker import execute_case
 from infermeter.models.convert import onnx_for
 from infermeter.results.env import cpu_isa

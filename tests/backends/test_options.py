@@ -12,10 +12,10 @@ import pytest
 from cli_helpers import run_cli
 from infermeter.backends.options import Choice, Integer, Number, Option, Switch, Text, check_options, options_for
 from infermeter.backends.registry import backend_class, registered
-from infermeter.case import Case
-from infermeter.errors import UsageError
+from infermeter.core.case import Case
+from infermeter.core.errors import UsageError
 from infermeter.measure.plan import Matrix, build_plan
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 DECLARED = [(entry.name, option) for entry in registered() for option in backend_class(entry.name).options]
 

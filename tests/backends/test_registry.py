@@ -19,18 +19,18 @@ from infermeter.backends.registry import (
     get_backend,
     get_generation_backend,
 )
-from infermeter.errors import UsageError
-from infermeter.generate.backends.base import GenerationBackend
+from infermeter.core.errors import UsageError
+from infermeter.llm.backends.base import GenerationBackend
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "infermeter"
 # Where backends live: their own modules may name themselves and their siblings.
-BACKEND_FOLDERS = ("backends", "generate/backends")
+BACKEND_FOLDERS = ("backends", "llm/backends")
 # Collections whose strings only look like backend names: (file, the statement's first words, why).
 NOT_BACKEND_LISTS = (
-    ("graph/peak.py", "PEAK_FRAMEWORKS", "distributions whose kernels the peak probes time, not backends"),
+    ("machine/ceilings.py", "PEAK_FRAMEWORKS", "distributions whose kernels the peak probes time, not backends"),
     ("deploy/repository.py", "KNOWN_ELSEWHERE", "Triton's own platform and backend names"),
-    ("extras.py", "MODULE_EXTRAS", "import names of Python packages and the pip extras that install them"),
-    ("extras.py", "_ENGINE_EXTRAS", "pip extras in the order the install hint recommends them"),
+    ("core/extras.py", "MODULE_EXTRAS", "import names of Python packages and the pip extras that install them"),
+    ("core/extras.py", "_ENGINE_EXTRAS", "pip extras in the order the install hint recommends them"),
 )
 
 
@@ -88,8 +88,8 @@ def test_no_list_of_backend_names_outside_the_backend_folders() -> None:
 def test_the_lists_derived_from_capabilities_are_the_ones_kept_before() -> None:
     from infermeter.backends.triton import servable_engines
     from infermeter.deploy.triton import platform_for
-    from infermeter.environment import framework_versions
-    from infermeter.optimize.steps_int8 import int8_engines
+    from infermeter.machine.environment import framework_versions
+    from infermeter.optimize.steps.int8 import int8_engines
     from infermeter.parity.run import reference_backends
     from infermeter.quantize.request import quantize_engines
 

@@ -6,7 +6,7 @@ import pytest
 
 from infermeter.backends._tensorrt_engine import engine_cache_key, parse_shape_list, profile_shapes
 from infermeter.backends.tensorrt_backend import TensorRTBackend
-from infermeter.errors import InputSpecError
+from infermeter.core.errors import InputSpecError
 from infermeter.measure.worker import execute_case
 
 
@@ -60,7 +60,7 @@ def test_int8_on_a_float_model_is_served_a_tensorrt_ready_qdq_graph(tiny_cnn, ma
     import onnx
     from onnx import numpy_helper
 
-    from infermeter.quantizers.onthefly import quantize_on_the_fly
+    from infermeter.build.int8.onthefly import quantize_on_the_fly
 
     case = make_case("tensorrt", precision="int8")
     assert TensorRTBackend.unsupported_reason(tiny_cnn, case) is None

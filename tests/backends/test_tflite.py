@@ -9,9 +9,9 @@ import pytest
 
 from backend_helpers import FAST, write_tflite_mlp
 from infermeter.backends.tflite import TFLiteBackend
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.measure.worker import execute_case
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 pytest.importorskip("ai_edge_litert")
 

@@ -8,7 +8,7 @@ import pytest
 from backend_helpers import feeds_for, torch_reference
 from cli_helpers import load_json, run_cli
 from infermeter.backends.torch_compile import TorchCompileBackend
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 pytest.importorskip("torch")
 

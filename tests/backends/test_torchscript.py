@@ -8,7 +8,7 @@ import pytest
 from backend_helpers import feeds_for, outputs_of, torch_reference
 from infermeter.backends.torchscript import TorchScriptBackend
 from infermeter.measure.worker import execute_case
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.env import cpu_isa
 
 pytest.importorskip("torch")

@@ -19,7 +19,7 @@ from cli_helpers import load_json, run_cli
 from infermeter.backends import _tvm_tuning as tuning
 from infermeter.backends._tvm_tuning import TuningSummary
 from infermeter.backends.tvm_backend import TUNING_KIND, TvmBackend, tuning_summary
-from infermeter.case_build import build_artifact, key_digest
+from infermeter.build.case_build import build_artifact, key_digest
 from infermeter.models.convert import cache_root
 from infermeter.results.artifact import Artifact
 from infermeter.results.io import write_results

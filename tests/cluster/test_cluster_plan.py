@@ -14,11 +14,11 @@ import pytest
 
 from cli_helpers import run_cli
 from fault_harness import FAST
-from infermeter.case import Case, MeasureSettings
 from infermeter.cluster.units import plan_units
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.plan import Matrix, build_plan
 from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict, store_plan
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.io import write_results
 from infermeter.results.schema import ResultsFile
 

@@ -25,7 +25,7 @@ def test_speedups_stay_within_one_machine_class_and_tables_name_it() -> None:
 
 
 def test_advise_answers_which_machine_and_which_engine() -> None:
-    from infermeter.advise import advise
+    from infermeter.advise.pick import advise
 
     cases = []
     for machine, onnx_ms, ov_ms in (("a", 2.0, 1.5), ("b", 0.9, 1.2)):

@@ -21,14 +21,14 @@ import pytest
 
 from cli_helpers import load_json, run_cli
 from fault_harness import FAST
-from infermeter.case import MeasureSettings
 from infermeter.cluster import MACHINE_LABEL, SLOT_RESOURCE
+from infermeter.core.case import MeasureSettings
 from infermeter.measure.benchrun import SilentDisplay, new_sweep, run_bench
 from infermeter.measure.plan import Matrix
 from infermeter.measure.planfile import stored_plan
 from infermeter.measure.sweep import SweepEvent
 from infermeter.models.convert import onnx_for
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.io import read_results
 from infermeter.results.records import NodeRecord, read_record
 
@@ -123,12 +123,12 @@ def test_tiny_cnn_on_onnxruntime_runs_on_each_class(cluster, tmp_path: Path) -> 
 _OPTIMIZE_ON_CLASS_B = """
 import sys
 from pathlib import Path
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 from infermeter.cluster.session import connected
 from infermeter.optimize.pipeline import open_run
 from infermeter.optimize.request import OptimizeRequest
-from infermeter.optimize.steps import step_fp32
-from infermeter.optimize.steps_tuning import step_tuning
+from infermeter.optimize.steps.fp32 import step_fp32
+from infermeter.optimize.steps.tuning import step_tuning
 
 address, folder = sys.argv[1], Path(sys.argv[2])
 settings = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1, target_ci=0)

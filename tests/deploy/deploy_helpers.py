@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from crafted_results import accuracy_field, load_field, make_case, make_results, parity_field
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.deploy.manifest import MANIFEST_FORMAT, entry, write_manifest
 from infermeter.models.convert import onnx_for
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.io import write_results
 from infermeter.results.records import OptimizeStep, write_record
 from infermeter.results.schema import CaseResult
@@ -31,7 +31,7 @@ def _optimize_case(backend: str, precision: str, case_id: str, artifact: str, **
 
 def make_optimize_folder(folder: Path) -> Path:
     """An optimize output folder whose pick is OpenVINO running the INT8 artifact, fallback ORT FP32."""
-    from infermeter.quantizers.onthefly import quantize_on_the_fly
+    from infermeter.build.int8.onthefly import quantize_on_the_fly
 
     spec = resolve_model("tiny_cnn")
     artifacts = folder / "artifacts"

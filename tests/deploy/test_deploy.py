@@ -115,7 +115,8 @@ def test_round_trip_deploy_serve_tritonclient(
 ) -> None:
     import tritonclient.http as triton_http
 
-    from infermeter.models.spec import load_torch_module, resolve_model
+    from infermeter.models.resolve import resolve_model
+    from infermeter.models.torch_form import load_torch_module
     from infermeter.serve.server import spawn_server
 
     torch = pytest.importorskip("torch")
@@ -153,8 +154,8 @@ def test_a_manifest_of_another_format_is_refused_by_deploy_and_serve(optimize_fo
     import json
     import shutil
 
+    from infermeter.core.errors import UsageError
     from infermeter.deploy.manifest import serve_settings
-    from infermeter.errors import UsageError
 
     folder = tmp_path / "future"
     shutil.copytree(optimize_folder, folder)

@@ -10,11 +10,11 @@ import pytest
 from deploy_helpers import ORT_ID
 
 from cli_helpers import run_cli
+from infermeter.core.errors import UsageError
 from infermeter.deploy.pbtxt import PbtxtError, parse
 from infermeter.deploy.repository import read_repository
 from infermeter.deploy.source import read_source
 from infermeter.deploy.triton import write_repository
-from infermeter.errors import UsageError
 
 
 def test_pbtxt_reader_handles_the_syntax_triton_files_use() -> None:

@@ -11,7 +11,8 @@ from onnx import helper, numpy_helper
 
 from graph.onnx_builders import make_model, weight
 from infermeter.graph.flops import graph_cost, node_cost
-from infermeter.graph.model import fix_input_shapes, graph_view, infer_shapes, load_graph
+from infermeter.graph.loaded import load_graph
+from infermeter.graph.model import fix_input_shapes, graph_view, infer_shapes
 
 
 def costs_of(model: onnx.ModelProto):  # type: ignore[no-untyped-def]

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from cli_helpers import run_cli
-from infermeter.graph import peak as peak_module
-from infermeter.graph import peak_cache
-from infermeter.graph.peak import (
+from infermeter.machine import ceilings as peak_module
+from infermeter.machine import ceilings_cache as peak_cache
+from infermeter.machine.ceiling_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32
+from infermeter.machine.ceilings import (
     PRECISION_KEYS,
     merge_visits,
     run_probe,
@@ -22,8 +23,7 @@ from infermeter.graph.peak import (
     time_workload,
     visit_round_robin,
 )
-from infermeter.graph.peak_cache import load_or_measure_peak, peak_cache_key
-from infermeter.graph.peak_probes import CPU_PROBES, Workload, numpy_copy, numpy_fp32
+from infermeter.machine.ceilings_cache import load_or_measure_peak, peak_cache_key
 
 
 @pytest.fixture

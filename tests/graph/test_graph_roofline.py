@@ -13,7 +13,7 @@ from onnx import helper
 from crafted_results import make_case, make_results
 from graph.onnx_builders import make_model, weight
 from infermeter.graph.flops import graph_cost
-from infermeter.graph.model import load_graph
+from infermeter.graph.loaded import load_graph
 from infermeter.graph.roofline import annotate_roofline, ceiling_key
 
 PEAK: dict[str, Any] = {

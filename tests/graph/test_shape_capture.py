@@ -15,7 +15,7 @@ from cli_helpers import run_cli
 from graph.onnx_builders import BATCH, TARGET_DIM, reshape_matmul
 from infermeter.graph.analysis import inspect_model
 from infermeter.graph.flops import graph_cost
-from infermeter.graph.model import load_graph
+from infermeter.graph.loaded import load_graph
 
 pytest.importorskip("onnxruntime")
 

@@ -7,11 +7,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from infermeter.case import Case, MeasureSettings
-from infermeter.case_build import build_artifact
+from infermeter.build.case_build import build_artifact
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.sweep import run_sweep
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, ResultsFile, case_from_dict, case_to_dict
 

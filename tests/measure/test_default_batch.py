@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cli_helpers import load_json, run_cli
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.measure.request import DEFAULT_BATCHES, BenchRequest, build_matrix, default_batches
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 
 def _conv_model(path: Path, batch: int | str) -> str:

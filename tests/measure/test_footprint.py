@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infermeter.case import Case, MeasureSettings
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.footprint import case_footprint, disk_mb, distribution_mb, energy_between, read_energy
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 
 def _zone(root: Path, name: str, energy_uj: int, wrap_uj: int = 2**32) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infermeter.measure.interference import (
+from infermeter.machine.interference import (
     INTERFERENCE_SHARE,
     CpuMeter,
     effective_cpus,

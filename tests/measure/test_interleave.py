@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.case import Case, MeasureSettings
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.interleave import paired_speedup, round_orders
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.sweep import SweepEvent, run_sweep
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.schema import ResultsFile
 
 SETTINGS = MeasureSettings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.backends.base import Session
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 from infermeter.measure.loop import run_loop
 
 

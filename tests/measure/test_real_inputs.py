@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from real_input_models import branch_model, image_model, lookup_model
 
 from cli_helpers import load_json, run_cli
-from infermeter.case import DataSource
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.case import DataSource
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.feeds_data import batched_sets, constant_array, data_note
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import InputSpec

@@ -14,13 +14,13 @@ import pytest
 from cli_helpers import load_json, run_cli
 from crafted_results import make_case, make_results
 from fault_harness import FAST, QUIET
-from infermeter.compare import compare_results
+from infermeter.compare.verdict import compare_results
+from infermeter.figures.latency_stats import replicate_p50
 from infermeter.measure.repeat import merge_process
 from infermeter.report.summary import summary_table
 from infermeter.results.io import read_results
 from infermeter.results.records import ProcessRecord, ProcessRun, read_record, write_record
 from infermeter.results.schema import ResultsFile
-from infermeter.stats import replicate_p50
 
 # Sleeping latencies of tens of ms: a spinning null case's wall time follows the machine's load (2 ms read as 8 ms
 # on the shared 2-core machine), a sleeping one's only its wake-up delay.
@@ -163,7 +163,7 @@ def test_repeat_refused_where_it_cannot_run(flags: list[str], message: str, tmp_
 
 def test_api_refuses_a_bad_repeat() -> None:
     from infermeter import bench
-    from infermeter.errors import UsageError
+    from infermeter.core.errors import UsageError
 
     with pytest.raises(UsageError, match="repeat 0 must be positive"):
         bench("tiny_cnn", backends=["null"], repeat=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.measure.shapes import asked_shapes, pad_feeds, parse_sizes, plan_shapes
 from infermeter.models.inputs import InputSpec, generate_feeds
 

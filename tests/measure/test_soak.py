@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import load_json, run_cli
-from infermeter.case import Case, MeasureSettings
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.isolation import call_in_worker
 from infermeter.measure.soak_analysis import (
     MemorySample,
@@ -21,7 +21,7 @@ from infermeter.measure.soak_analysis import (
 )
 from infermeter.measure.soak_case import soak_case
 from infermeter.measure.soak_stream import bucket_of, soak_stream
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.records import Footprint, SoakRecord, read_record
 
 SEQ = (("seq", tuple(range(8, 65))),)
@@ -195,8 +195,8 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
 
 
 def test_an_oom_worker_that_ended_before_any_sample_says_so_plainly() -> None:
-    from infermeter.measure.memlimit import MemoryLimit, mark_oom
     from infermeter.measure.execute import blank_result
+    from infermeter.measure.memlimit import MemoryLimit, mark_oom
 
     spec = resolve_model("tiny_cnn")
     result = blank_result(spec, Case(spec.ref, "null"), "crashed", "the worker process was killed by SIGSEGV")

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 from infermeter.measure.stoprule import Burst, max_time_warning, median_halfwidth, run_until_stopped
 
 

@@ -32,7 +32,7 @@ def test_a_misspelt_variant_is_a_usage_error_with_a_suggestion() -> None:
 
 def test_variants_that_differ_only_in_int8_options_are_one_case_at_fp32() -> None:
     from infermeter.measure.plan import Matrix, build_plan
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     matrix = Matrix(
         models=(resolve_model("tiny_cnn"),),
@@ -52,7 +52,7 @@ def test_variants_that_differ_only_in_int8_options_are_one_case_at_fp32() -> Non
 def test_a_variant_gets_cold_start_passes_of_its_own() -> None:
     from infermeter.measure.coldstart import PASSES, cold_start_plan
     from infermeter.measure.plan import Matrix, build_plan
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     plan = build_plan(Matrix(models=(resolve_model("tiny_cnn"),), backends=(("null",), ("null:latency_ms=2",))))
     cold = [item.case for item in cold_start_plan(plan)]

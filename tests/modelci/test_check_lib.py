@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from infermeter.compare import CaseChange
-from infermeter.errors import ModelError, UsageError
+from infermeter.compare.verdict import CaseChange
+from infermeter.core.errors import ModelError, UsageError
 from infermeter.modelci.baseline import Baseline, baseline_ref
 from infermeter.modelci.config import CheckConfig, apply_settings, config_from_pyproject
 from infermeter.modelci.run import CheckReport, run_check
 from infermeter.modelci.steps import Outcome, same_outputs_step
 from infermeter.modelci.summary import render_junit, render_markdown
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.results.schema import CaseResult
 from modelci_sources import VARIANTS, git, model_repo, worktrees
 

@@ -14,13 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from backend_helpers import FAST
 from cli_helpers import run_cli
-from infermeter.case import Case
-from infermeter.errors import InputSpecError
+from infermeter.core.case import Case
+from infermeter.core.errors import InputSpecError
 from infermeter.measure.request import BenchRequest, build_matrix
 from infermeter.measure.shapes import plan_shapes
 from infermeter.measure.worker import execute_case
 from infermeter.models.inputs import dims_by_name, resolve_shapes, shared_dim_conflicts, unnamed_dim
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 
 def _save(

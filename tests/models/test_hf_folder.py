@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from cli_helpers import load_json, run_cli
-from infermeter.errors import ModelError
+from infermeter.core.errors import ModelError
 from infermeter.models.inputs import generate_feeds, resolve_shapes
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from cli_helpers import run_cli
-from infermeter.models.stats import measure_cost, model_costs
+from infermeter.models.zoo_costs import measure_cost, model_costs
 
 
 def test_tiny_cnn_cost_by_hand() -> None:

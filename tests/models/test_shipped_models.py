@@ -22,13 +22,13 @@ from shipped_models import (
     qdq_mlp,
 )
 
-from infermeter.case import Case
-from infermeter.errors import InputSpecError, ModelError, UsageError
+from infermeter.core.case import Case
+from infermeter.core.errors import InputSpecError, ModelError, UsageError
 from infermeter.models.feeds_data import check_input_values, constant_array
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import InputSpec, batched_inputs, fixed_batch, resolve_shapes
 from infermeter.models.reshape import parse_reshape, reshape_notes
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.parity import default_tolerance, tolerance_for_reference
 
 pytest.importorskip("onnxruntime")
@@ -140,7 +140,7 @@ def test_reshape_keeps_weights_an_old_exporter_listed_as_inputs(tmp_path: Path) 
 
 
 def test_quantize_samples_carry_constants_batched_or_not() -> None:
-    from infermeter.quantizers.feeds import ModelInputs
+    from infermeter.build.int8.feeds import ModelInputs
 
     tts = (
         InputSpec("input", "int64", ("batch", "phonemes"), int_range=(0, 50)),
@@ -168,7 +168,7 @@ def test_serve_loads_the_reshaped_model(tmp_path: Path) -> None:
 
 
 def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> None:
-    from infermeter.case_build import open_session
+    from infermeter.build.case_build import open_session
 
     spec = resolve_model(baked_detector(tmp_path / "detector.onnx"), (("images", (1, 3, 48, 64)),))
     feeds = {"images": np.random.default_rng(0).standard_normal((1, 3, 48, 64)).astype(np.float32)}
@@ -184,7 +184,7 @@ def test_a_reshaped_model_runs_on_onnxruntime_and_openvino(tmp_path: Path) -> No
 
 
 def test_a_dim_the_constants_fix_fails_with_the_engine_s_message(tmp_path: Path) -> None:
-    from infermeter.case_build import open_session
+    from infermeter.build.case_build import open_session
 
     spec = resolve_model(constant_reshape(tmp_path / "fixed.onnx"), (("images", (1, 3, 4, 4)),))
     session = open_session(spec, Case(spec.ref, "onnxruntime", reshape=spec.reshape))

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from cli_helpers import run_cli
-from infermeter.errors import ModelError
+from infermeter.core.errors import ModelError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import generate_feeds, resolve_shapes
+from infermeter.models.resolve import resolve_model
 from infermeter.models.sources import parse_python_ref
-from infermeter.models.spec import load_torch_module, resolve_model
+from infermeter.models.torch_form import load_torch_module
 
 FACTORIES = textwrap.dedent(
     """

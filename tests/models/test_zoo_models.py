@@ -9,8 +9,9 @@ import torch
 
 from infermeter.models import zoo_torch
 from infermeter.models.inputs import generate_feeds, resolve_shapes, shared_dim_conflicts
-from infermeter.models.spec import load_torch_module, resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.models.text_feeds import load_sentences, tokenize
+from infermeter.models.torch_form import load_torch_module
 from infermeter.models.zoo import ZOO
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from crafted_results import accuracy_field
-from infermeter.optimize.steps_fallback import budget_for, fallback_candidate
+from infermeter.figures.latency_stats import latency_stats
+from infermeter.optimize.steps.fallback import budget_for, fallback_candidate
 from infermeter.quantize.reduced import Budget
 from infermeter.results.schema import CaseResult
-from infermeter.stats import latency_stats
 
 
 def test_classifier_budget_is_decisions_changed() -> None:

@@ -15,7 +15,7 @@ from crafted_results import make_case
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.pipeline import FINALIST_TAG
 from infermeter.optimize.request import OptimizeRequest
-from infermeter.optimize.steps_finalists import _skip_reason, final_pool, finalists_lines
+from infermeter.optimize.steps.finalists import _skip_reason, final_pool, finalists_lines
 from infermeter.results.schema import CaseResult, ResultsFile
 
 
@@ -87,9 +87,9 @@ def test_when_the_step_does_not_run_it_says_why(request_fields: dict[str, Any], 
 
 
 def test_the_group_shrinks_to_what_the_budget_has_left_and_says_when_nothing_fits() -> None:
-    from infermeter.case import MeasureSettings
+    from infermeter.core.case import MeasureSettings
     from infermeter.optimize.candidates import Budget
-    from infermeter.optimize.steps_finalists import _time_per_finalist_s
+    from infermeter.optimize.steps.finalists import _time_per_finalist_s
 
     def run_with(left_s: float) -> SimpleNamespace:
         settings = MeasureSettings(min_time_s=2.0, max_time_s=20.0)
@@ -103,7 +103,7 @@ def test_the_group_shrinks_to_what_the_budget_has_left_and_says_when_nothing_fit
 
 
 def test_a_resumed_run_keeps_the_group_measured_earlier() -> None:
-    from infermeter.optimize.steps_finalists import _measured_earlier
+    from infermeter.optimize.steps.finalists import _measured_earlier
 
     fast, second = _case("onnxruntime", 10.0), _case("openvino", 11.0)
     fast_again, second_again = _copy(fast, 13.0, [13.0]), _copy(second, 12.0, [12.0])

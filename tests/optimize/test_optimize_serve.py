@@ -31,7 +31,7 @@ def _step(folder: Path, key: str) -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """tiny_cnn's ONNX file (dynamic batch) optimized on ONNX Runtime for a server with a loose SLO."""
     from infermeter.models.convert import onnx_for
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     root = tmp_path_factory.mktemp("serve")
     model = root / "tiny.onnx"
@@ -109,8 +109,8 @@ def _static_batch_onnx(path: Path) -> Path:
 
 
 def test_a_static_batch_is_named_as_the_reason() -> None:
-    from infermeter.models.spec import resolve_model
-    from infermeter.optimize.steps_serving import static_batch_reason
+    from infermeter.models.resolve import resolve_model
+    from infermeter.optimize.steps.serving import static_batch_reason
 
     assert static_batch_reason(resolve_model("tiny_cnn")) is None
 
@@ -147,9 +147,9 @@ def test_a_rerun_resumes_the_measured_policy(served: tuple[Path, subprocess.Comp
 
 def test_the_search_is_estimated_from_its_points_and_server_starts() -> None:
     from crafted_results import make_case
+    from infermeter.load.tune import policies
     from infermeter.optimize.request import ServingRequest
-    from infermeter.optimize.steps_serving import _estimate_s
-    from infermeter.serve.tune import policies
+    from infermeter.optimize.steps.serving import _estimate_s
 
     grid = policies([1, 4], [1.0], [1])
     serving = ServingRequest(50.0, (1, 4), (1.0,), (1,), duration_s=0.3, concurrency=4)

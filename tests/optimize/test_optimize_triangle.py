@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import advised_case, load_json, run_cli
-from infermeter.tradeoff import cost_per_million, format_cost
+from infermeter.advise.tradeoff import cost_per_million, format_cost
 
 QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "2", "--max-time", "2", "--threads", "1"]
 QUICK += ["--target-ci", "0", "-b", "null"]

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from infermeter.backends.base import AutoTuning
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 from infermeter.optimize.pipeline import Run, open_run
 from infermeter.optimize.request import OptimizeRequest
-from infermeter.optimize.steps import step_fp32
-from infermeter.optimize.steps_tuning import MIN_TRIALS, plan_trials, seconds_per_trial, step_tuning
+from infermeter.optimize.steps.fp32 import step_fp32
+from infermeter.optimize.steps.tuning import MIN_TRIALS, plan_trials, seconds_per_trial, step_tuning
 
 QUICK = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1.0, target_ci=0.0)
 

@@ -34,7 +34,7 @@ from venv_cells import (
 
 PACKAGE_DATA = sorted(
     str(path.relative_to(ROOT / "src"))
-    for pattern in ("infermeter/models/data/*.txt", "infermeter/generate/data/*.txt")
+    for pattern in ("infermeter/models/data/*.txt", "infermeter/llm/data/*.txt")
     for path in (ROOT / "src").glob(pattern)
 )
 
@@ -118,7 +118,7 @@ def test_the_wheel_installs_offline_and_benchmarks_an_onnx_file(dist: Dist, tmp_
     version = run_infermeter(python, ["--version"], work)
     assert version.returncode == 0 and source_version() in version.stdout, version
     # The package data is read from the installed wheel, not from this checkout.
-    probe = "from infermeter.models.text_feeds import load_sentences as s; from infermeter.generate.tinyllama " + (
+    probe = "from infermeter.models.text_feeds import load_sentences as s; from infermeter.llm.tinyllama " + (
         "import corpus_text as c; import infermeter; print(infermeter.__file__, len(s()), len(c()))"
     )
     data = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=work)

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.build.int8.calibration import calibration_warnings
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.inputs import InputSpec
 from infermeter.models.samples import load_samples
-from infermeter.quantizers.calibration import calibration_warnings
 
 VECTOR = (InputSpec("input", "float32", ("batch", 16)),)
 IMAGE = (InputSpec("input", "float32", ("batch", 3, 8, 8)),)

@@ -12,7 +12,7 @@ import pytest
 from infermeter.models.samples import SampleSet
 from infermeter.quantize.emulate import emulated, graph_layers, range_outliers, write_mixed_fp16
 from infermeter.quantize.evaluate import ModelRunner
-from infermeter.quantize.fallback_search import Verdict, find_fallback
+from infermeter.quantize.fallback.search import Verdict, find_fallback
 from infermeter.quantize.reduced import Budget, judge
 from precision_models import VARIANCE_NODES, layernorm_classifier
 

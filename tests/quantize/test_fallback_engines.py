@@ -12,9 +12,9 @@ import pytest
 
 from infermeter.backends._tensorrt_engine import constrain_layers
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
-from infermeter.case import MeasureSettings
-from infermeter.quantize import fallback_engines
-from infermeter.quantize.fallback_pipeline import FallbackRequest, study_fallback, time_arms
+from infermeter.core.case import MeasureSettings
+from infermeter.quantize.fallback import engines as fallback_engines
+from infermeter.quantize.fallback.pipeline import FallbackRequest, study_fallback, time_arms
 from infermeter.quantize.reduced import Budget, decisions_changed
 from precision_models import VARIANCE_NODES, layernorm_classifier
 

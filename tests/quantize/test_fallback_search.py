@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infermeter.quantize.fallback_search import Layer, Verdict, find_fallback
+from infermeter.quantize.fallback.search import Layer, Verdict, find_fallback
 
 
 def _layers(count: int, types: dict[int, str] | None = None) -> list[Layer]:

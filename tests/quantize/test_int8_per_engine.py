@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import run_cli
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.report.summary import precision_cell, summary_table
 from infermeter.results.io import read_results
 from infermeter.results.records import Int8Run, read_record, why_int8
@@ -63,8 +63,8 @@ def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path
 
 
 def test_nncf_on_the_fly_uses_the_calibration_data_and_is_cached(tmp_path: Path) -> None:
-    from infermeter.models.spec import resolve_model
-    from infermeter.quantizers.onthefly import model_is_quantized, quantize_on_the_fly
+    from infermeter.build.int8.onthefly import model_is_quantized, quantize_on_the_fly
+    from infermeter.models.resolve import resolve_model
 
     spec = resolve_model("tiny_cnn")
     data = tmp_path / "calib.npz"
@@ -80,7 +80,7 @@ def test_nncf_on_the_fly_uses_the_calibration_data_and_is_cached(tmp_path: Path)
 
 def test_an_ort_calibration_method_on_nncf_is_refused_with_the_way_out() -> None:
     from infermeter.backends.registry import get_backend
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     spec = resolve_model("tiny_cnn")
     openvino = get_backend("openvino")

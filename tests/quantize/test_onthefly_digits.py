@@ -8,9 +8,9 @@ import pytest
 from quant_models import mlp, mlp_data
 
 from infermeter.backends.onnxruntime import onnx_graph_precision
-from infermeter.case import Case
-from infermeter.models.spec import resolve_model
-from infermeter.quantizers.onthefly import quantize_on_the_fly
+from infermeter.build.int8.onthefly import quantize_on_the_fly
+from infermeter.core.case import Case
+from infermeter.models.resolve import resolve_model
 
 
 def test_on_the_fly_random_calibration_warns_and_caches(tmp_path: Path) -> None:
@@ -35,10 +35,10 @@ def test_quantize_on_the_fly_does_not_import_the_measurement_package() -> None:
     import subprocess
     import sys
 
-    from infermeter.quantizers import onthefly
+    from infermeter.build.int8 import onthefly
 
     code = (
-        "import sys, infermeter.quantizers.onthefly as m; print(sorted(n for n in sys.modules if 'measure' in n "
+        "import sys, infermeter.build.int8.onthefly as m; print(sorted(n for n in sys.modules if 'measure' in n "
         "or n == 'infermeter.quantize' or n.startswith('infermeter.quantize.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -28,11 +28,11 @@ def irs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """tiny_cnn as an FP32 IR and as the INT8 IR NNCF makes of it (random calibration: a test model)."""
     import openvino as ov
 
+    from infermeter.build.int8.ort_quant import QuantConfig
+    from infermeter.build.int8.ov_quant import quantize_openvino
     from infermeter.models.convert import onnx_for
+    from infermeter.models.resolve import resolve_model
     from infermeter.models.samples import random_samples
-    from infermeter.models.spec import resolve_model
-    from infermeter.quantizers.ort_quant import QuantConfig
-    from infermeter.quantizers.ov_quant import quantize_openvino
 
     folder = tmp_path_factory.mktemp("ir")
     spec = resolve_model("tiny_cnn")
@@ -43,7 +43,7 @@ def irs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_an_ir_resolves_to_its_own_kind_with_inputs_read_by_openvino(irs: dict[str, Path], tmp_path: Path) -> None:
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     spec = resolve_model(str(irs["int8"]))
     assert (spec.kind, spec.has_torch_form) == ("openvino_ir", False)

@@ -9,7 +9,7 @@ import pytest
 from quant_models import mlp, mlp_data
 
 from infermeter.backends.onnxruntime import onnx_graph_precision
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.quantize.evaluate import score
 from infermeter.quantize.pipeline import quantize_model
 from infermeter.quantize.request import QuantizeRequest
@@ -29,7 +29,7 @@ def sensitive(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_quantized_graph_reads_int8(plain: tuple[Path, Path, Path], tmp_path: Path, mode: str) -> None:
-    from infermeter.quantizers.ort_quant import QuantConfig
+    from infermeter.build.int8.ort_quant import QuantConfig
 
     model, calib, evaluation = plain
     out = tmp_path / f"{mode}.onnx"
@@ -112,7 +112,7 @@ def test_greedy_search_meets_budget(sensitive: tuple[Path, Path, Path], tmp_path
 def test_bad_requests(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
     model, calib, _ = plain
     with pytest.raises(UsageError, match="--exclude"):
-        from infermeter.quantizers.ort_quant import QuantConfig
+        from infermeter.build.int8.ort_quant import QuantConfig
 
         quantize_model(
             QuantizeRequest(
@@ -125,7 +125,7 @@ def test_bad_requests(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_openvino_engine_writes_int8_ir(plain: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    from infermeter.quantizers.ov_quant import ir_precision
+    from infermeter.build.int8.ov_quant import ir_precision
 
     model, calib, evaluation = plain
     out = tmp_path / "mlp.xml"

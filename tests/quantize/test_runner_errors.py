@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from infermeter.errors import BackendError
+from infermeter.core.errors import BackendError
 from infermeter.quantize.evaluate import ModelRunner
 
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from quant_models import mlp, mlp_data
 
-from infermeter.models.spec import resolve_model
+from infermeter.build.int8.ort_quant import QuantConfig
+from infermeter.models.resolve import resolve_model
 from infermeter.optimize import accuracy as optimize_accuracy
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.quantize import pipeline as quantize_pipeline
 from infermeter.quantize.request import QuantizeRequest
 from infermeter.quantize.study_data import RANDOM_EVAL_SAMPLES, StudyData
-from infermeter.quantizers.ort_quant import QuantConfig
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from crafted_results import make_case, make_results, sample_results
-from infermeter.report.charts import report_charts
+from infermeter.report.chart_list import report_charts
 from infermeter.report.html import render_html
 from infermeter.report.merged import MergedReport, SourceFile, merge_results
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from crafted_results import make_case, make_results
-from infermeter.advise import CHECKS
-from infermeter.compare import METRICS as COMPARE_METRICS
-from infermeter.compare import compare_results
+from infermeter.advise.pick import CHECKS
+from infermeter.api.results_view import Results
+from infermeter.compare.verdict import METRICS as COMPARE_METRICS
+from infermeter.compare.verdict import compare_results
+from infermeter.figures.metric_registry import METRICS, NUMERIC_COLUMNS, Metric
 from infermeter.history.store import _SCHEMA, load_history, record_run
-from infermeter.metrics import METRICS, NUMERIC_COLUMNS, Metric
 from infermeter.report.csv import parse_csv, render_csv
 from infermeter.report.html import render_html
 from infermeter.report.markdown import render_markdown
@@ -23,7 +24,6 @@ from infermeter.report.merged import SourceFile, merge_results, report_table
 from infermeter.report.summary import summary_table
 from infermeter.results.records import Roofline, SoakRecord, write_record
 from infermeter.results.schema import CaseResult, ResultsFile
-from infermeter.view import Results
 
 # Each metric's value on the measured case, and its table cell: one row per registry metric.
 EXPECTED: dict[str, tuple[float, str]] = {

@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import ENVIRONMENT, make_case, make_results, parity_field, sample_results
-from infermeter.report.charts import report_charts
+from infermeter.report.chart_list import report_charts
 from infermeter.report.csv import COLUMN_TYPES, csv_records, decode_json_cell, parse_csv, render_csv
 from infermeter.report.html import render_html
 from infermeter.report.markdown import render_markdown

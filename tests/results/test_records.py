@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from crafted_results import make_case, make_results
-from infermeter.errors import ResultsError
+from infermeter.core.errors import ResultsError
 from infermeter.results.io import read_results, write_results
 from infermeter.results.records import (
     CASE_RECORDS,

@@ -13,7 +13,7 @@ import pytest
 
 from cli_helpers import run_cli
 from crafted_results import draw_samples, make_case, make_results
-from infermeter.errors import ResultsError
+from infermeter.core.errors import ResultsError
 from infermeter.history import case_trends
 from infermeter.history.store import history_path, load_history, record_run
 from infermeter.results.io import read_results

@@ -12,11 +12,11 @@ import pytest
 from scipy import stats as scipy_stats
 from serve_helpers import run_cli
 
+from infermeter.load.driver import RunSettings, prepare_target, run_once
+from infermeter.load.generator import poisson_schedule, run_async, run_server
+from infermeter.load.http_client import ConnectionPool
+from infermeter.load.verdict import summarize
 from infermeter.results.io import read_results
-from infermeter.serve.driver import RunSettings, prepare_target, run_once
-from infermeter.serve.httpclient import ConnectionPool
-from infermeter.serve.loadgen import poisson_schedule, run_async, run_server
-from infermeter.serve.summary import summarize
 
 SLEEPY = [("null.wait", "sleep")]
 
@@ -130,9 +130,9 @@ def test_tune_batching_recommends_a_policy() -> None:
 
 
 def test_results_round_trip_keeps_load_fields(tmp_path: Path, serve: Any) -> None:
+    from infermeter.load.verdict import case_result
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile
-    from infermeter.serve.summary import case_result
 
     target = prepare_target(serve(options=[("null.latency_ms", "1")]))
     summary = summarize(run_once(target, RunSettings("offline", 0.3, concurrency=2, warmup_s=0)), None)

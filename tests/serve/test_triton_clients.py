@@ -238,7 +238,7 @@ def test_load_drives_grpc_through_the_shared_batcher_and_metrics(served: Served)
     import httpx
     from serve_helpers import metric
 
-    from infermeter.serve.driver import RunSettings, prepare_target, run_once
+    from infermeter.load.driver import RunSettings, prepare_target, run_once
 
     client = triton_http.InferenceServerClient(url=served.http)
     before = client.get_inference_statistics("linear")["model_stats"][0]["inference_stats"]["success"]["count"]
@@ -279,7 +279,7 @@ def test_what_perf_analyzer_reads_over_http(served: Served) -> None:
 def test_grpc_api_key_and_a_port_in_use() -> None:
     """The API key guards gRPC as it guards HTTP (metadata `authorization: Bearer KEY`); a gRPC port already in
     use is one UsageError (no silent port sharing)."""
-    from infermeter.errors import UsageError
+    from infermeter.core.errors import UsageError
     from infermeter.serve.grpc_server import GrpcServer
 
     thread = make_server("tiny_cnn", "null", api_key="sesame", grpc=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from infermeter.backends._common import case_shapes
 from infermeter.backends.options import Integer, Text
-from infermeter.case import Case
-from infermeter.errors import BackendError, InputSpecError
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, InputSpecError
 from infermeter.models.spec import ModelSpec
 
 ProfileShapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]

@@ -6,7 +6,7 @@ from typing import Any
 
 from infermeter.backends._common import dummy_feeds, precision_from_dtype_name
 from infermeter.backends.torch_eager import TorchEagerSession
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.spec import ModelSpec
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from infermeter.errors import BackendError, engine_message
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.spec import ModelSpec
 
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infermeter.files import write_text_atomically
+from infermeter.core.files import write_text_atomically
 
 # Files of the tuning database (MetaSchedule's JSONDatabase names) and of our own records in an artifact folder.
 WORKLOAD_FILE = "database_workload.json"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from infermeter.backends.triton import TritonTarget
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact, ArtifactReport, BuildOutput
@@ -175,7 +175,7 @@ class Backend(BackendInfo):
     @classmethod
     def not_installed(cls, framework: str) -> str:
         """`<framework> is not installed: <the install line of the backend's extra>`, for `available()`."""
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         return f"{framework} is not installed" + (f": {install_line(cls.install_extra)}" if cls.install_extra else "")
 

@@ -23,8 +23,8 @@ import numpy as np
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import Choice, Switch
-from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec

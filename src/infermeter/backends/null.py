@@ -20,8 +20,8 @@ import numpy as np
 
 from infermeter.backends.base import AutoTuning, Backend, Session
 from infermeter.backends.options import Choice, Integer, Number, Text
-from infermeter.case import PRECISIONS, Case
-from infermeter.errors import BackendError, UsageError
+from infermeter.core.case import PRECISIONS, Case
+from infermeter.core.errors import BackendError, UsageError
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact, BuildOutput, Phase
 

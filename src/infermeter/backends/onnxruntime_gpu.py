@@ -15,7 +15,7 @@ from infermeter.backends.base import Session, package_version
 from infermeter.backends.onnxruntime import OPT_LEVEL, TRITON_THREADS, OnnxRuntimeBackend, OnnxRuntimeSession
 from infermeter.backends.options import CACHE, Option, Switch
 from infermeter.backends.triton import TritonTarget
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact

@@ -26,8 +26,8 @@ from infermeter.backends._common import case_shapes, cpu_precision_reason, preci
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
 from infermeter.backends.triton import PRECISION, THREADS, TritonParameter, TritonTarget
-from infermeter.case import Case
-from infermeter.errors import BackendError, engine_message
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec

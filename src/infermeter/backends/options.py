@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from infermeter.errors import InfermeterError, UsageError
+from infermeter.core.errors import InfermeterError, UsageError
 
 Pairs = tuple[tuple[str, str], ...]
 _TRUE = ("on", "true", "1", "yes")
@@ -224,9 +224,16 @@ QUANTIZE_PER_CHANNEL = Switch(key="quantize.per_channel", default=False, help="p
 QUANTIZE_OPTIONS: tuple[Option, ...] = (QUANTIZE_CALIB, QUANTIZE_METHOD, QUANTIZE_PER_CHANNEL)
 
 
-@functools.cache
 def option_catalog() -> dict[str, Option]:
     """Every option any registered backend (of any task) declares, by key."""
+    from infermeter.backends.registry import registry_generation
+
+    return _catalog(registry_generation())
+
+
+@functools.cache
+def _catalog(generation: int) -> dict[str, Option]:
+    """The catalog at one generation of the registry (`generation` is only the cache key)."""
     from infermeter.backends.registry import backend_class, registered
 
     catalog: dict[str, Option] = {}

@@ -3,7 +3,7 @@ backend classes, imported lazily so that `infermeter --help` stays fast.
 
 Everything else about a backend is on its class (`backends.base.BackendInfo` and `Backend`, or
 `generate.backends.base.GenerationBackend`): lists such as "the backends that read ONNX" are derived from here.
-Inference backends live in this package, generation backends in `infermeter.generate.backends`.
+Inference backends live in this package, generation backends in `infermeter.llm.backends`.
 
 A backend kept outside infermeter (a plugin, or a test's own module) joins with `register(name, "module:Class")`, or
 with the environment variable INFERMETER_BACKENDS (`name=module:Class[,name/generate=module:Class...]`) for a CLI
@@ -19,11 +19,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from infermeter.errors import MissingExtra, UsageError
+from infermeter.core.errors import MissingExtra, UsageError
 
 if TYPE_CHECKING:
     from infermeter.backends.base import Backend, BackendInfo
-    from infermeter.generate.backends.base import GenerationBackend
+    from infermeter.llm.backends.base import GenerationBackend
     from infermeter.models.spec import ModelSpec
 
 TASKS = ("infer", "generate")
@@ -52,12 +52,12 @@ REGISTRY: tuple[Registered, ...] = (
     Registered("tflite", "infer", "infermeter.backends.tflite:TFLiteBackend"),
     Registered("iree", "infer", "infermeter.backends.iree_backend:IreeBackend"),
     Registered("tvm", "infer", "infermeter.backends.tvm_backend:TvmBackend"),
-    Registered("llama-cpp", "generate", "infermeter.generate.backends.llama_cpp:LlamaCppBackend"),
-    Registered("transformers", "generate", "infermeter.generate.backends.transformers_gen:TransformersBackend"),
-    Registered("vllm", "generate", "infermeter.generate.backends.vllm_gen:VllmBackend"),
-    Registered("vllm-cpu", "generate", "infermeter.generate.backends.vllm_cpu:VllmCpuBackend"),
-    Registered("tensorrt-llm", "generate", "infermeter.generate.backends.tensorrt_llm:TensorRTLLMBackend"),
-    Registered("fake", "generate", "infermeter.generate.backends.fake:FakeBackend"),
+    Registered("llama-cpp", "generate", "infermeter.llm.backends.llama_cpp:LlamaCppBackend"),
+    Registered("transformers", "generate", "infermeter.llm.backends.transformers_gen:TransformersBackend"),
+    Registered("vllm", "generate", "infermeter.llm.backends.vllm_gen:VllmBackend"),
+    Registered("vllm-cpu", "generate", "infermeter.llm.backends.vllm_cpu:VllmCpuBackend"),
+    Registered("tensorrt-llm", "generate", "infermeter.llm.backends.tensorrt_llm:TensorRTLLMBackend"),
+    Registered("fake", "generate", "infermeter.llm.backends.fake:FakeBackend"),
 )
 _BY_NAME = {entry.name: entry for entry in REGISTRY}
 # Lines added by `register` (after the built-in ones, in the order registered).
@@ -95,15 +95,21 @@ def unregister(name: str) -> None:
     _registry_changed()
 
 
-def _registry_changed() -> None:
-    """Keep the environment (read by spawned workers) and the option catalog in step with the registry."""
-    from infermeter.backends.options import option_catalog
+_GENERATION = [0]  # how many times the registry changed: what the option catalog is cached on
 
+
+def registry_generation() -> int:
+    """A number that changes whenever a backend is added or removed (caches of what the registry holds key on it)."""
+    return _GENERATION[0]
+
+
+def _registry_changed() -> None:
+    """Keep the environment (read by spawned workers) in step with the registry, and move its generation on."""
     if _ADDED:
         os.environ[ENV_VAR] = _environment_text()
     else:
         os.environ.pop(ENV_VAR, None)
-    option_catalog.cache_clear()
+    _GENERATION[0] += 1
 
 
 def _register_from_environment() -> None:
@@ -221,7 +227,7 @@ def require_torch_form(specs: Sequence[ModelSpec], backends: Iterable[str]) -> N
     """Raise MissingExtra when a model exists only as PyTorch code (a built-in model, a Python factory, a .pt2) and
     torch is missing while a real backend would need it (every backend reads such a model through torch; the
     synthetic `null` backend does not read the model at all)."""
-    from infermeter.extras import install_line, missing_modules
+    from infermeter.core.extras import install_line, missing_modules
 
     if not missing_modules(["torch"]):
         return

@@ -29,8 +29,8 @@ from infermeter.backends._tensorrt_engine import (
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS
 from infermeter.backends.triton import TritonTarget
-from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec

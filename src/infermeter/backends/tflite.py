@@ -9,8 +9,8 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes
 from infermeter.backends.base import Backend, Session, package_version
-from infermeter.case import Case
-from infermeter.errors import BackendError, engine_message
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
 from infermeter.models.tflite_spec import tflite_precision

@@ -12,8 +12,8 @@ from infermeter.backends._torch_common import CompiledTorchSession
 from infermeter.backends.base import Session
 from infermeter.backends.options import CACHE, Choice
 from infermeter.backends.torch_eager import TorchFamilyBackend, build_module
-from infermeter.case import Case
-from infermeter.errors import BackendError, engine_message
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.convert import cache_root
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact, Phase

@@ -10,10 +10,11 @@ import numpy as np
 
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import Switch, Text
-from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError
 from infermeter.models.inputs import Feeds
-from infermeter.models.spec import ModelSpec, load_torch_module
+from infermeter.models.spec import ModelSpec
+from infermeter.models.torch_form import load_torch_module
 from infermeter.results.artifact import Artifact, Phase
 
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}

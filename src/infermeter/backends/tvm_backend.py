@@ -35,8 +35,8 @@ from infermeter.backends._tvm_target import (
 from infermeter.backends._tvm_tuning import DATABASE_DIR, SUMMARY_FILE, TuningPlan, TuningSummary, read_tuning_summary
 from infermeter.backends.base import AutoTuning, Backend, Session, package_version
 from infermeter.backends.options import CACHE, Integer, Number
-from infermeter.case import Case
-from infermeter.errors import BackendError, engine_message
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec

@@ -9,7 +9,7 @@ A variant is `NAME:KEY=VALUE[:KEY=VALUE...]`; KEY is one of the backend's declar
 
 from __future__ import annotations
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 SEPARATOR = ":"
 

@@ -8,7 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.advise import OBJECTIVES, Advice, Constraints, advise, describe
+from infermeter.advise.pick import OBJECTIVES, Advice, Constraints, advise, describe
+from infermeter.advise.tradeoff import cost_note, format_cost
 from infermeter.cli.common import (
     MEMORY_BUDGET,
     PRICE_PER_HOUR,
@@ -18,7 +19,6 @@ from infermeter.cli.common import (
     stdout,
 )
 from infermeter.report.summary import case_label
-from infermeter.tradeoff import cost_note, format_cost
 
 
 def print_advice(advice: Advice) -> None:

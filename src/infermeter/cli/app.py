@@ -28,7 +28,7 @@ from infermeter.cli import quantize as quantize_cmd
 from infermeter.cli import report as report_cmd
 from infermeter.cli import serve as serve_cmd
 from infermeter.cli import tune_batching as tune_batching_cmd
-from infermeter.errors import InfermeterError
+from infermeter.core.errors import InfermeterError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
-        from infermeter.extras import missing_extra_error
+        from infermeter.core.extras import missing_extra_error
 
         # An optional package that a command imported without checking first: still one line with its extra.
         missing = missing_extra_error(exc)

@@ -25,13 +25,13 @@ from infermeter.cli.common import split_values, stderr, stdout
 from infermeter.cli.options import ALLOW_MIXED_PRECISION, MeasureFlags, measure_options
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
 from infermeter.cli.soak import allocators, print_soak, soak_options, soak_settings
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import build_matrix, cli_flag
-from infermeter.models.spec import resolve_model
+from infermeter.models.resolve import resolve_model
 from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
 from infermeter.report.summary import SummaryTable, summary_table
-from infermeter.terminal import ConsoleDisplay, print_summary, print_table
+from infermeter.report.terminal import ConsoleDisplay, print_summary, print_table
 
 if TYPE_CHECKING:
     from infermeter.measure.benchrun import BenchRun, ClusterRunner
@@ -45,7 +45,7 @@ def _default_output() -> Path:
 def _resumes_generation(resume: Path) -> bool:
     """True when the results file to resume holds a generation plan (`bench --task generate`): a bare `--resume`
     replays it whatever --task says."""
-    from infermeter.generate.sweep import TASK, plan_task
+    from infermeter.llm.sweep import TASK, plan_task
     from infermeter.results.io import read_results
 
     return plan_task(read_results(resume)) == TASK
@@ -108,7 +108,7 @@ def bench(
 
 def _run_sweep(matrix: Matrix | None, run: RunFlags, display: ConsoleDisplay) -> BenchRun:
     """The new or resumed sweep run (on the cluster when --cluster is given), its results file written."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.measure.benchrun import new_sweep, resumed_sweep, run_bench
 
     command = ["infermeter", *sys.argv[1:]]

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from infermeter.case import MeasureSettings
 from infermeter.cli.common import parse_options, parse_positive_ints, split_values
 from infermeter.cli.options import BACKEND, CLUSTER, INPUT, OPTION, RESHAPE, THREADS, Decorator, option_group
+from infermeter.core.case import MeasureSettings
 from infermeter.measure.request import BenchRequest
 from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
 

@@ -13,7 +13,6 @@ import click
 from click.core import ParameterSource
 from rich.markup import escape
 
-from infermeter.case import MeasureSettings
 from infermeter.cli.common import parse_fraction, require_positive, stderr, stdout
 from infermeter.cli.generate import (
     GENERATE_ONLY,
@@ -24,12 +23,13 @@ from infermeter.cli.generate import (
     reject_flags,
 )
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
-from infermeter.errors import UsageError
-from infermeter.generate.plan import GenerationMatrix
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import UsageError
+from infermeter.llm.plan import GenerationMatrix
 from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
-    from infermeter.generate.sweep import GenerationSweep
+    from infermeter.llm.sweep import GenerationSweep
 
 # With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
 GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
@@ -66,7 +66,7 @@ def generation_matrix(ctx: click.Context) -> GenerationMatrix:
     UsageError for a bad value, an unknown backend or a bad `-O`, before anything runs."""
     from infermeter.backends.options import options_for
     from infermeter.cli.common import parse_options, parse_positive_ints, split_values
-    from infermeter.generate.backends import get_generation_backend
+    from infermeter.llm.backends import get_generation_backend
     from infermeter.results.env import default_threads
 
     params = ctx.params
@@ -109,8 +109,8 @@ def run_bench_generate(ctx: click.Context, output: Path | None, default_output: 
 
 def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> GenerationSweep:
     """The new sweep of the flags, or the stored plan of --resume FILE (no plan flags with it)."""
-    from infermeter.environment import collect_environment
-    from infermeter.generate.sweep import new_generation_sweep, resumed_generation_sweep
+    from infermeter.llm.sweep import new_generation_sweep, resumed_generation_sweep
+    from infermeter.machine.environment import collect_environment
 
     command = ["infermeter", *sys.argv[1:]]
     resume: Path | None = ctx.params["resume"]
@@ -128,8 +128,8 @@ def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> Gen
 def run_generation(ctx: click.Context, output: Path | None, default_output: Path, old: str | None = None) -> None:
     """Make the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the
     table and findings. `old`: the deprecated spelling that asked for it, named in one line before it runs."""
-    from infermeter.generate.sweep import run_generation_sweep
-    from infermeter.terminal import ConsoleDisplay
+    from infermeter.llm.sweep import run_generation_sweep
+    from infermeter.report.terminal import ConsoleDisplay
 
     sweep = _sweep(ctx, output, default_output)
     if old is not None:
@@ -150,7 +150,7 @@ def print_findings(cases: list[CaseResult]) -> None:
     request, per round; GGUF levels are compared across precisions by design, marked), or why there is none
     (other work disturbed it), then the cases' warnings grouped (interference, too few requests...)."""
     from infermeter.report.summary import speedups
-    from infermeter.terminal import print_warnings
+    from infermeter.report.terminal import print_warnings
 
     by_id = {case.id: case for case in cases}
     found = speedups(cases, allow_mixed_precision=True)
@@ -211,7 +211,7 @@ def llm_bench(ctx: click.Context, output: Path | None, resume: Path | None, **fl
     Hugging Face folder) on generation backends (default llama-cpp; also transformers, vllm, tensorrt-llm).
     Interleaved per comparison group, saved after every case; `--resume FILE` finishes an interrupted sweep."""
     if resume is not None:
-        from infermeter.generate.sweep import TASK, plan_task
+        from infermeter.llm.sweep import TASK, plan_task
         from infermeter.results.io import read_results
 
         if plan_task(read_results(resume)) != TASK:

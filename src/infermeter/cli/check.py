@@ -69,8 +69,8 @@ def check(
     Exit 0 when every check passes, 1 when one fails (only a significant slowdown beyond the threshold fails the
     latency gate), 2 for a usage error.
     """
-    from infermeter.errors import UsageError
-    from infermeter.interrupts import terminate_as_interrupt
+    from infermeter.core.errors import UsageError
+    from infermeter.core.interrupts import terminate_as_interrupt
     from infermeter.modelci.config import apply_settings, config_from_pyproject, find_pyproject
     from infermeter.modelci.run import run_check
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.measure.plan import PlanItem
 
 

@@ -1,20 +1,20 @@
 """Helpers shared by the commands: consoles, matrix-flag parsing, value checks (the checks the Python API
-shares are in `infermeter.checks`, re-exported here)."""
+shares are in `infermeter.core.validation`, re-exported here)."""
 
 from __future__ import annotations
 
 import click
 
-from infermeter.checks import check_price_per_hour as check_price_per_hour
-from infermeter.checks import choose as choose
-from infermeter.checks import parse_fraction as parse_fraction
-from infermeter.checks import parse_options as parse_options
-from infermeter.checks import parse_positive_ints as parse_positive_ints
-from infermeter.checks import require_positive as require_positive
-from infermeter.checks import split_values as split_values
-from infermeter.errors import InfermeterError, UsageError
-from infermeter.terminal import stderr as stderr
-from infermeter.terminal import stdout as stdout
+from infermeter.core.errors import InfermeterError, UsageError
+from infermeter.core.validation import check_price_per_hour as check_price_per_hour
+from infermeter.core.validation import choose as choose
+from infermeter.core.validation import parse_fraction as parse_fraction
+from infermeter.core.validation import parse_options as parse_options
+from infermeter.core.validation import parse_positive_ints as parse_positive_ints
+from infermeter.core.validation import require_positive as require_positive
+from infermeter.core.validation import split_values as split_values
+from infermeter.report.terminal import stderr as stderr
+from infermeter.report.terminal import stdout as stdout
 
 
 def error_message(exc: InfermeterError) -> str:
@@ -52,7 +52,7 @@ MEMORY_BUDGET = click.option(
 def memory_budget_mb(max_memory_mb: float | None, memory_budget: str | None) -> float | None:
     """The peak-memory limit of `--max-memory-mb` or `--memory-budget` (advise, optimize); UsageError when both
     are given and disagree."""
-    from infermeter.checks import parse_memory_mb
+    from infermeter.core.validation import parse_memory_mb
 
     if memory_budget is None:
         return max_memory_mb

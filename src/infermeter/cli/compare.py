@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from infermeter.case import MeasureSettings
-from infermeter.checks import check_gate
 from infermeter.cli.options import ALLOW_MIXED_PRECISION, MeasureFlags, measure_options
-from infermeter.compare import DEFAULT_ALPHA, METRICS, Comparison, compare_results
-from infermeter.errors import UsageError
-from infermeter.terminal import print_comparison
+from infermeter.compare.verdict import DEFAULT_ALPHA, METRICS, Comparison, compare_results
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import UsageError
+from infermeter.core.validation import check_gate
+from infermeter.report.terminal import print_comparison
 
 # --rerun re-measures both files pair by pair in rounds; 2 s per case keeps each round's bursts long enough.
 RERUN_DEFAULTS = MeasureSettings(min_time_s=2.0)
@@ -64,7 +64,7 @@ def compare(
 def _rerun(base: Path, new: Path, metric: str, limit: float, alpha: float, measure: MeasureFlags) -> Comparison:
     """`--rerun`: the flags checked, both files re-measured pair by pair (progress on stderr)."""
     from infermeter.cli.common import stderr
-    from infermeter.compare_rerun import rerun_comparison, rerun_files
+    from infermeter.compare.rerun import rerun_comparison, rerun_files
 
     if metric != "p50":
         raise UsageError("--rerun compares p50 (per-round medians); drop --metric or use --metric p50")

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from infermeter.cli.common import stderr, stdout
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 
 @click.command("deploy")

@@ -58,9 +58,9 @@ def export(
     several inputs, and every dynamic axis run at two more sizes. Exit 0 when every check passes, 1 when one
     fails (the table says which and why), 2 for bad input.
     """
-    from infermeter.errors import UsageError
-    from infermeter.export import DEFAULT_OPSET, export_model, parse_dynamic, report_path
-    from infermeter.models.spec import resolve_model
+    from infermeter.core.errors import UsageError
+    from infermeter.export.torch_export import DEFAULT_OPSET, export_model, parse_dynamic, report_path
+    from infermeter.models.resolve import resolve_model
 
     if atol < 0 or rtol < 0:
         raise UsageError("--atol and --rtol must be zero or more")

@@ -2,7 +2,7 @@
 the deprecation line of the old spellings, and `llm quantize`'s flow (llama.cpp levels, `--compare` for
 size/memory/speed/quality; the old spelling is `quantize --format gguf`). `llm bench` is in `cli.bench_generate`,
 `llm load` in `cli.serving`, the group in `cli.llm`. Only flow and printing live here; the measuring is in
-`infermeter.generate`."""
+`infermeter.llm`."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import require_positive, stderr, stdout
-from infermeter.errors import UsageError
-from infermeter.generate.metrics import SLO
+from infermeter.core.errors import UsageError
+from infermeter.llm.generation_metrics import SLO
 from infermeter.results.records import Distribution, GenerationCase, GenerationSummary, GgufQuality, read_record
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
@@ -78,7 +78,7 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
 
 
 def _results_file() -> ResultsFile:
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
 
     created = now_iso()
     return ResultsFile(created=created, environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
@@ -169,9 +169,9 @@ def quantize_gguf(
     """`llm quantize`: write the llama.cpp variants of `source` (to `output_dir` when given) and print them; with
     `compare`, benchmark each (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16). `old`: the
     deprecated spelling that asked for it, named in one line once the flags are checked."""
-    from infermeter.generate.backends.base import GenerateCase
-    from infermeter.generate.gguf_compare import compare_levels, make_variants
-    from infermeter.generate.gguf_quant import parse_levels
+    from infermeter.llm.backends.base import GenerateCase
+    from infermeter.llm.gguf_compare import compare_levels, make_variants
+    from infermeter.llm.gguf_quant import parse_levels
 
     for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
         require_positive(value, flag)
@@ -199,7 +199,7 @@ def quantize_gguf(
         quality = read_record(result, GgufQuality)
         stderr.print(f"[dim]{escape(quality.gguf_level if quality else result.model)} measured[/dim]")
 
-    from infermeter.generate.packaged import default_text_for
+    from infermeter.llm.packaged import default_text_for
 
     text_name = default_text_for(source)
     stderr.print(f"[dim]perplexity on the {text_name} text[/dim]")

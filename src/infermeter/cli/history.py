@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import stdout
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.report.summary import format_ms
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def history(
     """Show the trend of each case over the recorded runs (P50/P99 per run, date, commit, environment) and flag
     regressions: a run whose P50 lies above the control band of the previous runs (mean + 3 sd of their log
     P50s; 3 previous runs needed) and beyond the threshold (exit 1 on one with --fail-on-regression)."""
-    from infermeter.checks import parse_threshold
+    from infermeter.core.validation import parse_threshold
     from infermeter.history import MIN_PREVIOUS, case_trends
     from infermeter.history.store import HISTORY_ENV, history_path, load_history
 

@@ -59,7 +59,7 @@ def _print_options(rows: list[OptionRow], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def env(as_json: bool) -> None:
     """Show the machine metadata recorded with every results file."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.results.env import default_threads
 
     data = collect_environment()
@@ -91,7 +91,7 @@ def models(as_json: bool, no_cost: bool) -> None:
 
     costs = {}
     if not no_cost:
-        from infermeter.models.stats import model_costs
+        from infermeter.models.zoo_costs import model_costs
 
         with stderr.status("counting parameters and FLOPs (cached after the first run)…"):
             costs = {cost.name: cost for cost in model_costs()}
@@ -131,6 +131,6 @@ def models(as_json: bool, no_cost: bool) -> None:
         table.add_row(name, escape(inputs), params, flops, row["task"], escape(description))
     stdout.print(table)
     if costs:
-        from infermeter.models.stats import FLOP_METHOD
+        from infermeter.models.zoo_costs import FLOP_METHOD
 
         stdout.print(f"GFLOPs: {FLOP_METHOD}, default sequence length for text models.")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from infermeter.cli.common import stderr, stdout
 from infermeter.cli.options import INPUT, RESHAPE
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.graph.ov_inspect import IrReport
 from infermeter.models.input_flags import parse_input_flags
 
@@ -179,10 +179,10 @@ def inspect_cmd(
     its operations and weights by type, and the layers OpenVINO's CPU plugin runs, with their precisions. For a
     results file (.json): each case's built artifact, and what auto-tuning did (the kernels tuned, and their gain)."""
     from infermeter.graph.analysis import inspect_loaded
-    from infermeter.graph.model import load_graph
+    from infermeter.graph.loaded import load_graph
     from infermeter.models.inputs import fixed_batch
     from infermeter.models.reshape import parse_reshape, reshape_notes
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     if model.endswith(".json") and Path(model).is_file():
         _print_builds(Path(model))

@@ -12,8 +12,8 @@ from infermeter.cli.bench_generate import llm_bench
 from infermeter.cli.common import require_positive
 from infermeter.cli.generate import quantize_gguf
 from infermeter.cli.serving import llm_load
-from infermeter.errors import UsageError
-from infermeter.generate.gguf_quant import DEFAULT_LEVELS
+from infermeter.core.errors import UsageError
+from infermeter.llm.gguf_quant import DEFAULT_LEVELS
 
 
 @click.command("quantize")

@@ -18,15 +18,15 @@ from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve_group import ServedModel, serving_options
 from infermeter.cli.serving import OPENAI_ONLY, load_openai_deprecated, openai_options
-from infermeter.errors import UsageError
-from infermeter.extras import SERVE_MODULES, require_extra
+from infermeter.core.errors import UsageError
+from infermeter.core.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
 from infermeter.serve import SCENARIOS
 
 if TYPE_CHECKING:
-    from infermeter.serve.driver import LoadTarget, RunSettings
-    from infermeter.serve.summary import LoadSummary
+    from infermeter.load.driver import LoadTarget, RunSettings
+    from infermeter.load.verdict import LoadSummary
 
 
 @contextlib.contextmanager
@@ -101,10 +101,10 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
     if path is None:
         return
     from infermeter.backends.registry import backend_names, get_backend
-    from infermeter.environment import collect_environment
+    from infermeter.load.verdict import case_result
+    from infermeter.machine.environment import collect_environment
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile
-    from infermeter.serve.summary import case_result
 
     backend = target.backend
     version = get_backend(backend).version() if backend in backend_names() else None
@@ -154,7 +154,7 @@ class KServeLoad:
 
     def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
         """One run of the scenario at a rate or a concurrency."""
-        from infermeter.serve.driver import RunSettings
+        from infermeter.load.driver import RunSettings
 
         return RunSettings(scenario, self.duration_s, qps, concurrency, self.seed, self.timeout_s)
 
@@ -199,7 +199,7 @@ def _progress(summary: LoadSummary) -> None:
 
 def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
     """--find-peak: the probes, printed, and the peak QPS whose P99 met the SLO."""
-    from infermeter.serve.driver import find_peak
+    from infermeter.load.driver import find_peak
 
     slo = load.slo_p99_ms
     assert slo is not None
@@ -217,8 +217,8 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
 
 def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
     """The scenario's run (or the sweep's runs), printed."""
-    from infermeter.serve.driver import run_once, sweep_steps
-    from infermeter.serve.summary import summarize
+    from infermeter.load.driver import run_once, sweep_steps
+    from infermeter.load.verdict import summarize
 
     if load.scenario != "sweep":
         run = run_once(target, load.run(load.scenario, load.qps, load.concurrency))
@@ -236,7 +236,7 @@ def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSumm
 
 def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
     """Serve MODEL here when it is not a URL, load it as `load` says, print the runs and write the results."""
-    from infermeter.serve.driver import prepare_target
+    from infermeter.load.driver import prepare_target
 
     overrides, values = parse_input_flags(served.inputs)
     serve_args = [*served.serve_args(), "--max-batch", str(max(8, load.batch))]

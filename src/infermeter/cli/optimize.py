@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.advise import OBJECTIVES
+from infermeter.advise.pick import OBJECTIVES
 from infermeter.cli.cluster import check_cluster_flags, cluster_connection
 from infermeter.cli.common import (
     MEMORY_BUDGET,
@@ -47,7 +47,7 @@ from infermeter.optimize.request import (
 from infermeter.results.records import Accuracy, ParityRecord, read_record
 
 if TYPE_CHECKING:
-    from infermeter.case import MeasureSettings
+    from infermeter.core.case import MeasureSettings
     from infermeter.optimize.request import OptimizeRequest
 
 EXIT_NO_PICK = 3
@@ -105,7 +105,7 @@ class LiveView:
 def _default_batches(model: str, objective: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> list[int]:
     """The batches without --batch: 1 (1, 8, 32 for throughput), or the batch the model fixes, said in a note."""
     from infermeter.measure.request import default_batches
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     defaults = THROUGHPUT_BATCHES if objective == "throughput" else (1,)
 
@@ -116,10 +116,10 @@ def _default_batches(model: str, objective: str, reshape: tuple[tuple[str, tuple
 
 
 def _print_outcome(outcome: object) -> None:
-    from infermeter.advise import describe
+    from infermeter.advise.pick import describe
+    from infermeter.advise.tradeoff import cost_note, format_cost
     from infermeter.optimize.finish import Outcome
     from infermeter.report.summary import case_label
-    from infermeter.tradeoff import cost_note, format_cost
 
     assert isinstance(outcome, Outcome)
     advice = outcome.advice
@@ -319,7 +319,7 @@ def _backends(backend: tuple[str, ...], deprecated: tuple[str, ...]) -> list[str
 
 def _checked_settings(measure: MeasureFlags, threads: int, cluster: str | None, machine: str | None) -> MeasureSettings:
     """The measurement group's settings; UsageError for those, a thread count or cluster flags that cannot work."""
-    from infermeter.errors import UsageError
+    from infermeter.core.errors import UsageError
 
     require_positive(threads, "--threads", allow_zero=True)
     if machine and not cluster:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from infermeter.cli.common import parse_positive_ints, split_values
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.optimize.request import ServingRequest
 from infermeter.serve import (
     DEFAULT_CONCURRENCY,

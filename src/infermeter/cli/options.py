@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from infermeter.case import MeasureSettings
-from infermeter.checks import check_settings, parse_fraction
 from infermeter.cli.common import RESHAPE_HELP
+from infermeter.core.case import MeasureSettings
+from infermeter.core.validation import check_settings, parse_fraction
 
 Command = Callable[..., Any]
 Decorator = Callable[[Command], Command]  # what click.option returns; the option groups are the same

@@ -11,15 +11,16 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.case import PRECISIONS, SHAPE_MODES, Case
 from infermeter.cli.common import choose, parse_options, require_positive, split_values, stderr, stdout
 from infermeter.cli.options import BACKEND, INPUT, OPTION, RESHAPE, SEED, THREADS, option_group
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.case import PRECISIONS, SHAPE_MODES, Case
+from infermeter.core.errors import InputSpecError, UsageError
+from infermeter.figures.number_format import format_number
 from infermeter.models.feeds_data import check_input_values
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.inputs import Feeds, shared_dim_conflicts
-from infermeter.models.spec import ModelSpec, resolve_model
-from infermeter.number_format import format_number
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.parity import ParityRecord, Tolerance
 from infermeter.results.schema import now_iso
 
@@ -74,7 +75,7 @@ def _print_localization(backend: str, loc: dict[str, Any]) -> None:
 
 
 def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityRecord]) -> None:
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.measure.execute import blank_result
     from infermeter.parity import set_case_parity
     from infermeter.results.io import write_results

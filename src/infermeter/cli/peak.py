@@ -58,8 +58,8 @@ def peak(refresh: bool, threads: int | None, as_json: bool) -> None:
     (numpy, torch, ONNX Runtime, OpenVINO) and memory bandwidth; the same on a CUDA GPU when present.
     Cached per machine (CPU, ISA, cores, threads, framework versions); about 35-90 s when measured
     (longer on a machine whose speed moves: rounds go on until the ceilings settle)."""
-    from infermeter.errors import UsageError
-    from infermeter.graph.peak_cache import load_or_measure_peak
+    from infermeter.core.errors import UsageError
+    from infermeter.machine.ceilings_cache import load_or_measure_peak
 
     if threads is not None and threads <= 0:
         raise UsageError(f"--threads {threads} must be positive")

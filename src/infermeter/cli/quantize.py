@@ -13,9 +13,9 @@ from rich.table import Table
 
 from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.quantize_flags import COMMON_PARAMS, GGUF_ONLY, TO_ONLY, GgufFlags, Int8Flags, StudyFlags
-from infermeter.errors import UsageError
-from infermeter.generate.gguf_quant import DEFAULT_LEVELS
-from infermeter.number_format import format_number
+from infermeter.core.errors import UsageError
+from infermeter.figures.number_format import format_number
+from infermeter.llm.gguf_quant import DEFAULT_LEVELS
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
@@ -132,11 +132,11 @@ def _run_gguf(model: str, flags: GgufFlags) -> None:
 
 def int8_request(model: str, flags: Int8Flags) -> QuantizeRequest:
     """The library request of the INT8 flags, checked (UsageError before any slow step)."""
+    from infermeter.build.int8.ort_quant import QuantConfig
     from infermeter.cli.common import split_values
     from infermeter.models.input_flags import parse_input_flags
     from infermeter.models.reshape import parse_reshape
     from infermeter.quantize.request import QuantizeRequest, check_request
-    from infermeter.quantizers.ort_quant import QuantConfig
     from infermeter.results.env import default_threads
 
     if flags.output is None:
@@ -252,7 +252,7 @@ def frontier_table(outcome: QuantizeOutcome, max_drop_pct: float) -> Table:
 
 def _write_results(outcome: QuantizeOutcome, model: str, path: Path) -> None:
     """The timed variants as a results file, each case carrying the study's warnings."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.quantize.pipeline import outcome_results
     from infermeter.results.io import write_results
     from infermeter.results.schema import ResultsFile

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from infermeter.cli.common import require_positive, split_values, stderr, stdout
 from infermeter.cli.quantize_flags import StudyFlags
-from infermeter.quantize.fallback_study import BenchArm, EngineStudy
+from infermeter.quantize.fallback.study import BenchArm, EngineStudy
 from infermeter.quantize.reduced import Budget, Judgement
 
 
@@ -113,7 +113,7 @@ def _print_study_details(study: EngineStudy) -> None:
 
 def run_fallback_study(model: str, flags: StudyFlags) -> None:
     """`quantize --to`: run the study and print its tables."""
-    from infermeter.quantize.fallback_pipeline import FallbackRequest, fallback_engines_here, study_fallback
+    from infermeter.quantize.fallback.pipeline import FallbackRequest, fallback_engines_here, study_fallback
     from infermeter.results.env import default_threads
 
     require_positive(flags.threads, "--threads", allow_zero=True)

@@ -9,8 +9,8 @@ from rich.markup import escape
 
 from infermeter.cli.common import stderr, stdout
 from infermeter.cli.options import ALLOW_MIXED_PRECISION
-from infermeter.errors import UsageError
-from infermeter.files import write_text_atomically
+from infermeter.core.errors import UsageError
+from infermeter.core.files import write_text_atomically
 from infermeter.report.merged import report_table
 from infermeter.report.render import FORMATS, format_of, load_report, render
 
@@ -33,7 +33,7 @@ def report(results: tuple[Path, ...], fmt: str | None, output: Path | None, allo
         raise UsageError("--format table prints to the console; for a file use --format md, html or csv")
     merged = load_report(results)
     if fmt == "table":
-        from infermeter.terminal import print_summary
+        from infermeter.report.terminal import print_summary
 
         print_summary(report_table(merged, allow_mixed_precision))
         for name, diffs in merged.env_differences:

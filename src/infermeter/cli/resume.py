@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 # The bench parameters that decide which cases run and how they are measured: the plan stored in the file.
 PLAN_PARAMS = (

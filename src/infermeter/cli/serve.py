@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from infermeter.cli.common import RESHAPE_HELP, parse_options, require_positive, stderr
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.reshape import parse_reshape
 
@@ -109,7 +109,7 @@ def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[i
     whatever the batcher could gather (a note says so; a request with more rows gets a 400 that says why)."""
     from infermeter.models.inputs import fixed_batch
     from infermeter.models.reshape import reshape_notes
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     spec = resolve_model(model, reshape)
     for text in reshape_notes(spec):
@@ -193,7 +193,7 @@ def serve(
     over gRPC (inference.GRPCInferenceService, as tritonclient.grpc and perf_analyzer -i grpc call it).
     Ctrl-C or SIGTERM stops accepting requests and answers every accepted one before exiting.
     """
-    from infermeter.extras import SERVE_MODULES, require_extra
+    from infermeter.core.extras import SERVE_MODULES, require_extra
     from infermeter.measure.allocator import run_under_allocator
 
     require_extra("serve", SERVE_MODULES, "`infermeter serve`")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from infermeter.case import PRECISIONS
+from infermeter.core.case import PRECISIONS
 
 # The click parameters the group folds into a ServedModel (the model argument is named by the command).
 _GROUP_PARAMS = ("backend", "precision", "threads", "inputs", "data", "option", "buckets", "max_queue")

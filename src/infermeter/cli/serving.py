@@ -17,13 +17,13 @@ from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
 from infermeter.cli.generate import deprecated, make_slo, reject_flags
-from infermeter.errors import UsageError
-from infermeter.generate.metrics import SLO
+from infermeter.core.errors import UsageError
+from infermeter.llm.generation_metrics import SLO
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 if TYPE_CHECKING:
-    from infermeter.generate.openai_bench import EndpointSettings
-    from infermeter.generate.serving_sweep import SweepSettings
+    from infermeter.llm.openai_bench import EndpointSettings
+    from infermeter.llm.serving_sweep import SweepSettings
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class SweepFlags:
 def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
     """(mode, levels) from the flags: --rates gives a Poisson rate sweep; --scenario sweep with --concurrency N
     gives 1, 2, 4 … N; --concurrency 1,4,16 gives those levels."""
-    from infermeter.generate.serving_sweep import doubling_levels
+    from infermeter.llm.serving_sweep import doubling_levels
 
     if flags.rates is not None:
         if flags.concurrency is not None or flags.scenario_sweep:
@@ -71,7 +71,7 @@ def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
 
 def level_table(cases: list[CaseResult], title: str) -> list[Table]:
     """One rich table per sweep in `cases` (the same rows as the markdown report)."""
-    from infermeter.generate.serving_verdict import verdicts
+    from infermeter.llm.serving_verdict import verdicts
     from infermeter.report.serving import SERVING_COLUMNS, level_row, sweep_title
 
     tables = []
@@ -89,14 +89,14 @@ def level_table(cases: list[CaseResult], title: str) -> list[Table]:
 
 def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettings:
     """The sweep of the flags, each checked (UsageError) before anything is sent."""
-    from infermeter.generate.serving_sweep import SweepSettings
+    from infermeter.llm.serving_sweep import SweepSettings
 
     require_positive(flags.metrics_interval_s, "--metrics-interval")
     if not 0 < flags.slo_attainment <= 1:
         raise UsageError(f"--slo-attainment {flags.slo_attainment:g} must be a fraction in (0, 1], e.g. 0.9")
     mode, levels = sweep_levels(flags)
     if flags.server_metrics:
-        from infermeter.extras import require_extra
+        from infermeter.core.extras import require_extra
 
         require_extra("serve", ["prometheus_client"], "--server-metrics (its Prometheus text parser)")
     return SweepSettings(
@@ -114,9 +114,9 @@ def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettin
 def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
     """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
     level had a successful request."""
-    from infermeter.environment import collect_environment
-    from infermeter.generate.serving_sweep import run_sweep
-    from infermeter.generate.serving_verdict import verdicts
+    from infermeter.llm.serving_sweep import run_sweep
+    from infermeter.llm.serving_verdict import verdicts
+    from infermeter.machine.environment import collect_environment
     from infermeter.report.serving import failure_notes
 
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
@@ -167,7 +167,7 @@ def endpoint_settings(
     slo: SLO,
 ) -> EndpointSettings:
     """The EndpointSettings of the flags, each checked."""
-    from infermeter.generate.openai_bench import EndpointSettings
+    from infermeter.llm.openai_bench import EndpointSettings
 
     for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (request_timeout_s, "--timeout")):
         require_positive(value, flag)

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from infermeter.case import MeasureSettings
-from infermeter.checks import parse_memory_mb, split_values
-from infermeter.errors import UsageError
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import UsageError
+from infermeter.core.validation import parse_memory_mb, split_values
 from infermeter.results.schema import CaseResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,7 +98,7 @@ def print_soak(cases: Sequence[CaseResult]) -> None:
     """The soak table (slope, plateau, peak, latency drift per case) and each growing case's remedy."""
     from infermeter.cli.common import stdout
     from infermeter.report.soak import soak_remedies, soak_table
-    from infermeter.terminal import print_table
+    from infermeter.report.terminal import print_table
 
     table = soak_table(cases)
     if table is None:

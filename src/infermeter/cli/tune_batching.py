@@ -14,8 +14,8 @@ from infermeter.cli.common import parse_positive_ints, require_positive, split_v
 from infermeter.cli.load import print_summaries
 from infermeter.cli.optimize_serve import joined
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.errors import UsageError
-from infermeter.extras import SERVE_MODULES, require_extra
+from infermeter.core.errors import UsageError
+from infermeter.core.extras import SERVE_MODULES, require_extra
 from infermeter.results.schema import now_iso
 from infermeter.serve import (
     DEFAULT_CONCURRENCY,
@@ -26,13 +26,13 @@ from infermeter.serve import (
 )
 
 if TYPE_CHECKING:
-    from infermeter.serve.summary import LoadSummary
-    from infermeter.serve.tune import BatchPolicy, PolicyResult
+    from infermeter.load.tune import BatchPolicy, PolicyResult
+    from infermeter.load.verdict import LoadSummary
 
 
 def _grid(max_batches: tuple[str, ...], max_delays: tuple[str, ...], workers: tuple[str, ...]) -> list[BatchPolicy]:
     """The policies of the flags' lists, each value checked."""
-    from infermeter.serve.tune import policies
+    from infermeter.load.tune import policies
 
     delays = []
     for item in split_values(max_delays):
@@ -102,7 +102,7 @@ def tune_batching(
     --slo-p99-ms: each policy is served on 127.0.0.1 and measured at rising concurrency; the pick is then
     checked under Poisson arrivals."""
     require_extra("serve", SERVE_MODULES, "`infermeter tune-batching`")
-    from infermeter.serve.tune import CHECK_MIN_DURATION_S, check_pick, measure_policy, recommend
+    from infermeter.load.tune import CHECK_MIN_DURATION_S, check_pick, measure_policy, recommend
 
     require_positive(slo_p99_ms, "--slo-p99-ms")
     require_positive(duration, "--duration")
@@ -117,8 +117,8 @@ def tune_batching(
     backend = served.backend or ""
     pick = recommend(results)
     if output is not None:
+        from infermeter.load.tune import tuning_results
         from infermeter.results.io import write_results
-        from infermeter.serve.tune import tuning_results
 
         write_results(output, tuning_results(results, pick, served.model, backend, served.precision, started))
         stdout.print(f"results: {escape(str(output))} (the pick is marked for `infermeter deploy --load`)")

@@ -25,7 +25,7 @@ from infermeter.cluster import MACHINE_LABEL, NODE_ID_LABEL, SLOT_RESOURCE
 from infermeter.cluster.session import slot_nodes
 from infermeter.cluster.task import NodeStart, run_unit
 from infermeter.cluster.units import Unit
-from infermeter.errors import describe_exception
+from infermeter.core.errors import describe_exception
 from infermeter.measure.execute import blank_result
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.sweep import SweepEvent

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from infermeter.cluster import MACHINE_LABEL, SLOT_RESOURCE
-from infermeter.errors import UsageError
-from infermeter.extras import require_extra
+from infermeter.core.errors import UsageError
+from infermeter.core.extras import require_extra
 
 # `--cluster local`: a Ray instance started in this process, this machine its one node, with one slot.
 LOCAL = "local"

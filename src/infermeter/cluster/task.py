@@ -42,7 +42,7 @@ def _this_node() -> NodeStart:
 def run_here(unit: Unit, start: NodeStart) -> list[dict[str, Any]]:
     """Run `unit` on this node as a local sweep would (ONNX exports, build stage, isolated workers, interleaved
     rounds) and return its cases as results-file dicts, each with this node's record."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.measure.benchrun import SilentDisplay, prepare_onnx
     from infermeter.measure.isolation import set_thread_environment
     from infermeter.measure.sweep import run_sweep

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import UsageError
-from infermeter.files import write_text_atomically
+from infermeter.core.errors import UsageError
+from infermeter.core.files import write_text_atomically
 from infermeter.results.records import Accuracy, OptimizeStep, ParityRecord, read_record
 from infermeter.results.schema import CaseResult
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.backends.triton import PRECISION, THREADS, TritonTarget, servable_engines
+from infermeter.core.errors import UsageError
 from infermeter.deploy.pbtxt import Message, PbtxtError, parse
 from infermeter.deploy.source import TensorSpec, onnx_tensors
-from infermeter.errors import UsageError
 
 CONFIG = "config.pbtxt"
 # ModelConfig's fields (Triton's model_config.proto): anything else is a misspelling Triton would refuse too.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.results.records import LoadRecord, TunePoint, read_record
 from infermeter.results.schema import CaseResult
 
@@ -119,7 +119,7 @@ def _model_file(case: CaseResult, artifact: Path | None) -> Path:
             "whose INT8 artifact is kept, or a case of a quantized .onnx file"
         )
     from infermeter.models.convert import onnx_for
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     return Path(onnx_for(resolve_model(case.model)).path)
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.backends.triton import PRECISION, THREADS, TritonTarget
+from infermeter.core.errors import UsageError
 from infermeter.deploy.source import DeploySource, Figure, TensorSpec
-from infermeter.errors import UsageError
 from infermeter.serve.protocol import datatype_of
 
 VERSION = "1"

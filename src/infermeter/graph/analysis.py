@@ -9,8 +9,8 @@ from typing import Any
 
 from infermeter.graph.flops import graph_cost
 from infermeter.graph.fusion import find_fusions, ort_optimizer_counts, summarize_fusions
+from infermeter.graph.loaded import LoadedGraph, load_graph
 from infermeter.graph.memory import plan_graph_memory
-from infermeter.graph.model import LoadedGraph, load_graph
 
 
 def inspect_loaded(loaded: LoadedGraph, ort_levels: bool = True) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def inspect_loaded(loaded: LoadedGraph, ort_levels: bool = True) -> dict[str, An
                 "levels": [{**asdict(level), "nodes_removed": len(view.nodes) - level.node_count} for level in levels],
             }
         except ImportError:
-            from infermeter.extras import install_line
+            from infermeter.core.extras import install_line
 
             report["notes"].append(
                 f"onnxruntime is not installed: optimizer node counts skipped ({install_line('onnxruntime')})"

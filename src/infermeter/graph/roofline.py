@@ -53,7 +53,7 @@ def graph_flops(model_ref: str, input_shapes: dict[str, list[int]], batch: int) 
     """(FLOPs, bytes moved, uncounted nodes) per inference of `model_ref` at these input shapes; with uncounted
     nodes (shapes no recovery found) the first two are lower bounds."""
     from infermeter.graph.flops import graph_cost
-    from infermeter.graph.model import load_graph
+    from infermeter.graph.loaded import load_graph
 
     overrides = [(name, tuple(int(d) for d in dims)) for name, dims in input_shapes.items()]
     loaded = load_graph(model_ref, batch, overrides)
@@ -117,7 +117,7 @@ def annotate_roofline(results: ResultsFile, peak: dict[str, Any] | None = None) 
     if not measured:
         return  # nothing ran real work (synthetic or failed cases only): no ceiling to measure against
     if peak is None:
-        from infermeter.graph.peak_cache import load_or_measure_peak
+        from infermeter.machine.ceilings_cache import load_or_measure_peak
 
         peak, _cache_hit = load_or_measure_peak()
     results.extra["peak"] = peak_summary(peak)

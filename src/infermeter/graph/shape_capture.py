@@ -65,7 +65,7 @@ def recover_shapes(model: onnx.ModelProto, feeds: Callable[[], Feeds]) -> Recove
 
 def _symbolic(model: onnx.ModelProto) -> onnx.ModelProto | str:
     """The model through ONNX Runtime's symbolic shape inference, or why not."""
-    from infermeter.errors import describe_exception
+    from infermeter.core.errors import describe_exception
 
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
@@ -99,7 +99,7 @@ def _capture(
     """(shape, element type) of `names` from one ONNX Runtime run with them exposed as outputs, or why not."""
     import onnx
 
-    from infermeter.errors import describe_exception
+    from infermeter.core.errors import describe_exception
 
     try:
         import onnxruntime as ort

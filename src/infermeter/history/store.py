@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infermeter.errors import ResultsError
+from infermeter.core.errors import ResultsError
 from infermeter.results.env import COMPARABLE_KEYS
 from infermeter.results.schema import ResultsFile, now_iso
 
@@ -162,7 +162,7 @@ _TYPED = ("p50_ms", "p99_ms", "throughput", "peak_rss_mb", "load_s")
 
 def _metric_keys() -> list[str]:
     """One REAL column per stored registry metric, named by its key (the five of _TYPED since the first schema)."""
-    from infermeter.metrics import STORED
+    from infermeter.figures.metric_registry import STORED
 
     return [metric.key for metric in STORED]
 
@@ -177,7 +177,7 @@ def _add_metric_columns(connection: sqlite3.Connection) -> None:
 
 def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_path: Path | None) -> int:
     """Insert one run and its cases in a single transaction; returns the run id."""
-    from infermeter.metrics import values_of
+    from infermeter.figures.metric_registry import values_of
 
     environment = results.environment
     columns = [*_CASE_COLUMNS, *_metric_keys(), "samples_ms"]

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 DEFAULT = "glibc"
 _PRELOADED = {"jemalloc": ("jemalloc", "libjemalloc2"), "tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4")}

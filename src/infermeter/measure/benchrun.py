@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from infermeter.errors import InfermeterError, ResultsError, UsageError
-from infermeter.interrupts import deferred_interrupts, terminate_as_interrupt
+from infermeter.core.errors import InfermeterError, ResultsError, UsageError
+from infermeter.core.interrupts import deferred_interrupts, terminate_as_interrupt
+from infermeter.machine.speed_probe import SpeedTrace
 from infermeter.measure.plan import Matrix, PlanItem
 from infermeter.measure.planfile import StoredPlan, record_resumption, remaining, store_plan, stored_plan
-from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
@@ -182,8 +182,8 @@ def prepare_onnx(plan: Sequence[PlanItem], display: BenchDisplay) -> None:
 
 def _annotate_roofline(results: ResultsFile, path: Path | None, display: BenchDisplay) -> None:
     """Achieved GFLOP/s against this machine's measured ceilings (`infermeter peak`, cached per machine)."""
-    from infermeter.graph.peak_cache import cached_peak
     from infermeter.graph.roofline import annotate_roofline
+    from infermeter.machine.ceilings_cache import cached_peak
 
     if cached_peak() is None and any(case.ok and not case.synthetic for case in results.cases):
         display.note("measuring this machine's compute and memory ceilings once (infermeter peak)...")

@@ -11,8 +11,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from infermeter.backends.options import CACHE
-from infermeter.case import Case
-from infermeter.case_build import (
+from infermeter.build.case_build import (
     BuildFailure,
     BuildOutcome,
     build_artifact,
@@ -20,7 +19,8 @@ from infermeter.case_build import (
     cached_artifact,
     key_digest,
 )
-from infermeter.errors import describe_exception
+from infermeter.core.case import Case
+from infermeter.core.errors import describe_exception
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.worker import build_isolated, unavailable_reason
 from infermeter.models.spec import ModelSpec

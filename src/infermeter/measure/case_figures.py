@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infermeter.case import Case
-from infermeter.measure.interference import interference_warning, oversubscription_warning
+from infermeter.core.case import Case
+from infermeter.figures.latency_stats import assess_run, latency_stats, memory_growth_warning, precision_warning
+from infermeter.machine.interference import interference_warning, oversubscription_warning
 from infermeter.measure.shapes import ShapePoint
 from infermeter.measure.stoprule import StopState, max_time_warning
-from infermeter.stats import assess_run, latency_stats, memory_growth_warning, precision_warning
 
 if TYPE_CHECKING:
     from infermeter.measure.execute import CaseRunner

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 from infermeter.measure.plan import PlanItem
 
 # Fresh processes one after another: never interleaved, and ten samples are enough to set the first against.

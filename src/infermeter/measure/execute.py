@@ -16,13 +16,13 @@ import psutil
 
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case
-from infermeter.case_build import build_artifact, discard_private, load_session
-from infermeter.errors import InfermeterError, describe_exception
+from infermeter.build.case_build import build_artifact, discard_private, load_session
+from infermeter.core.case import Case
+from infermeter.core.errors import InfermeterError, describe_exception
+from infermeter.machine.interference import CpuMeter
 from infermeter.measure.case_figures import fill_measurements
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile
-from infermeter.measure.interference import CpuMeter
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes

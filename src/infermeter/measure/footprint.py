@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from infermeter.results.records.soak import Footprint
 
 if TYPE_CHECKING:
-    from infermeter.case import Case
+    from infermeter.core.case import Case
     from infermeter.models.spec import ModelSpec
     from infermeter.results.artifact import Artifact
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case
-from infermeter.errors import describe_exception
+from infermeter.core.case import Case
+from infermeter.core.errors import describe_exception
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.records.int8_run import GIVEN, Int8Run, LayerProfile
@@ -40,7 +40,7 @@ def _profiled(case: Case, **changes: Any) -> Case | None:
 
 
 def _profile(spec: ModelSpec, case: Case, artifact: Artifact | None, prepared: Any) -> LayerProfile | None:
-    from infermeter.case_build import load_session
+    from infermeter.build.case_build import load_session
 
     session = load_session(spec, case, artifact)
     try:

@@ -25,10 +25,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from infermeter.case_build import BuildOutcome
+from infermeter.build.case_build import BuildOutcome
+from infermeter.machine.speed_probe import SpeedTrace
 from infermeter.measure.burstworker import BurstWorker, WorkerEnded
 from infermeter.measure.plan import SweepCase, SweepItem
-from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.measure.stoprule import BurstLog, StopState
 from infermeter.results.schema import CaseResult, PairedSpeedup
 

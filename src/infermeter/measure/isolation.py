@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from infermeter.interrupts import deferred_interrupts
+from infermeter.core.interrupts import deferred_interrupts
 from infermeter.results.env import THREAD_COUNT_VARIABLES
 
 PhaseCallback = Callable[[str], None]
@@ -228,7 +228,7 @@ def call_in_worker(function: Callable[..., Any], args: tuple[Any, ...], timeout_
 def _call_main(
     conn: multiprocessing.connection.Connection, function: Callable[..., Any], args: tuple[Any, ...]
 ) -> None:
-    from infermeter.errors import describe_exception
+    from infermeter.core.errors import describe_exception
 
     try:
         conn.send(("result", function(*args)))

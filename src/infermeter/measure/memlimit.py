@@ -18,6 +18,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermeter.core.case import Case
 from infermeter.results.schema import CaseResult
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -76,6 +77,12 @@ def make_limit(limit_mb: float, label: str, root: Path = CGROUP_ROOT) -> MemoryL
             folder.rmdir()
         return MemoryLimit(limit_mb)
     return MemoryLimit(limit_mb, str(folder))
+
+
+def case_limit(case: Case) -> MemoryLimit | None:
+    """The memory limit `case`'s worker runs under (`--memory-limit`), None without one."""
+    limit_mb = case.settings.memory_limit_mb
+    return make_limit(limit_mb, case.id) if limit_mb > 0 else None
 
 
 def enter_limit(limit: MemoryLimit) -> str:

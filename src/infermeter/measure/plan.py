@@ -6,13 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from infermeter.case import Case, MeasureSettings
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.models.inputs import resolve_shapes
 from infermeter.models.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from infermeter.case import DataSource
-    from infermeter.case_build import BuildOutcome
+    from infermeter.build.case_build import BuildOutcome
+    from infermeter.core.case import DataSource
     from infermeter.measure.burstworker import BurstWorker
     from infermeter.results.schema import CaseResult
 
@@ -24,7 +24,7 @@ class SweepCase(Protocol):
 
     @property
     def id(self) -> str:
-        """The case id (`infermeter.case`): what `--resume` and `compare` pair by."""
+        """The case id (`infermeter.core.case`): what `--resume` and `compare` pair by."""
 
     @property
     def backend(self) -> str:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infermeter.case import MeasureSettings
-from infermeter.errors import InfermeterError, ResultsError
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import InfermeterError, ResultsError
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import ResultsFile, now_iso
 
 if TYPE_CHECKING:
-    from infermeter.case import DataSource
+    from infermeter.core.case import DataSource
 
 PLAN_KEY = "plan"
 RESUMED_KEY = "resumed"
@@ -145,7 +145,7 @@ def _data_from_json(value: Any) -> DataSource | None:
     """The plan's data, checked to hold what it held when the plan was written."""
     if value is None:
         return None
-    from infermeter.case import DataSource
+    from infermeter.core.case import DataSource
     from infermeter.models.feeds_data import data_content_hash
 
     source = DataSource(str(value["ref"]), str(value["content_hash"]), int(value["samples"]))

@@ -125,7 +125,7 @@ def _pool(merged: CaseResult, new: CaseResult) -> None:
 def apply_process_stats(case: CaseResult, record: ProcessRecord) -> None:
     """The case's headline figures from its processes: statistics of the pooled samples, then the P50 and its 95%
     interval from the process medians (two or more), throughput their mean, load time their median."""
-    from infermeter.stats import latency_stats, replicate_p50
+    from infermeter.figures.latency_stats import latency_stats, replicate_p50
 
     ok = record.ok_runs
     if len(ok) < 2 or not case.samples_ms:

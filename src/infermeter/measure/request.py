@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from infermeter.backends.registry import require_torch_form
 from infermeter.backends.variant import base_name, variant_options
-from infermeter.case import PRECISIONS, SHAPE_MODES, Case, DataSource, MeasureSettings
-from infermeter.checks import check_settings, choose, require_positive, setting_flag
-from infermeter.errors import MissingExtra, UsageError
-from infermeter.extras import no_engine_message
+from infermeter.core.case import PRECISIONS, SHAPE_MODES, Case, DataSource, MeasureSettings
+from infermeter.core.errors import MissingExtra, UsageError
+from infermeter.core.extras import no_engine_message
+from infermeter.core.validation import check_settings, choose, require_positive, setting_flag
 from infermeter.measure.plan import Matrix
 from infermeter.models.spec import ModelSpec
 
@@ -175,7 +175,7 @@ def build_matrix(
     resolved (ModelError), the default model and backends filled in. `note` hears why a default backend is left
     out, and the warnings about the inputs (a shared dim given two sizes)."""
     from infermeter.models.inputs import resolve_shapes, shared_dim_conflicts
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
     from infermeter.models.zoo import DEFAULT_MODEL
     from infermeter.results.env import default_threads
 

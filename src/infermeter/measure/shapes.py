@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes, unnamed_dim
 
 MAX_POINTS = 16

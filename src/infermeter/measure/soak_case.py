@@ -13,8 +13,9 @@ import numpy as np
 import psutil
 
 from infermeter.backends.base import Session
-from infermeter.case import Case
-from infermeter.case_build import build_artifact, discard_private, load_session
+from infermeter.build.case_build import build_artifact, discard_private, load_session
+from infermeter.core.case import Case
+from infermeter.figures.latency_stats import latency_stats
 from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, release_memory
 from infermeter.measure.case_figures import stored_samples
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure
@@ -36,7 +37,6 @@ from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.records import SoakRecord, write_record
 from infermeter.results.schema import CaseResult
-from infermeter.stats import latency_stats
 
 # At least one memory sample every this many seconds, whatever --soak-sample-every says.
 SAMPLE_S = 2.0

@@ -9,11 +9,11 @@ import signal
 import time
 from typing import Any
 
-from infermeter.case import Case
+from infermeter.core.case import Case
 from infermeter.measure.allocator import allocator_environment
 from infermeter.measure.execute import PhaseCallback, blank_result
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, enter_limit, mark_oom
+from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit, mark_oom
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
@@ -40,7 +40,7 @@ def _soak_main(
             result.notes.append(note)
         conn.send(("result", case_to_dict(result)))
     except BaseException as exc:  # anything at all, a MemoryError included: report it rather than die silently
-        from infermeter.errors import describe_exception
+        from infermeter.core.errors import describe_exception
 
         conn.send(("error", describe_exception(exc)))
     finally:
@@ -53,8 +53,6 @@ def run_soak(
     """Soak `case` in a fresh worker with its allocator's environment and its memory limit; never raises for the
     case's own failures. --case-timeout bounds the worker's silences, not its life: the soak reports its progress
     at every memory sample, so 5,000 slow requests are not killed while they advance, and a hung engine still is."""
-    from infermeter.measure.worker import case_limit
-
     limit = case_limit(case)
     payload = artifact.to_dict() if artifact is not None else None
     worker = WorkerProcess(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 LENGTHS = ("uniform", "zipf", "lognormal", "data")
 WARMUP_REQUESTS = 50

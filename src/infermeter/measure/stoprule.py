@@ -3,8 +3,8 @@
 A case stops when it has at least `min_iterations` samples and `min_time_s` of timed loop *and* the P50's 95%
 interval lies within ±`target_ci` of the P50, or at `max_time_s` whatever it has. The interval used here is
 the distribution-free order-statistic interval of the median (Conover 1999, §3.2), which costs a sort rather than
-a bootstrap, so it can be checked after every burst; the reported interval (bootstrap, `infermeter.stats`) agrees
-with it to within a sample or two at these sizes.
+a bootstrap, so it can be checked after every burst; the reported interval (bootstrap,
+`infermeter.figures.latency_stats`) agrees with it to within a sample or two at these sizes.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
+from infermeter.figures.latency_stats import order_statistic_ci
 from infermeter.results.schema import CaseWarning
-from infermeter.stats import order_statistic_ci
 
 # Sequential mode times a case in bursts of this length, checking the rule between them.
 SEQUENTIAL_BURST_S = 0.25

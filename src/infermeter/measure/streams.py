@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infermeter.backends.base import Session
-from infermeter.case import MeasureSettings
+from infermeter.core.case import MeasureSettings
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from infermeter.case_build import BuildOutcome
+from infermeter.build.case_build import BuildOutcome
+from infermeter.machine.speed_probe import SpeedTrace
 from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem, SweepCase, SweepItem
 from infermeter.measure.repeat import attach_process_paired, item_for_pass, passes_of, store_result, wants_more
-from infermeter.measure.speedprobe import SpeedTrace
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 

@@ -11,8 +11,8 @@ import signal
 import time
 from typing import Any
 
-from infermeter.case import Case
-from infermeter.case_build import BuildFailure
+from infermeter.build.case_build import BuildFailure
+from infermeter.core.case import Case
 from infermeter.measure.allocator import allocator_environment, allocator_unavailable
 from infermeter.measure.burstworker import BurstWorker, WorkerEnded, run_worker_until_stopped, serve_bursts
 from infermeter.measure.execute import (
@@ -23,7 +23,7 @@ from infermeter.measure.execute import (
     unavailable_reason,
 )
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, enter_limit, make_limit, own_peak_rss_mb
+from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit, own_peak_rss_mb
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, CaseWarning, case_to_dict
@@ -92,23 +92,17 @@ def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_thread_environment(case.threads)
     try:
-        from infermeter.case_build import build_artifact
+        from infermeter.build.case_build import build_artifact
 
         conn.send(("phase", "building"))
         artifact = build_artifact(spec, case)
         conn.send(("built", artifact.to_dict() if artifact is not None else None))
     except BaseException as exc:
-        from infermeter.errors import describe_exception
+        from infermeter.core.errors import describe_exception
 
         conn.send(("error", describe_exception(exc)))
     finally:
         conn.close()
-
-
-def case_limit(case: Case) -> MemoryLimit | None:
-    """The memory limit `case`'s worker runs under (`--memory-limit`), None without one."""
-    limit_mb = case.settings.memory_limit_mb
-    return make_limit(limit_mb, case.id) if limit_mb > 0 else None
 
 
 class CaseWorker(BurstWorker):

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infermeter.errors import UsageError
-from infermeter.interrupts import deferred_interrupts
+from infermeter.core.errors import UsageError
+from infermeter.core.interrupts import deferred_interrupts
 
 GIT_PREFIX = "git:"
 

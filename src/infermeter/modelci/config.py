@@ -20,8 +20,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.checks import parse_fraction, require_positive, split_values
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
+from infermeter.core.validation import parse_fraction, require_positive, split_values
 
 TABLE = "tool.infermeter.check"
 

@@ -38,7 +38,7 @@ class CheckReport:
 
 
 def _machine() -> str:
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
 
     env = collect_environment()
     return f"{env.get('cpu_model', '?')}, {env.get('physical_cores', '?')} physical cores, {env.get('os', '?')}"
@@ -54,7 +54,7 @@ def run_check(
     removed afterwards. `progress` is told what starts. A failing check is an outcome, never an exception."""
     from infermeter.modelci.baseline import baseline_ref
     from infermeter.modelci.steps import export_step, latency_step, parity_steps, same_outputs_step
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
     from infermeter.results.schema import now_iso
 
     say = progress or (lambda _text: None)
@@ -100,9 +100,9 @@ def _load(model: str) -> ModelSpec | Outcome:
     """The model's spec, or a failed `load` outcome when its source exists but does not load: a change that
     breaks the model's import or factory is a failed check, not a usage error. A model that is not there at all
     is one (ModelError)."""
-    from infermeter.errors import InfermeterError, ModelError
+    from infermeter.core.errors import InfermeterError, ModelError
     from infermeter.modelci.baseline import model_source
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     try:
         return resolve_model(model)

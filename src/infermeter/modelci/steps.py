@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infermeter.case import Case, MeasureSettings
-from infermeter.compare import CaseChange
-from infermeter.errors import InfermeterError, describe_exception
+from infermeter.compare.verdict import CaseChange
+from infermeter.core.case import Case, MeasureSettings
+from infermeter.core.errors import InfermeterError, describe_exception
 from infermeter.modelci.config import CheckConfig
 from infermeter.models.inputs import Feeds
 from infermeter.models.spec import ModelSpec
@@ -52,7 +52,7 @@ def _safe_name(text: str) -> str:
 
 def export_step(spec: ModelSpec, folder: Path, config: CheckConfig) -> tuple[Outcome, Path | None]:
     """Export `spec` to ONNX in `folder` and verify it; the outcome and the file (None when no file was made)."""
-    from infermeter.export import export_model
+    from infermeter.export.torch_export import export_model
 
     start = time.perf_counter()
     if not spec.has_torch_form:
@@ -141,7 +141,7 @@ def parity_steps(spec: ModelSpec, onnx_path: Path | None, config: CheckConfig) -
 def _measured_spec(spec: ModelSpec, backend: str, onnx_path: Path | None) -> ModelSpec:
     """What `backend` measures of `spec`: the exported file for engines that read ONNX, else the model."""
     from infermeter.models.convert import onnx_for
-    from infermeter.models.spec import resolve_model
+    from infermeter.models.resolve import resolve_model
 
     if not reads_onnx(backend) or spec.kind == "onnx":
         return spec
@@ -150,7 +150,7 @@ def _measured_spec(spec: ModelSpec, backend: str, onnx_path: Path | None) -> Mod
 
 def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, config: CheckConfig) -> Outcome:
     """The new model against the baseline on `config.gate_backend`, interleaved, judged on per-round ratios."""
-    from infermeter.compare_rerun import SIDE_OPTION, paired_change
+    from infermeter.compare.rerun import SIDE_OPTION, paired_change
     from infermeter.measure.interleave import run_group
     from infermeter.measure.plan import PlanItem
 

@@ -6,7 +6,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from infermeter.files import write_text_atomically
+from infermeter.core.files import write_text_atomically
 from infermeter.modelci.run import CheckReport
 from infermeter.modelci.steps import Outcome
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infermeter.models.onnx_export import DEFAULT_OPSET
 from infermeter.models.spec import ModelSpec, file_sha256
-
-DEFAULT_OPSET = 18
 
 
 def cache_root() -> Path:
@@ -170,7 +169,7 @@ def onnx_for(spec: ModelSpec, opset: int = DEFAULT_OPSET) -> CachedArtifact:
         assert spec.path is not None
         return CachedArtifact(Path(spec.path), True, 0.0, "user-supplied ONNX file")
     if not spec.has_torch_form:
-        from infermeter.errors import ModelError
+        from infermeter.core.errors import ModelError
 
         raise ModelError(
             f"{spec.ref} is a {spec.kind} model: it has no ONNX form (infermeter exports PyTorch models to ONNX; "
@@ -178,7 +177,7 @@ def onnx_for(spec: ModelSpec, opset: int = DEFAULT_OPSET) -> CachedArtifact:
         )
     from importlib.metadata import version
 
-    from infermeter.extras import require_extra
+    from infermeter.core.extras import require_extra
 
     require_extra("torch", ["torch", "onnx"], f"exporting {spec.ref} to ONNX")
     # The exporter's version from package metadata: importing torch here would add seconds to every load.

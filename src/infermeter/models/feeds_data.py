@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.input_flags import Sizes, Values, unknown_input, value_numbers
 from infermeter.models.inputs import Feeds, InputSpec, generate_feeds
 
 if TYPE_CHECKING:
-    from infermeter.case import Case, DataSource
+    from infermeter.core.case import Case, DataSource
     from infermeter.models.samples import SampleSet
     from infermeter.results.schema import CaseResult
 
@@ -142,7 +142,7 @@ def load_data(inputs: Sequence[InputSpec], values: Values, ref: str) -> SampleSe
 
 def open_data(inputs: Sequence[InputSpec], values: Values, ref: str) -> tuple[DataSource, SampleSet]:
     """DATA checked against the model (UsageError / InputSpecError), as a DataSource for cases and its samples."""
-    from infermeter.case import DataSource
+    from infermeter.core.case import DataSource
 
     absolute = absolute_data_ref(ref)
     content_hash = data_content_hash(absolute)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infermeter.errors import ModelError
+from infermeter.core.errors import ModelError
 from infermeter.models.inputs import Feeds, InputSpec
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from infermeter.errors import ModelError
+from infermeter.core.errors import ModelError
 from infermeter.models.spec import ModelSpec
 
 

@@ -13,7 +13,7 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 
 Sizes = tuple[tuple[str, tuple[int, ...]], ...]
 Values = tuple[tuple[str, str], ...]

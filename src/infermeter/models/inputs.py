@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.errors import InputSpecError
+from infermeter.core.errors import InputSpecError
 from infermeter.models.input_flags import unknown_input
 
 Dim = int | str  # an int is a fixed size; a str names a symbolic dimension

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import ModelError, engine_message
-from infermeter.models.convert import DEFAULT_OPSET
+from infermeter.core.errors import ModelError, engine_message
 from infermeter.models.inputs import Feeds, generate_feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 
 __all__ = ["DEFAULT_OPSET", "ExportError", "ExportOutcome", "default_dynamic_axes", "export_to_onnx", "trace_feeds"]
+# The ONNX opset every export and conversion targets unless asked otherwise.
+DEFAULT_OPSET = 18
 # Trace with a batch of 2: a batch of 1 lets exporters specialise the batch dimension away.
 TRACE_BATCH = 2
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
@@ -171,7 +172,7 @@ def export_to_onnx(
     """
     import torch
 
-    from infermeter.models.spec import load_torch_module
+    from infermeter.models.torch_form import load_torch_module
 
     axes = default_dynamic_axes(spec) if dynamic_axes is None else dynamic_axes
     program = None

@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import ModelError, engine_message
+from infermeter.core.errors import ModelError, engine_message
 from infermeter.models.inputs import Dim, InputSpec
 from infermeter.models.spec import ModelSpec, file_sha256
 
@@ -36,7 +36,7 @@ def read_ir(path: Path) -> Any:
     try:
         import openvino as ov
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise ModelError(f"reading an OpenVINO IR (.xml) needs OpenVINO: {install_line('openvino')}") from exc
     try:

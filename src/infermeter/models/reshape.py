@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.errors import InputSpecError, ModelError, UsageError, engine_message
+from infermeter.core.errors import InputSpecError, ModelError, UsageError, engine_message
 from infermeter.models.input_flags import Sizes, join_pieces, parse_input_override, unknown_input
 from infermeter.models.spec import ModelSpec
 

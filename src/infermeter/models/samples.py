@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import InputSpecError, UsageError
+from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.inputs import Feeds, InputSpec, generate_feeds, resolve_shapes
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
@@ -158,7 +158,7 @@ def _load_images(inputs: Sequence[InputSpec], folder: Path, limit: int | None) -
     try:
         from PIL import Image
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise UsageError(f"reading an image folder needs pillow: {install_line('quantize')}") from exc
     mode = {1: "L", 3: "RGB"}.get(channels)

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from infermeter.errors import InputSpecError, ModelError
+from infermeter.core.errors import InputSpecError, ModelError
 from infermeter.models.inputs import Dim, InputSpec, generate_feeds, resolve_shapes
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""ModelSpec: what a model is, independent of any framework, and how a user's MODEL argument resolves to one."""
+"""ModelSpec: what a model is, independent of any framework; an ONNX file read into one. A user's MODEL argument
+resolves to one in `models.resolve`; its torch form is built in `models.torch_form`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infermeter.errors import MissingExtra, ModelError
+from infermeter.core.errors import MissingExtra, ModelError
 from infermeter.models.inputs import Dim, InputSpec
-from infermeter.models.zoo import ZOO
 
 if TYPE_CHECKING:
-    import torch
+    pass
 
 
 # Kinds that exist only as a graph file of one format: no torch form to export from.
@@ -83,7 +83,7 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
     try:
         import onnx
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         # onnx comes with every engine extra that reads ONNX; onnxruntime's is the smallest.
         raise MissingExtra(f"reading .onnx files needs the onnx package: {install_line('onnxruntime')}") from exc
@@ -155,82 +155,6 @@ def _elements(dims: Any) -> int:
     return count
 
 
-def resolve_model(ref: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> ModelSpec:
-    """Turn a MODEL argument (a zoo name, an .onnx, .pt2, .tflite or OpenVINO IR .xml file, `file.py:factory` /
-    `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle
-    checkpoints (.pt/.pth) are refused with the reason. `reshape` (`--reshape NAME:DIMS`) rewrites dims the file
-    declares fixed (`models.reshape`)."""
-    spec = _resolve(ref)
-    if not reshape:
-        return spec
-    from infermeter.models.reshape import reshape_model
-
-    return reshape_model(spec, reshape)
-
-
-def _resolve(ref: str) -> ModelSpec:
-    if ref in ZOO:
-        entry = ZOO[ref]
-        return ModelSpec(
-            ref=ref,
-            name=entry.name,
-            kind="zoo",
-            inputs=entry.inputs,
-            output_names=entry.output_names,
-            content_hash=entry.content_hash,
-            task=entry.task,
-        )
-    path = Path(ref)
-    if path.is_dir():
-        from infermeter.models.hf_folder import hf_spec
-
-        return hf_spec(ref, path)
-    if path.suffix.lower() == ".onnx":
-        return _onnx_spec(ref, path)
-    if path.suffix.lower() == ".tflite":
-        from infermeter.models.tflite_spec import tflite_spec
-
-        return tflite_spec(ref, path)
-    if path.suffix.lower() == ".xml":
-        from infermeter.models.openvino_ir import ir_spec
-
-        return ir_spec(ref, path)
-    from infermeter.models import sources
-
-    if path.suffix.lower() == ".pt2":
-        return sources.pt2_spec(ref, path)
-    if path.suffix.lower() in sources.PICKLE_SUFFIXES:
-        sources.refuse_pickle(path)
-    if sources.parse_python_ref(ref) is not None:
-        return sources.python_spec(ref)
-    raise ModelError(
-        f"unknown model {ref!r}: use a built-in model ({', '.join(sorted(ZOO))}; see `infermeter models`), "
-        "a path to an .onnx, .pt2 or OpenVINO IR .xml file, a Hugging Face model folder, or "
-        "path/to/file.py:factory or package.module:factory"
-    )
-
-
-def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
-    """The model as a torch module in eval mode (zoo models are built from code with their seeded weights)."""
-    if spec.kind == "zoo":
-        from infermeter.models import zoo_torch
-
-        return zoo_torch.build(spec.name, ZOO[spec.name].seed)
-    if spec.kind == "python":
-        from infermeter.models.sources import load_python_module
-
-        return load_python_module(spec)
-    if spec.kind == "pt2":
-        from infermeter.models.sources import load_pt2_module
-
-        return load_pt2_module(spec)
-    if spec.kind == "hf":
-        from infermeter.models.hf_torch import build_hf_module
-
-        return build_hf_module(spec)
-    raise NoTorchForm(f"{spec.ref!r} is a {spec.kind} model and has no PyTorch form", _suffix(spec))
-
-
 class NoTorchForm(ModelError):
     """A model that exists only as a graph file (ONNX, TFLite, OpenVINO IR) was asked for its torch form. It carries
     the file's `suffix`, so that the command line names the backends that read such a file as it is
@@ -243,7 +167,3 @@ class NoTorchForm(ModelError):
     def __reduce__(self) -> tuple[type[NoTorchForm], tuple[str, str]]:
         # A worker's error crosses to its parent pickled: keep the suffix, not only the message.
         return type(self), (str(self), self.suffix)
-
-
-def _suffix(spec: ModelSpec) -> str:
-    return Path(spec.path).suffix.lower() if spec.path else ""

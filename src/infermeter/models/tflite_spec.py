@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import ModelError
+from infermeter.core.errors import ModelError
 from infermeter.models.inputs import Dim, InputSpec
 from infermeter.models.spec import ModelSpec, file_sha256
 
@@ -30,7 +30,7 @@ def tflite_spec(ref: str, path: Path) -> ModelSpec:
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise ModelError(f"reading .tflite files needs LiteRT: {install_line('tflite')}") from exc
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from infermeter.errors import MissingExtra, ModelError
+from infermeter.core.errors import MissingExtra, ModelError
 from infermeter.models.zoo import BERT_VOCAB_SIZE
 
 
@@ -112,7 +112,7 @@ def load_pretrained(folder: Path, architecture: str = "AutoModel") -> nn.Module:
         import transformers
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        from infermeter.extras import install_line
+        from infermeter.core.extras import install_line
 
         raise MissingExtra(f"{folder} needs transformers: {install_line('text-models')}") from exc
     hf_logging.set_verbosity_error()

@@ -15,17 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.case import Case
-from infermeter.errors import BackendUnavailable, describe_exception
+from infermeter.build.int8.feeds import own as own_inputs
+from infermeter.core.case import Case
+from infermeter.core.errors import BackendUnavailable, describe_exception
 from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec
 from infermeter.optimize.pipeline import FP32_ONNX, Run
 from infermeter.optimize.request import OptimizeRequest
-from infermeter.optimize.step_log import note
+from infermeter.optimize.steps.log import note
 from infermeter.quantize.evaluate import score
 from infermeter.quantize.study import Reference, fp32_reference
 from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
-from infermeter.quantizers.feeds import own as own_inputs
 from infermeter.results.records import Accuracy, AccuracyError, write_record
 from infermeter.results.schema import CaseResult
 
@@ -124,7 +124,7 @@ def score_backend(
     """Run `spec` on `backend` at `precision` (in this process) over the evaluation samples and score it.
     Raises BackendUnavailable when the backend cannot take the case; its own errors propagate."""
     from infermeter.backends.registry import get_backend
-    from infermeter.quantize import metrics
+    from infermeter.quantize import accuracy_metrics as metrics
 
     rows = min(EVAL_BATCH, evaluation.count)
     # The first batch's feeds, constant inputs (`--input NAME=VALUE`) included, give the case its static shapes.
@@ -134,7 +134,7 @@ def score_backend(
     reason = cls.available() or cls.unsupported_reason(spec, case)
     if reason:
         raise BackendUnavailable(reason)
-    from infermeter.case_build import open_session
+    from infermeter.build.case_build import open_session
 
     session = open_session(spec, case)
     try:

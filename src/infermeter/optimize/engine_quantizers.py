@@ -14,12 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from infermeter.backends.registry import get_backend
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.build.int8.ort_quant import QuantConfig
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.optimize.pipeline import INT8_IR, Run
-from infermeter.optimize.step_log import note
+from infermeter.optimize.steps.log import note
 from infermeter.quantize.study import Reference, score_file
 from infermeter.quantize.study_data import StudyData
-from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.records import Accuracy, Int8Run, read_record, why_int8, write_record
 from infermeter.results.schema import CaseResult
 
@@ -75,7 +76,7 @@ def nncf_plain(
 ) -> tuple[str, str, Accuracy]:
     """NNCF's INT8 IR of the float model `source` (the FP32 ONNX artifact, or the IR given as the model), calibrated
     on the step's calibration samples and scored on its evaluation samples; cached in the journal for a resume."""
-    from infermeter.quantizers.ov_quant import quantize_openvino
+    from infermeter.build.int8.ov_quant import quantize_openvino
 
     target = run.path(INT8_IR)
     if "nncf" not in details or not target.is_file():

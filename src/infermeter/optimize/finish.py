@@ -7,14 +7,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.advise import Advice, advise
+from infermeter.advise.pick import Advice, advise
+from infermeter.core.extras import install_line, missing_modules
 from infermeter.deploy.manifest import BATCHING_DELAY_MS, MANIFEST_FORMAT, entry, render_deploy_md, write_manifest
-from infermeter.extras import install_line, missing_modules
 from infermeter.optimize.candidates import evidence_reason
 from infermeter.optimize.pipeline import Run
 from infermeter.optimize.serving import MeasuredPolicy
-from infermeter.optimize.steps import begin, finish, note, skip
-from infermeter.optimize.steps_finalists import final_pool, finalists_lines
+from infermeter.optimize.steps.finalists import final_pool, finalists_lines
+from infermeter.optimize.steps.fp32 import begin, finish, note, skip
 from infermeter.report.summary import case_label
 from infermeter.results.records import Accuracy, ParityRecord, read_record
 from infermeter.results.schema import CaseResult

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from infermeter.interrupts import deferred_interrupts
+from infermeter.core.interrupts import deferred_interrupts
 from infermeter.optimize.finish import Outcome, step_advise, with_serving, write_report
 from infermeter.optimize.pipeline import EventCallback, OptimizeEvent, open_run
 from infermeter.optimize.request import OptimizeRequest, check_request
-from infermeter.optimize.steps import (
+from infermeter.optimize.steps.finalists import step_finalists
+from infermeter.optimize.steps.fp32 import (
     baseline_backend,
     step_baseline,
     step_batching,
@@ -17,10 +18,9 @@ from infermeter.optimize.steps import (
     step_half,
     step_shapes,
 )
-from infermeter.optimize.steps_finalists import step_finalists
-from infermeter.optimize.steps_int8 import step_int8
-from infermeter.optimize.steps_serving import step_serving
-from infermeter.optimize.steps_tuning import step_tuning
+from infermeter.optimize.steps.int8 import step_int8
+from infermeter.optimize.steps.serving import step_serving
+from infermeter.optimize.steps.tuning import step_tuning
 
 
 def run_optimize(request: OptimizeRequest, on_event: EventCallback | None = None) -> Outcome:

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from infermeter.case import Case
-from infermeter.errors import UsageError
+from infermeter.core.case import Case
+from infermeter.core.errors import UsageError
 from infermeter.measure.plan import PlanItem
 from infermeter.models.reshape import reshape_notes
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.optimize.candidates import Budget, GainLog, finalists_reserve_s
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.request import OptimizeRequest
@@ -198,7 +199,7 @@ class Run:
 def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     """Resolve the model and open the output folder: a fresh results file, or the one of an earlier run of the
     same request (resume). A folder holding another model's run is refused."""
-    from infermeter.environment import collect_environment
+    from infermeter.machine.environment import collect_environment
     from infermeter.results.io import read_results
 
     spec = resolve_model(request.model, request.reshape)

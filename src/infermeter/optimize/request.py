@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infermeter.advise import OBJECTIVES, Constraints
-from infermeter.case import MeasureSettings
-from infermeter.checks import check_price_per_hour, require_positive
-from infermeter.errors import UsageError
+from infermeter.advise.pick import OBJECTIVES, Constraints
+from infermeter.core.case import MeasureSettings
+from infermeter.core.errors import UsageError
+from infermeter.core.validation import check_price_per_hour, require_positive
 from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES
 from infermeter.serve import (
     DEFAULT_CONCURRENCY,

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.results.records import write_record
 
 # The record's names, importable from here as before they moved to results.records.

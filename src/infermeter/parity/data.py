@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.errors import InputSpecError
+from infermeter.core.errors import InputSpecError
 from infermeter.models.inputs import Feeds, InputSpec, resolve_shapes
 from infermeter.models.spec import ModelSpec
 

@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case
-from infermeter.errors import InfermeterError, ModelError, describe_exception
+from infermeter.core.case import Case
+from infermeter.core.errors import InfermeterError, ModelError, describe_exception
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.parity import OutputMetrics, Tolerance, badness, compare_output, output_failure
 from infermeter.parity.run import load_and_run, reference_case
 

@@ -22,9 +22,9 @@ import numpy as np
 
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend, inference_backends
-from infermeter.case import Case
-from infermeter.case_build import open_session
-from infermeter.errors import (
+from infermeter.build.case_build import open_session
+from infermeter.core.case import Case
+from infermeter.core.errors import (
     BackendError,
     BackendUnavailable,
     InfermeterError,
@@ -33,7 +33,8 @@ from infermeter.errors import (
     describe_exception,
 )
 from infermeter.models.inputs import Feeds
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.parity import (
     OutputMetrics,
     ParityRecord,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.models.samples import SampleSet
-from infermeter.quantize.fallback_search import Layer
+from infermeter.quantize.fallback.search import Layer
 
 FP16_MAX = 65504.0
 # Beyond this magnitude an out-of-range value is a mask constant (a stand-in for -inf, e.g. finfo.min), which

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import BackendError, ModelError, UsageError, describe_exception
+from infermeter.core.errors import BackendError, ModelError, UsageError, describe_exception
 from infermeter.models.samples import SampleSet
-from infermeter.quantize import metrics
+from infermeter.quantize import accuracy_metrics as metrics
 from infermeter.results.records.accuracy import Accuracy as Accuracy  # importable from here, as before records
 
 EMBEDDING_TASKS = ("embedding", "sentence-embedding", "feature-extraction")
@@ -48,7 +48,7 @@ class ModelRunner:
                 self._compiled: Any = core.compile_model(model, "CPU", config)
                 self.output_names = [o.get_any_name() for o in model.outputs]
         except ImportError as exc:
-            from infermeter.extras import MODULE_EXTRAS, install_line
+            from infermeter.core.extras import MODULE_EXTRAS, install_line
 
             extra = MODULE_EXTRAS.get((exc.name or "").split(".")[0])
             hint = install_line(extra) if extra else f"pip install {exc.name}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infermeter.case import Case, MeasureSettings
-from infermeter.models.spec import resolve_model
+from infermeter.core.case import Case, MeasureSettings
+from infermeter.models.resolve import resolve_model
 from infermeter.results.schema import CaseResult
 
 # Short but honest: enough iterations for a stable median on a small model; `bench` is there for more.
@@ -16,7 +16,7 @@ QUICK_SETTINGS = MeasureSettings(warmup_iterations=5, min_iterations=30, min_tim
 def file_precision(path: Path) -> str:
     """The precision a model file computes in, read from the file."""
     if path.suffix.lower() == ".xml":
-        from infermeter.quantizers.ov_quant import ir_precision
+        from infermeter.build.int8.ov_quant import ir_precision
 
         return ir_precision(path)
     from infermeter.backends.onnxruntime import onnx_graph_precision

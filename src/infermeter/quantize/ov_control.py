@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.errors import ModelError
+from infermeter.build.int8.ov_quant import is_transformer
+from infermeter.core.errors import ModelError
 from infermeter.models.samples import SampleSet
-from infermeter.quantizers.ov_quant import is_transformer
 
 # Seconds NNCF's accuracy control may run in its worker (it ranks every group of quantizers: minutes to hours).
 CONTROL_TIMEOUT_S = 6 * 3600.0

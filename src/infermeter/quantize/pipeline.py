@@ -10,10 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infermeter.errors import InfermeterError
+from infermeter.build.int8.feeds import own as own_inputs
+from infermeter.build.int8.feeds import sample_shapes
+from infermeter.build.int8.ort_quant import QuantConfig
+from infermeter.core.errors import InfermeterError
 from infermeter.models.reshape import reshape_notes
+from infermeter.models.resolve import resolve_model
 from infermeter.models.samples import SampleSet, load_samples
-from infermeter.models.spec import ModelSpec, load_torch_module, resolve_model
+from infermeter.models.spec import ModelSpec
+from infermeter.models.torch_form import load_torch_module
 from infermeter.quantize.evaluate import Accuracy
 from infermeter.quantize.request import NNCF, ModelRow, QuantizeOutcome, QuantizeRequest, check_request, quantizer_of
 from infermeter.quantize.study import (
@@ -29,9 +34,6 @@ from infermeter.quantize.study import (
     write_model,
 )
 from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
-from infermeter.quantizers.feeds import own as own_inputs
-from infermeter.quantizers.feeds import sample_shapes
-from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.records import QuantizedVariant, write_record
 from infermeter.results.schema import CaseResult
 
@@ -110,7 +112,7 @@ def _label(config: QuantConfig) -> str:
 
 def _openvino_rows(study: _Study, source: Path) -> None:
     """NNCF's INT8 IR, and under --max-drop NNCF's own accuracy control when plain INT8 breaks the budget."""
-    from infermeter.quantizers.ov_quant import quantize_openvino
+    from infermeter.build.int8.ov_quant import quantize_openvino
 
     request, outcome = study.request, study.outcome
     if source.suffix.lower() == ".xml":
@@ -148,8 +150,8 @@ def _onnx_rows(study: _Study, source: Path) -> None:
 def _nncf_controlled(study: _Study, source: Path) -> None:
     """OpenVINO's counterpart of the sensitivity search: when NNCF's plain INT8 breaks --max-drop, NNCF's own
     accuracy control (`ov_control.quantize_openvino_controlled`), scored like every other row."""
+    from infermeter.build.int8.ov_quant import float_compute_layers
     from infermeter.quantize.ov_control import quantize_openvino_controlled
-    from infermeter.quantizers.ov_quant import float_compute_layers
 
     request, outcome, data = study.request, study.outcome, study.data
     assert request.max_drop_pct is not None and data.calib is not None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infermeter.errors import ModelError, UsageError, describe_exception
+from infermeter.core.errors import ModelError, UsageError, describe_exception
 from infermeter.models.inputs import InputSpec
 from infermeter.models.samples import SampleSet
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.quantize.evaluate import Accuracy, score
 
 # With no decision to count (an embedding model) and no --min-cosine, the budget is this mean cosine.

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infermeter.errors import UsageError
+from infermeter.build.int8.ort_quant import QuantConfig
+from infermeter.core.errors import UsageError
 from infermeter.models.input_flags import Sizes, Values
 from infermeter.quantize.evaluate import Accuracy
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity
 from infermeter.quantize.study_data import CALIB_SAMPLES, EVAL_SAMPLES
-from infermeter.quantizers.ort_quant import QuantConfig
 from infermeter.results.schema import CaseResult, CaseWarning
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from infermeter.build.int8.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
 from infermeter.models.samples import SampleSet
-from infermeter.quantize import metrics
+from infermeter.quantize import accuracy_metrics as metrics
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score
-from infermeter.quantizers.ort_quant import QuantConfig, layer_groups, quantize_onnx, weighted_nodes
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.interrupts import deferred_interrupts
+from infermeter.build.int8.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
+from infermeter.core.interrupts import deferred_interrupts
 from infermeter.models.samples import SampleSet
 from infermeter.quantize.evaluate import Accuracy, ModelRunner, score, task_kind
 from infermeter.quantize.sensitivity import FrontierPoint, LayerSensitivity, greedy_mixed, layer_sensitivity
 from infermeter.quantize.study_data import StudyData
-from infermeter.quantizers.ort_quant import QuantConfig, preprocess, quantize_onnx, weighted_nodes
 from infermeter.results.schema import CaseWarning
 
 Progress = Callable[[str], None]

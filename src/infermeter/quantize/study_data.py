@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infermeter.models.samples import SampleSet
-from infermeter.quantizers.calibration import (
+from infermeter.build.int8.calibration import (
     RANDOM_CALIBRATION_SAMPLES,
     calibration_warnings,
     random_calibration_warning,
 )
-from infermeter.quantizers.feeds import ModelInputs
+from infermeter.build.int8.feeds import ModelInputs
+from infermeter.models.samples import SampleSet
 from infermeter.results.schema import CaseWarning
 
 # Calibration samples used at most (`--calib-size`'s default).

@@ -291,22 +291,3 @@ def roofline(report: MergedReport, labels: Sequence[str]) -> Chart | None:
         else "No peak figures in the results file: cases only, no ceilings."
     )
     return Chart("roofline", "Roofline", fig, caption)
-
-
-def report_charts(report: MergedReport) -> list[Chart]:
-    """Every chart the data supports, in page order."""
-    from infermeter.report.serving import serving_charts
-    from infermeter.report.soak import soak_chart
-
-    labels = case_labels(report)
-    charts = [
-        latency_distribution(report.cases, labels),
-        percentile_bars(report.cases, labels),
-        throughput_vs_batch(report),
-        latency_throughput(report.cases, labels),
-        memory_and_load(report.cases, labels),
-        roofline(report, labels),
-        soak_chart(report.cases),
-        *serving_charts(report.cases),
-    ]
-    return [chart for chart in charts if chart is not None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from infermeter.number_format import format_number
+from infermeter.figures.number_format import format_number
 from infermeter.report.summary import backend_labels, format_ms, precision_cell
 from infermeter.results.artifact import Phase
 from infermeter.results.schema import CaseResult

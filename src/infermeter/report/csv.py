@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from infermeter.metrics import STORED, metric
+from infermeter.figures.metric_registry import STORED, metric
 from infermeter.report.merged import MergedReport
 from infermeter.results.records import Accuracy, ParityRecord, Record, Roofline, read_record
 from infermeter.results.schema import CaseResult

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from infermeter.metrics import NUMERIC_COLUMNS
-from infermeter.report.charts import report_charts
+from infermeter.figures.metric_registry import NUMERIC_COLUMNS
+from infermeter.report.chart_list import report_charts
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
 from infermeter.report.summary import group_warnings
@@ -51,7 +51,7 @@ def _plotly_js() -> str:
 
 def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> str:
     """The whole page as text (UTF-8 when written)."""
-    from infermeter.extras import require_extra
+    from infermeter.core.extras import require_extra
 
     require_extra("html", ["plotly"], "the HTML report")
     import plotly.io as pio

@@ -5,23 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infermeter.metrics import NUMERIC_COLUMNS, format_ms, speedup_cell
+from infermeter.figures.metric_registry import format_ms, speedup_cell
+from infermeter.report.markdown_table import markdown_cell as _cell
+from infermeter.report.markdown_table import markdown_table
 from infermeter.report.merged import MergedReport, environment_summary, parity_cell, report_table
 from infermeter.report.summary import case_label, group_warnings, speedups
 from infermeter.results.schema import CaseResult
-
-
-def _cell(text: str) -> str:
-    # A pipe would end the cell; a newline would end the row.
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured markdown table, numeric columns right-aligned."""
-    header = "| " + " | ".join(_cell(c) for c in columns) + " |"
-    rule = "|" + "|".join("---:" if c in NUMERIC_COLUMNS else "---" for c in columns) + "|"
-    body = ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join([header, rule, *body])
 
 
 def fastest_lines(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -> list[str]:

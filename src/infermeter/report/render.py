@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.report.merged import MergedReport, SourceFile, merge_results
 
 FORMATS = ("table", "md", "html", "csv")

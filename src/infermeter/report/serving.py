@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infermeter.generate.serving_verdict import LevelPoint, SweepVerdict, fmt_level, verdicts
+from infermeter.llm.serving_verdict import LevelPoint, SweepVerdict, fmt_level, verdicts
 from infermeter.results.records import Distribution, ServerMetrics, read_record
 from infermeter.results.schema import CaseResult
 
@@ -60,7 +60,8 @@ def sweep_title(verdict: SweepVerdict) -> str:
 
 def serving_markdown(cases: Sequence[CaseResult]) -> list[str]:
     """The markdown section: per sweep its title, table, verdict lines and partial-failure lines."""
-    from infermeter.report.markdown import _cell, markdown_table
+    from infermeter.report.markdown_table import markdown_cell as _cell
+    from infermeter.report.markdown_table import markdown_table
 
     found = verdicts(cases)
     if not found:
@@ -141,7 +142,7 @@ def server_metrics_chart(cases: Sequence[CaseResult]) -> Chart | None:
     """The server's charted metrics (`server_metrics.CHARTED`) against time since its sweep started."""
     import plotly.graph_objects as go
 
-    from infermeter.generate.server_metrics import CHARTED
+    from infermeter.llm.server_metrics import CHARTED
     from infermeter.report.charts import Chart, _layout
 
     fig = go.Figure()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infermeter.metrics import metric
+from infermeter.figures.metric_registry import metric
 from infermeter.report.summary import SummaryTable, backend_labels
 from infermeter.results.records import SoakRecord, read_record
 from infermeter.results.schema import CaseResult

@@ -6,24 +6,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
-from infermeter.case import comparison_key, model_family
-from infermeter.metrics import METRICS, Metric
-from infermeter.metrics import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
-from infermeter.metrics import Speedup as Speedup
-from infermeter.metrics import format_ms as format_ms
+from infermeter.figures.latency_stats import WARNING_CODES, min_samples_for
+from infermeter.figures.metric_registry import METRICS, Metric
+from infermeter.figures.metric_registry import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
+from infermeter.figures.metric_registry import Speedup as Speedup
+from infermeter.figures.metric_registry import format_ms as format_ms
+from infermeter.report.groups import comparison_group, machine_of
 from infermeter.report.int8_explanation import int8_explanation
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import (
-    GenerationCase,
     Int8Run,
-    NodeRecord,
     ParityRecord,
     most_processes,
     read_record,
 )
 from infermeter.results.records.int8_run import GIVEN
 from infermeter.results.schema import CaseResult, CaseWarning
-from infermeter.stats import WARNING_CODES, min_samples_for
 
 # The case's identity, before the registry's metric columns (`metrics.METRICS`).
 HEAD_COLUMNS = ("model", "backend", "precision", "batch", "shape", "streams")
@@ -122,28 +120,6 @@ def _at_machine(case: CaseResult) -> str:
     """` @CLASS` for a case that ran on a cluster node of that machine class, else nothing."""
     machine = machine_of(case)
     return f" @{machine}" if machine else ""
-
-
-def machine_of(case: CaseResult) -> str | None:
-    """The class of cluster node the case ran on (`bench --cluster`), None for a case run here."""
-    node = read_record(case, NodeRecord)
-    return node.machine if node is not None else None
-
-
-def comparison_group(case: CaseResult) -> tuple[object, ...]:
-    """The comparison group of a result (`case.comparison_key`, as `Case.group_key` for a case to run): speedups are
-    within one, so never across inputs (`--data`, `--input NAME=VALUE`) or machine classes."""
-    shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
-    model = case.model
-    generation = read_record(case, GenerationCase)
-    if generation is not None:  # a generation case: its GGUF levels compared, as `GenerateCase.group_key` does
-        model = model_family(case.model)
-        shapes += (("generated", (case.batch, generation.gen_len)),)
-    data_hash = case.data.content_hash if case.data is not None else None
-    values = case.input_values.items()
-    return comparison_key(
-        model, case.batch, case.shape_mode, shapes, case.threads, case.streams, data_hash, values, machine_of(case)
-    )
 
 
 def precision_cell(case: CaseResult) -> str:

@@ -26,7 +26,7 @@ def tune_s(case: CaseResult) -> float:
 
 
 def _group(case: CaseResult) -> tuple[object, ...]:
-    from infermeter.report.summary import comparison_group  # summary imports this module for its footnotes
+    from infermeter.report.groups import comparison_group
 
     return (*comparison_group(case), case.precision)
 

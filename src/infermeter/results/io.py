@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infermeter.errors import ResultsError
-from infermeter.files import write_text_atomically
+from infermeter.core.errors import ResultsError
+from infermeter.core.files import write_text_atomically
 from infermeter.results.schema import SCHEMA_VERSION, ResultsFile, results_from_dict, results_to_dict
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from infermeter.case import DataSource
+from infermeter.core.case import DataSource
 from infermeter.results.artifact import Artifact
 
 SCHEMA_VERSION = 1
@@ -38,7 +38,7 @@ class CaseWarning:
 
 @dataclass(frozen=True)
 class LatencyStats:
-    """Latency statistics in milliseconds over the timed loop (definitions in infermeter.stats)."""
+    """Latency statistics in milliseconds over the timed loop (definitions in infermeter.figures.latency_stats)."""
 
     p50: float
     p90: float
@@ -58,7 +58,7 @@ class LatencyStats:
 
 @dataclass(frozen=True)
 class Interference:
-    """Other work during a case's timed loop (measured by `infermeter.measure.interference`), over `wall_s`
+    """Other work during a case's timed loop (measured by `infermeter.machine.interference`), over `wall_s`
     seconds on `cpus` usable CPUs: other processes' CPU seconds, steal seconds and PSI `some` stall seconds."""
 
     wall_s: float

@@ -1,6 +1,6 @@
-"""Serving under load: an Open Inference Protocol server with dynamic batching (`serve`), an MLPerf-LoadGen-style
-load generator (`load`), and a batching-policy search (`tune-batching`). Frameworks load lazily, through the
-backend contract."""
+"""The server side of serving: an Open Inference Protocol server (KServe v2 HTTP and gRPC, Triton's extensions) with
+dynamic batching. Its client side, `load` and `tune-batching`, is the `load` package. Frameworks load lazily, through
+the backend contract."""
 
 # tune-batching's default grid and load, shared by `tune-batching` and `optimize --serve` (kept here, light, so
 # that the commands' modules read them without importing the server).

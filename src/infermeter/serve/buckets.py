@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.models.inputs import InputSpec
 from infermeter.serve.protocol import ProtocolError
 

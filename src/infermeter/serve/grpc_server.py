@@ -15,7 +15,7 @@ import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from infermeter import __version__
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 from infermeter.serve.grpc_protocol import encode_grpc_response, parse_grpc_request, status_code
 from infermeter.serve.protocol import ProtocolError
 from infermeter.serve.triton import repository_index

@@ -15,11 +15,12 @@ import numpy as np
 
 from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
-from infermeter.case import Case, DataSource
-from infermeter.case_build import open_session
-from infermeter.errors import BackendUnavailable, InputSpecError, describe_exception
+from infermeter.build.case_build import open_session
+from infermeter.core.case import Case, DataSource
+from infermeter.core.errors import BackendUnavailable, InputSpecError, describe_exception
 from infermeter.models.inputs import resolve_shapes
-from infermeter.models.spec import ModelSpec, resolve_model
+from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import ModelSpec
 from infermeter.serve.buckets import BucketSpec, pad_to_bucket, parse_buckets
 from infermeter.serve.protocol import ProtocolError, datatype_of
 

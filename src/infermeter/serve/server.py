@@ -20,7 +20,7 @@ from typing import IO
 
 import uvicorn
 
-from infermeter.errors import BackendError, UsageError
+from infermeter.core.errors import BackendError, UsageError
 from infermeter.results.env import default_threads
 from infermeter.serve.app import build_app
 from infermeter.serve.model import ServeConfig, ServedModel

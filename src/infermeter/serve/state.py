@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from infermeter.serve.batcher import BatchFailed, BatchStats, DynamicBatcher, QueueFull, ShuttingDown
-from infermeter.serve.metrics import ServerMetrics
 from infermeter.serve.model import ServedModel, worker_threads
+from infermeter.serve.prometheus import ServerMetrics
 from infermeter.serve.protocol import ProtocolError
-from infermeter.serve.stats import ModelStats
+from infermeter.serve.triton_statistics import ModelStats
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2

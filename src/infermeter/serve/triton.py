@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infermeter.errors import UsageError
+from infermeter.core.errors import UsageError
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message

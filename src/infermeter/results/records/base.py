@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Self, TypeVar
 
-from infermeter.errors import ResultsError
+from infermeter.core.errors import ResultsError
 from infermeter.results.schema import CaseResult
 
 

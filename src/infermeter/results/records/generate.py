@@ -1,5 +1,5 @@
 """The generation records (`--task generate`, `generate compare-levels`, `generate endpoint`): the metrics of a
-set of requests (`generate` field; definitions in `infermeter.generate.metrics`), what the requests were
+set of requests (`generate` field; definitions in `infermeter.llm.generation_metrics`), what the requests were
 (`GenerationCase`, flat) and, for GGUF quantization levels, size and quality (`GgufQuality`, flat)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ THROUGHPUT_UNIT = "output tokens/s"
 
 @dataclass(frozen=True)
 class Distribution:
-    """P50/P99 and friends of one metric over requests (linear-interpolated percentiles, infermeter.stats)."""
+    """P50/P99 and friends of one metric over requests (linear-interpolated percentiles,
+    infermeter.figures.latency_stats)."""
 
     p50: float
     p90: float

@@ -1,0 +1,1 @@
+"""Picking a configuration from measured cases (`pick`), and its cost side (`tradeoff`)."""

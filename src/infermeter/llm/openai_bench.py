@@ -1,0 +1,278 @@
+"""Benchmark any OpenAI-compatible server (llama.cpp server, Ollama, vLLM, ours) with streaming requests.
+
+Each concurrency level runs a closed loop: `concurrency` clients, each sending its next request as soon as the
+previous one ends, until `requests` have been sent. TTFT and inter-token gaps are read from the SSE stream as
+chunks arrive (one monotonic clock, `time.perf_counter`). Failures never stop a level: each one is counted by
+kind (see `ERROR_KINDS`) and the level goes on.
+
+The prompt is `prompt_len` words: a tag first, then the shipped text from a word that depends on the request's
+index. The tag is drawn afresh for every level (`fresh_level`) and numbers the request within it, so no two
+requests of a run, nor of two runs against one server, share more than the chat template as a prefix: a server's
+prefix cache (vLLM's, llama.cpp's prompt cache) cannot turn a later request into a cache hit and its TTFT into a
+lookup. The server's own count of prompt and output tokens is recorded when it reports `usage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from infermeter.core.case import endpoint_case_id
+from infermeter.core.errors import UsageError
+from infermeter.figures.latency_stats import latency_stats
+from infermeter.llm.generation_metrics import SLO, GenerationSummary, RequestTiming, summarize
+from infermeter.llm.tinyllama import corpus_text
+from infermeter.results.records import GenerationCase, write_record
+from infermeter.results.records.generate import THROUGHPUT_UNIT
+from infermeter.results.schema import CaseResult
+
+ERROR_KINDS = {
+    "connect": "could not connect to the server",
+    "timeout": "no response or no next chunk within --request-timeout",
+    "http_<status>": "the server answered with a non-200 status",
+    "stream_error_event": "the stream carried an error object mid-way",
+    "stream_dropped": "the connection closed before the stream finished ([DONE] or finish_reason)",
+    "bad_payload": "a chunk was not valid JSON",
+    "no_output": "the stream finished without any output token",
+}
+APIS = ("completions", "chat")
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """What to send and how hard."""
+
+    url: str
+    model: str = "default"
+    api: str = "completions"
+    prompt_len: int = 64
+    gen_len: int = 32
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    requests: int | None = None  # per level; default max(8, 2 × concurrency)
+    request_timeout_s: float = 60.0
+    ignore_eos: bool = False
+    api_key: str | None = None
+    slo: SLO = field(default_factory=SLO)
+    prompt_tag: str = ""  # the first word of every prompt of one level (`fresh_level`)
+
+    def endpoint(self) -> str:
+        """The full URL of the completions or chat endpoint."""
+        base = self.url.rstrip("/")
+        if not base.startswith(("http://", "https://")):
+            raise UsageError(f"endpoint {self.url!r} must start with http:// or https://")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        return base + ("/completions" if self.api == "completions" else "/chat/completions")
+
+    def requests_for(self, concurrency: int) -> int:
+        """How many requests one level sends."""
+        return self.requests if self.requests is not None else max(8, 2 * concurrency)
+
+
+def make_prompt(prompt_len: int, index: int, tag: str = "") -> str:
+    """`prompt_len` words of the shipped text, starting at a word that depends on `index`; with `tag`, the first
+    word is `TAG-INDEX:` instead, so that the prompt shares no prefix with any other level's."""
+    words = corpus_text().split()
+    start = (index * 37) % len(words)
+    picked = [words[(start + i) % len(words)] for i in range(prompt_len)]
+    if tag and picked:
+        picked[0] = f"{tag}-{index}:"
+    return " ".join(picked)
+
+
+def fresh_level(settings: EndpointSettings) -> EndpointSettings:
+    """The settings of one level: a prompt tag of its own, drawn at random (not from --seed: a second run with the
+    same seed against a warm server must not find its prompts cached)."""
+    return replace(settings, prompt_tag=secrets.token_hex(4))
+
+
+def request_body(settings: EndpointSettings, index: int) -> dict[str, Any]:
+    """The JSON body of request `index`: greedy, streaming, usage requested."""
+    prompt = make_prompt(settings.prompt_len, index, settings.prompt_tag)
+    body: dict[str, Any] = {
+        "model": settings.model,
+        "max_tokens": settings.gen_len,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if settings.api == "completions":
+        body["prompt"] = prompt
+    else:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    if settings.ignore_eos:
+        body["ignore_eos"] = True  # vLLM and llama.cpp's server honour it; others ignore or reject it
+    return body
+
+
+def _chunk_text(event: dict[str, Any]) -> str:
+    choices = event.get("choices") or []
+    if not choices:
+        return ""
+    choice = choices[0]
+    if "text" in choice:
+        return str(choice.get("text") or "")
+    return str((choice.get("delta") or {}).get("content") or "")
+
+
+def _finished(event: dict[str, Any]) -> bool:
+    return any(choice.get("finish_reason") for choice in event.get("choices") or [])
+
+
+async def stream_request(client: Any, settings: EndpointSettings, index: int) -> RequestTiming:
+    """Send request `index` and time its stream; every failure becomes a RequestTiming with an error kind."""
+    import httpx
+
+    token_times: list[float] = []
+    usage: dict[str, Any] = {}
+    done = False
+    start = time.perf_counter()
+
+    def failed(kind: str, message: str) -> RequestTiming:
+        return RequestTiming(
+            start, time.perf_counter(), tuple(token_times), (), 0, None, error_kind=kind, error=message[:300]
+        )
+
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    try:
+        async with client.stream(
+            "POST", settings.endpoint(), json=request_body(settings, index), headers=headers
+        ) as response:
+            if response.status_code != 200:
+                body = (await response.aread()).decode(errors="replace")
+                return failed(f"http_{response.status_code}", body)
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    return failed("bad_payload", data)
+                if "error" in event:
+                    return failed("stream_error_event", json.dumps(event["error"]))
+                if _chunk_text(event):
+                    token_times.append(time.perf_counter())
+                if event.get("usage"):
+                    usage = event["usage"]
+                if _finished(event):
+                    done = True
+    except httpx.ConnectError as exc:
+        return failed("connect", str(exc))
+    except httpx.TimeoutException as exc:
+        return failed("timeout", str(exc) or type(exc).__name__)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.StreamError) as exc:
+        return failed("stream_dropped", str(exc) or type(exc).__name__)
+    end = time.perf_counter()
+    if not done:
+        return failed("stream_dropped", "the stream ended without [DONE] or a finish_reason")
+    if not token_times:
+        return RequestTiming(start, end, (), (), 0, None, error_kind="no_output", error="no output tokens")
+    reported = usage.get("completion_tokens")
+    return RequestTiming(
+        start_s=start,
+        end_s=end,
+        token_times_s=tuple(token_times),
+        chunk_tokens=(),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        reported_output_tokens=int(reported) if reported else None,
+    )
+
+
+async def run_level(settings: EndpointSettings, concurrency: int) -> list[RequestTiming]:
+    """One closed-loop level: `concurrency` clients share `requests_for(concurrency)` requests."""
+    import httpx
+
+    total = settings.requests_for(concurrency)
+    settings = fresh_level(settings)
+    next_index = 0
+    timings: list[RequestTiming] = []
+    timeout = httpx.Timeout(settings.request_timeout_s, connect=min(10.0, settings.request_timeout_s))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+
+        async def client_loop() -> None:
+            nonlocal next_index
+            while next_index < total:
+                index = next_index
+                next_index += 1
+                timings.append(await stream_request(client, settings, index))
+
+        await asyncio.gather(*(client_loop() for _ in range(concurrency)))
+    return timings
+
+
+def level_result(settings: EndpointSettings, concurrency: int, timings: list[RequestTiming]) -> CaseResult:
+    """A `CaseResult` for one level: E2E latency stats in the core fields, the generation metrics in its
+    `GenerationSummary` record."""
+    summary: GenerationSummary = summarize(timings, settings.slo)
+    identity = f"{settings.endpoint()}|{settings.model}|{settings.api}|{settings.prompt_len}|{settings.gen_len}"
+    ok = [t for t in timings if t.ok]
+    result = CaseResult(
+        id=endpoint_case_id(identity, concurrency, settings.prompt_len, settings.gen_len),
+        model=settings.model,
+        backend="openai-endpoint",
+        backend_version=None,
+        device=settings.endpoint(),
+        batch=1,
+        shape_mode="dynamic",
+        precision="native",
+        precision_effective=None,
+        threads=0,
+        status="ok" if ok else "failed",
+        error=None if ok else f"all {len(timings)} requests failed: {summary.errors_by_kind}",
+        options={"api": settings.api, "concurrency": str(concurrency)},
+        input_shapes={"prompt_words": [settings.prompt_len]},
+        isolated=False,
+        duration_s=summary.wall_s,
+    )
+    # A server may end a stream early without an error (llama-cpp-python's server interrupts a stream when the
+    # next request arrives, unless started with --interrupt_requests False): count it so that tokens/s is read
+    # with that in mind.
+    short = sum(1 for t in ok if t.output_tokens < settings.gen_len)
+    requests = GenerationCase(
+        settings.prompt_len,
+        settings.gen_len,
+        throughput_unit=THROUGHPUT_UNIT,
+        concurrency=concurrency,
+        short_outputs=short,
+    )
+    write_record(result, requests)
+    write_record(result, summary)
+    if short:
+        result.notes.append(
+            f"{short} of {len(ok)} streams ended before {settings.gen_len} tokens (EOS, a stop, or the server "
+            "cut them short); use --ignore-eos where the server supports it for equal-length requests"
+        )
+    if ok:
+        e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in ok]
+        result.latency_ms = latency_stats(e2e_ms)
+        result.samples_ms = e2e_ms
+        result.iterations = len(e2e_ms)
+        result.throughput = summary.output_tokens_per_s
+    return result
+
+
+def run_endpoint_benchmark(
+    settings: EndpointSettings, on_level: Callable[[CaseResult], None] | None = None
+) -> list[CaseResult]:
+    """Run every concurrency level in order; one CaseResult per level."""
+    if settings.api not in APIS:
+        raise UsageError(f"--api-kind {settings.api!r} is not one of {', '.join(APIS)}")
+    settings.endpoint()  # a bad URL is a usage error before anything is sent
+    results = []
+    for concurrency in settings.concurrency:
+        timings = asyncio.run(run_level(settings, concurrency))
+        result = level_result(settings, concurrency, timings)
+        results.append(result)
+        if on_level:
+            on_level(result)
+    return results

@@ -1,0 +1,1 @@
+"""The steps of `optimize`, one module each."""

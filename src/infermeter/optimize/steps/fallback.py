@@ -1,0 +1,78 @@
+"""4b'. When a reduced precision misses the accuracy budget, its FP32-fallback variant becomes the candidate
+instead of the precision being dropped: the layers that must stay in FP32 are searched on the evaluation data
+(`quantize.fallback_pipeline`, the study `quantize --to` runs), and the engine's mixed model is measured and
+carries the study's accuracy."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from infermeter.backends.registry import get_backend
+from infermeter.core.errors import InfermeterError
+from infermeter.optimize.pipeline import Run
+from infermeter.quantize.evaluate import Accuracy
+from infermeter.quantize.reduced import Budget
+from infermeter.results.records import read_record, write_record
+from infermeter.results.schema import CaseResult
+
+# Two FP32 engines differ by about this much in cosine points: a cosine budget tighter than it is unreachable.
+FP32_NOISE_POINTS = 1e-4
+
+
+def budget_for(kind: str, count: int, max_drop_pct: float) -> Budget:
+    """optimize's budget in points as the study's: decisions changed for a classifier (a drop of P points is P% of
+    the samples flipped), else a mean cosine of 1 − P/100 (the drop of the cosine metric), no tighter than the
+    noise between two FP32 engines."""
+    if kind == "classification":
+        return Budget(max_changed=int(max_drop_pct / 100.0 * count))
+    return Budget(min_cosine=1.0 - max(max_drop_pct, FP32_NOISE_POINTS) / 100.0)
+
+
+def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
+    """When `result` (a reduced-precision case, scored) misses the budget: the FP32-fallback study on its engine,
+    and its mixed model measured as a candidate of the same step (None when there is none, with a note why)."""
+    from infermeter.optimize.accuracy import eval_data
+    from infermeter.optimize.candidates import repair_prune_reason
+    from infermeter.optimize.steps.log import note, skip
+    from infermeter.quantize.fallback.pipeline import FallbackRequest, study_fallback
+
+    accuracy = read_record(result, Accuracy)
+    limit = run.request.max_accuracy_drop_pct
+    if accuracy is None or accuracy.drop_pct <= limit:
+        return None
+    what = f"{result.backend} {result.precision}"
+    if get_backend(result.backend).precision_fallback is None:
+        note(run, "half", f"{what} misses the budget and {result.backend} has no FP32-fallback path: dropped")
+        return None
+    reason = repair_prune_reason(result, run.best_to_beat())
+    if reason:
+        skip(run, "half", f"{what} FP32-fallback study", reason)
+        return None
+    data, reference = eval_data(run, "half")
+    budget = budget_for(reference.kind, data.evaluation.count, limit)
+    request = FallbackRequest(run.spec.ref, result.precision, (result.backend,),
+                              run.path(f"fallback-{result.backend}-{result.precision}"), budget,
+                              latency=False, threads=run.request.threads, sample_set=data.evaluation)  # fmt: skip
+    try:
+        study = study_fallback(request).studies[0]
+    except InfermeterError as exc:
+        note(run, "half", f"{what} misses the budget; no FP32-fallback variant: {exc}")
+        return None
+    mixed = next((arm for arm in study.arms if arm.label == "mixed"), None)
+    if mixed is None or study.mixed is None or study.search is None:
+        reason = "; ".join([*study.lines, *(study.search.notes if study.search else ())]) or "no layer kept"
+        note(run, "half", f"{what} misses the budget; no FP32-fallback variant: {reason}")
+        return None
+    kept = ", ".join(layer.name for layer in study.search.kept)
+    note(run, "half", f"{what} misses the budget ({accuracy.drop_pct:.2f} points): FP32-fallback variant with "
+         f"{len(study.search.kept)} layer(s) in FP32 ({kept}), {study.search.evaluations} evaluations, "
+         f"figures {study.mixed.how}")  # fmt: skip
+    base = run.case(mixed.spec.ref, result.backend, mixed.case.precision)
+    case = replace(base, options=tuple(sorted({**dict(base.options), **dict(mixed.case.options)}.items())))
+    measured = run.measure("half", mixed.spec, case, variant="fp32-fallback")
+    if measured is not None and measured.ok:
+        write_record(measured, study.mixed.accuracy)
+        measured.notes.append(f"fp32 fallback: {len(study.search.kept)} layer(s) in FP32 ({kept}); accuracy "
+                              f"{study.mixed.how}; mixed model {study.mixed_path}")  # fmt: skip
+        run.save()
+    return measured

@@ -1,0 +1,112 @@
+"""`infermeter llm bench|quantize|load`: LLM generation's own command group, and the old spellings (`bench --task
+generate`, `quantize --format gguf`, `load --api openai`) still working with one deprecation line naming the new."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAIServer
+from llm_marks import needs_llama_cpp, needs_transformers
+
+from cli_helpers import load_json, run_cli
+
+FAKE_BENCH = ["tiny-llama", "-b", "fake", "--prompt-len", "8", "--gen-len", "4", "--requests", "2", "--no-isolation"]
+
+
+def _deprecations(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("deprecated:")]
+
+
+def test_llm_bench_runs_the_generation_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "gen.json"
+    proc = run_cli("llm", "bench", *FAKE_BENCH, "-O", "fake.decode_ms=2", "--batch", "1,2", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert not _deprecations(proc.stderr)
+    data = load_json(out)
+    assert data["plan"]["task"] == "generate"
+    assert [(c["backend"], c["batch"], c["status"]) for c in data["cases"]] == [("fake", 1, "ok"), ("fake", 2, "ok")]
+    assert data["cases"][1]["generate"]["output_tokens"] == 2 * 2 * 4
+    assert "TTFT" in proc.stdout
+    again = run_cli("llm", "bench", "--resume", str(out))
+    assert again.returncode == 0 and "0 of 2 planned case(s) remain" in again.stderr
+    assert not _deprecations(again.stderr)
+
+
+def test_old_bench_spelling_works_and_names_llm_bench_once(tmp_path: Path) -> None:
+    out = tmp_path / "gen.json"
+    proc = run_cli("bench", "--task", "generate", *FAKE_BENCH, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert [c["status"] for c in load_json(out)["cases"]] == ["ok"]
+    [line] = _deprecations(proc.stderr)
+    assert "`infermeter bench --task generate`" in line and "`infermeter llm bench`" in line
+    resumed = run_cli("bench", "--resume", str(out), "--no-history")
+    assert resumed.returncode == 0, resumed.stderr
+    [line] = _deprecations(resumed.stderr)
+    assert "`infermeter llm bench --resume FILE`" in line
+
+
+def test_llm_bench_refuses_an_inference_file_and_bad_flags(tmp_path: Path) -> None:
+    bad = run_cli("llm", "bench", "-b", "fake", "--gen-len", "0", "-o", str(tmp_path / "r.json"))
+    assert bad.returncode == 2 and "--gen-len 0 must be positive" in bad.stderr
+    unknown = run_cli("llm", "bench", "-b", "nope")
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    from infermeter.results.io import write_results
+    from infermeter.results.schema import ResultsFile
+
+    infer = tmp_path / "infer.json"
+    write_results(infer, ResultsFile(created="2026-01-01T00:00:00", environment={}))
+    refused = run_cli("llm", "bench", "--resume", str(infer))
+    assert refused.returncode == 2 and "infermeter bench --resume" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [([], "needs -o FOLDER"), (["-o", "out", "--results", "r.json"], "--results needs --compare")],
+)
+def test_llm_quantize_checks_its_flags(args: list[str], named: str, tmp_path: Path) -> None:
+    proc = run_cli("llm", "quantize", "tiny-llama", *(str(tmp_path / a) if a in ("out", "r.json") else a for a in args))
+    assert proc.returncode == 2 and named in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_llama_cpp
+@needs_transformers
+def test_llm_quantize_and_the_old_spelling_write_the_levels(tmp_path: Path) -> None:
+    from infermeter.llm.gguf_file import gguf_file_type
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    proc = run_cli("llm", "quantize", "tiny-llama", "--levels", "q8_0", "-o", str(new))
+    assert proc.returncode == 0, proc.stderr
+    assert [gguf_file_type(f) for f in new.glob("*.gguf")] == ["q8_0"] and not _deprecations(proc.stderr)
+    proc = run_cli("quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0", "-o", str(old))
+    assert proc.returncode == 0, proc.stderr
+    assert [gguf_file_type(f) for f in old.glob("*.gguf")] == ["q8_0"]
+    [line] = _deprecations(proc.stderr)
+    assert "`infermeter quantize --format gguf`" in line and "`infermeter llm quantize`" in line
+
+
+def test_llm_load_and_the_old_spelling_run_the_same_sweep(tmp_path: Path) -> None:
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    flags = ["--model-name", "m1", "--concurrency", "1,2", "--requests", "2", "--gen-len", "3", "--prompt-len", "5"]
+    with FakeOpenAIServer(["ok"], tokens=3) as server:
+        proc = run_cli("llm", "load", server.url, "--chat", *flags, "-o", str(new))
+        assert proc.returncode == 0, proc.stderr
+        assert not _deprecations(proc.stderr)
+        bodies = list(server.bodies)
+        legacy = run_cli("load", server.url, "--api", "openai-chat", *flags, "-o", str(old))
+    assert legacy.returncode == 0, legacy.stderr
+    assert [c["concurrency"] for c in load_json(new)["cases"]] == [c["concurrency"] for c in load_json(old)["cases"]]
+    assert [c["concurrency"] for c in load_json(new)["cases"]] == [1, 2]
+    assert all(b["model"] == "m1" and len(b["messages"][0]["content"].split()) == 5 for b in bodies)
+    [line] = _deprecations(legacy.stderr)
+    assert "`infermeter load URL --api openai-chat`" in line and "`infermeter llm load URL --chat`" in line
+
+
+def test_llm_load_sweep_doubles_to_the_top_and_checks_its_flags() -> None:
+    with FakeOpenAIServer(["ok"], tokens=2) as server:
+        proc = run_cli("llm", "load", server.url, "--scenario", "sweep", "--concurrency", "4", "--requests", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert all(f"concurrency {level}" in proc.stderr for level in (1, 2, 4))
+    both = run_cli("llm", "load", "http://127.0.0.1:1", "--rates", "1", "--concurrency", "2")
+    assert both.returncode == 2 and "--rates is a Poisson rate sweep" in both.stderr
