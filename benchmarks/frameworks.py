@@ -62,7 +62,12 @@ def cpu_backends(spec: ModelSpec, threads: int) -> list[str]:
         cls = get_backend(name)
         if cls.synthetic or cls.device != "cpu" or cls.available() is not None:
             continue
-        if cls.unsupported_reason(spec, Case(spec.ref, name, "fp32", 1, "static", threads)) is None:
+        if (
+            cls.unsupported_reason(
+                spec, Case(spec.ref, name, precision="fp32", batch=1, shape_mode="static", threads=threads)
+            )
+            is None
+        ):
             chosen.append(name)
     return chosen
 

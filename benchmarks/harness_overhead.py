@@ -86,7 +86,7 @@ def main() -> None:
     )
     for name in args.model or ["tiny_cnn", "mobilenet_v2"]:
         spec = resolve_model(name)
-        case = Case(name, "onnxruntime", "fp32", 1, "static", default_threads())
+        case = Case(name, "onnxruntime", precision="fp32", batch=1, shape_mode="static", threads=default_threads())
         session = OnnxRuntimeBackend().load(spec, case)
         feeds = generate_feeds(spec.inputs, resolve_shapes(spec.inputs, 1), 4)
         prepared = [session.prepare(f) for f in feeds]

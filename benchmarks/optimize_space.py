@@ -60,7 +60,7 @@ def enumerate_space(spec: ModelSpec, backends: tuple[str, ...], batches: tuple[i
         for precision in _precisions(backend):
             for mode in modes:
                 for batch in batches:
-                    case = Case(spec.ref, backend, precision, batch, mode)
+                    case = Case(spec.ref, backend, precision=precision, batch=batch, shape_mode=mode)
                     if cls.unsupported_reason(spec, case) is None:
                         configs.append(Config(backend, precision, mode, batch))
     return configs

@@ -93,8 +93,18 @@ def run(name: str, precision: str, folder: Path, args: argparse.Namespace) -> Fa
     """One study: `name` at `precision` on the engines with a path for it."""
     data = minilm_data(folder, args.samples) if name == "minilm" else None
     target = folder / f"{name}-{precision}"
-    request = FallbackRequest(MODELS[name], precision, ENGINES[precision], target, Budget(), data, args.samples,
-                              args.max_evals, not args.no_latency, args.threads)  # fmt: skip
+    request = FallbackRequest(
+        MODELS[name],
+        precision,
+        engines=ENGINES[precision],
+        output=target,
+        budget=Budget(),
+        data=data,
+        samples=args.samples,
+        max_evaluations=args.max_evals,
+        latency=not args.no_latency,
+        threads=args.threads,
+    )
     return study_fallback(request, lambda msg: print(f"  {name} {precision}: {msg}", flush=True))
 
 

@@ -39,7 +39,7 @@ def main() -> None:
 
         data = digits.load_split()
         net = digits.train(data, args.epochs)
-        inputs = (InputSpec("input", "float32", ("batch", 1, 8, 8)),)
+        inputs = (InputSpec("input", "float32", shape=("batch", 1, 8, 8)),)
         train_samples, test_samples = load_samples(inputs, str(train)), load_samples(inputs, str(test))
         qat.finetune(net, inputs, train_samples, train_samples.head(300), epochs=args.qat_epochs)
         digits.export(net, folder / "qat-fp32.onnx")

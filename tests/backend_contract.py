@@ -82,7 +82,9 @@ def onnx_file_model() -> ModelSpec:
 
 def contract_case(spec: ModelSpec, backend: str, batch: int = 2) -> Case:
     """A one-thread fp32 static case of `backend` on `spec` with the contract's fast settings."""
-    return Case(spec.name, backend, "fp32", batch, "static", threads=1, settings=CONTRACT_SETTINGS)
+    return Case(
+        spec.name, backend, precision="fp32", batch=batch, shape_mode="static", threads=1, settings=CONTRACT_SETTINGS
+    )
 
 
 def check_runs(cls: type[Backend], spec: ModelSpec, case: Case) -> str:

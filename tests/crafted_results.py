@@ -36,7 +36,11 @@ def parity_field(passed: bool, reason: str = "") -> dict[str, Any]:
     """`extra` entries of a parity verdict against torch (a full record, as the parity check writes it)."""
     status = "pass" if passed else "fail"
     tolerance = Tolerance("fp32", 1e-5, 1e-4, 0.99999)
-    return {"parity": ParityRecord("x", "torch", "fp32", status, reason or f"crafted {status}", tolerance).to_dict()}
+    return {
+        "parity": ParityRecord(
+            "x", "torch", precision="fp32", status=status, reason=reason or f"crafted {status}", tolerance=tolerance
+        ).to_dict()
+    }
 
 
 def accuracy_field(value: float, drop_pct: float, metric: str = "top1") -> dict[str, Any]:
@@ -46,14 +50,32 @@ def accuracy_field(value: float, drop_pct: float, metric: str = "top1") -> dict[
 
 def roofline_fields(flops: float, achieved_gflops: float, intensity: float) -> dict[str, Any]:
     """`extra` entries of a roofline annotation without a measured peak."""
-    return Roofline(int(flops), int(flops / intensity), achieved_gflops, intensity, "fp32_gflops").to_dict()
+    return Roofline(
+        int(flops),
+        int(flops / intensity),
+        achieved_gflops=achieved_gflops,
+        arithmetic_intensity=intensity,
+        peak_precision="fp32_gflops",
+    ).to_dict()
 
 
 def load_field(valid: bool, concurrency: int = 8) -> dict[str, Any]:
     """`extra` entries of an offline load run at `concurrency`, VALID or not."""
     reasons = [] if valid else ["P99 exceeds the SLO"]
     record = LoadRecord(
-        "http://127.0.0.1", "offline", None, 100.0, 99.0, concurrency, 10.0, 990, 990, {}, 20.0, valid, reasons
+        "http://127.0.0.1",
+        "offline",
+        target_qps=None,
+        offered_qps=100.0,
+        achieved_qps=99.0,
+        concurrency=concurrency,
+        duration_s=10.0,
+        issued=990,
+        ok=990,
+        errors={},
+        slo_p99_ms=20.0,
+        valid=valid,
+        reasons=reasons,
     )
     return {"load": record.to_dict()}
 

@@ -59,7 +59,16 @@ class SweepSpec:
         """The plan's case ids in run order (model, batch, precision, then backend), from Case alone."""
         options = tuple(sorted(tuple(o.split("=", 1)) for o in self.options))
         return [
-            Case("tiny_cnn", b, p, batch, "static", 1, (), options).id  # type: ignore[arg-type]
+            Case(
+                "tiny_cnn",
+                b,
+                precision=p,
+                batch=batch,
+                shape_mode="static",
+                threads=1,
+                input_shapes=(),
+                options=options,
+            ).id  # type: ignore[arg-type]
             for batch in self.batches
             for p in self.precisions
             for b in self.backends

@@ -120,3 +120,45 @@ def test_the_length_check_sees_a_long_function(tmp_path: Path) -> None:
     source = tmp_path / "long.py"
     source.write_text("def long():\n" + "    x = 1\n" * 70)
     assert list(long_functions(source, CLI_FUNCTION_MAX_LINES)) == [("long", 71)]
+
+
+WIDE_RECORD_FIELDS = 6  # issue 45: a record wider than this is built by keyword after its first two fields
+
+
+def _positional_wide_records(source: str) -> list[str]:
+    """Dataclasses of more than WIDE_RECORD_FIELDS fields that take more than two of them by position."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        if not any(d.startswith(("dataclass", "dataclasses.dataclass")) for d in decorators):
+            continue
+        annotated = [
+            s for s in node.body if isinstance(s, ast.AnnAssign) and "ClassVar" not in ast.unparse(s.annotation)
+        ]
+        fields = [s for s in annotated if "KW_ONLY" not in ast.unparse(s.annotation)]
+        marker = next((i for i, s in enumerate(annotated) if "KW_ONLY" in ast.unparse(s.annotation)), None)
+        keyword_only = any("kw_only=True" in d for d in decorators) or (marker is not None and marker <= 2)
+        if len(fields) > WIDE_RECORD_FIELDS and not keyword_only:
+            found.append(f"{node.name} ({len(fields)} fields)")
+    return found
+
+
+def test_every_wide_record_is_built_by_keyword_after_its_first_two_fields() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in _positional_wide_records(path.read_text())
+    ]
+    assert not found, "add `_: KW_ONLY` after the second field (or kw_only=True):\n" + "\n".join(found)
+
+
+def test_the_wide_record_check_sees_a_positional_one() -> None:
+    fields = "".join(f"    f{i}: int\n" for i in range(7))
+    plain = f"from dataclasses import dataclass\n@dataclass\nclass Wide:\n{fields}"
+    assert _positional_wide_records(plain) == ["Wide (7 fields)"]
+    marked = plain.replace("    f2: int\n", "    _: KW_ONLY\n    f2: int\n")
+    assert _positional_wide_records(marked) == []
+    late = plain.replace("    f5: int\n", "    _: KW_ONLY\n    f5: int\n")
+    assert _positional_wide_records(late) == ["Wide (7 fields)"]

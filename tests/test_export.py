@@ -106,7 +106,7 @@ def test_verification_catches_a_batch_frozen_at_export(tmp_path: Path) -> None:
     module = load_torch_module(spec)
     out = tmp_path / "static.onnx"
     export_to_onnx(spec, out, dynamic_axes={}, module=module)  # on purpose: no dynamic axes declared
-    report = ExportReport(spec.ref, str(out), 18, {"input": {0: "batch"}}, 1e-5, 1e-4)
+    report = ExportReport(spec.ref, str(out), opset=18, dynamic_axes={"input": {0: "batch"}}, atol=1e-5, rtol=1e-4)
     verify_onnx(report, spec, module, out, {"input": {0: "batch"}})
     failed = {c.name: c.detail for c in report.checks if c.status == "fail"}
     assert failed["dynamic axes declared"] == "input input axis 0 (batch) is fixed to 2"

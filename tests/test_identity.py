@@ -21,14 +21,34 @@ from infermeter.results.schema import case_from_dict, case_to_dict
 
 def test_ids_of_every_kind_are_the_ones_older_files_hold() -> None:
     # Literal ids written by infermeter before the composers moved into one place: they must never change.
-    plain = Case("tiny_cnn", "onnxruntime", "fp32", 4, "static", 2, options=(("onnxruntime.opt_level", "basic"),))
+    plain = Case(
+        "tiny_cnn",
+        "onnxruntime",
+        precision="fp32",
+        batch=4,
+        shape_mode="static",
+        threads=2,
+        options=(("onnxruntime.opt_level", "basic"),),
+    )
     assert plain.id == "onnxruntime-fp32-b4-static-t2-7301c5d9f7dc"
     full = Case(
-        "bert_tiny", "openvino", "int8", 1, "dynamic", 1, dynamic=(("seq", (16, 32)),), streams=2,
-        data=DataSource("/x.npz", "abc123", 3), input_values=(("sr", "16000"),), machine="xeon", allocator="jemalloc",
-    )  # fmt: skip
+        "bert_tiny",
+        "openvino",
+        precision="int8",
+        batch=1,
+        shape_mode="dynamic",
+        threads=1,
+        dynamic=(("seq", (16, 32)),),
+        streams=2,
+        data=DataSource("/x.npz", "abc123", 3),
+        input_values=(("sr", "16000"),),
+        machine="xeon",
+        allocator="jemalloc",
+    )
     assert full.id == "openvino-int8-b1-dynamic-t1-a8856d1b54b1"
-    gen = GenerateCase("tiny-llama", "llama-cpp", 16, 8, 2, 3, options=(("llama-cpp.n_batch", "64"),))
+    gen = GenerateCase(
+        "tiny-llama", "llama-cpp", prompt_len=16, gen_len=8, batch=2, threads=3, options=(("llama-cpp.n_batch", "64"),)
+    )
     assert gen.id == "llama-cpp-p16-g8-b2-t3-llama-cpp.n_batch=64-1cbc86be"
     assert GenerateCase("tiny-llama:q4_k_m", "fake").id == "fake-p64-g32-b1-t1-6394d80a"
     run = LoadRun("server", 2.0, target_qps=50.0, latencies_ms=[1.0, 2.0, 3.0], elapsed_s=2.0, issued=3)
@@ -70,16 +90,16 @@ def test_report_over_files_of_different_data_computes_no_speedup_across_them(tmp
     # The plan's group (a case to run) and the report's (a result) are the one definition: data splits both.
     one, two = (Case("m", "onnxruntime", data=DataSource("/d", h, 4)) for h in ("x", "y"))
     assert one.group_key != two.group_key
-    assert Case("m", "onnxruntime").group_key == Case("m", "openvino", "int8").group_key
+    assert Case("m", "onnxruntime").group_key == Case("m", "openvino", precision="int8").group_key
 
 
 def test_a_generation_result_is_grouped_by_model_family_and_output_length_as_its_case() -> None:
     from infermeter.llm.runner import blank_generate_result
 
     q8, q4, longer = (
-        GenerateCase("tiny-llama:q8_0", "fake", 8, 4),
-        GenerateCase("tiny-llama:q4_k_m", "fake", 8, 4),
-        GenerateCase("tiny-llama:q4_k_m", "fake", 8, 16),
+        GenerateCase("tiny-llama:q8_0", "fake", prompt_len=8, gen_len=4),
+        GenerateCase("tiny-llama:q4_k_m", "fake", prompt_len=8, gen_len=4),
+        GenerateCase("tiny-llama:q4_k_m", "fake", prompt_len=8, gen_len=16),
     )
     assert q8.group_key == q4.group_key != longer.group_key
     results = [blank_generate_result(case, "ok") for case in (q8, q4, longer)]

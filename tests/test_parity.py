@@ -114,9 +114,30 @@ def test_parity_record_round_trips_through_a_results_file(tmp_path: Path) -> Non
     tol = default_tolerance("fp32")
     metrics = [compare_output("logits", np.ones((2, 10)), np.ones((2, 10)), tol)]
     passed, reason, worst = judge(metrics, tol)
-    record = ParityRecord("onnxruntime", "torch", "fp32", "pass" if passed else "fail", reason, tol, "fp32", metrics)
+    record = ParityRecord(
+        "onnxruntime",
+        "torch",
+        precision="fp32",
+        status="pass" if passed else "fail",
+        reason=reason,
+        tolerance=tol,
+        precision_effective="fp32",
+        outputs=metrics,
+    )
     record.worst_output = worst
-    result = CaseResult("id", "tiny_cnn", "onnxruntime", "1", "cpu", 1, "static", "fp32", "fp32", 1, "ok")
+    result = CaseResult(
+        "id",
+        "tiny_cnn",
+        backend="onnxruntime",
+        backend_version="1",
+        device="cpu",
+        batch=1,
+        shape_mode="static",
+        precision="fp32",
+        precision_effective="fp32",
+        threads=1,
+        status="ok",
+    )
     write_record(result, record)
     path = tmp_path / "r.json"
     write_results(path, ResultsFile(created="now", environment={}, cases=[result]))  # strict JSON: no inf

@@ -16,7 +16,7 @@ FAST = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.0, ma
 
 def _outputs(backend: str, batch: int, shape_mode: str = "static") -> list[np.ndarray]:
     spec = resolve_model("tiny_cnn")
-    case = Case("tiny_cnn", backend, "fp32", batch, shape_mode, threads=1, settings=FAST)
+    case = Case("tiny_cnn", backend, precision="fp32", batch=batch, shape_mode=shape_mode, threads=1, settings=FAST)
     session = get_backend(backend)().load(spec, case)
     feeds = generate_feeds(spec.inputs, resolve_shapes(spec.inputs, batch), 1, seed=5)[0]
     try:
@@ -43,7 +43,9 @@ def test_onnxruntime_dynamic_shape_mode_accepts_other_batches() -> None:
 @pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
 def test_execute_case_measures_a_real_backend(backend: str) -> None:
     spec = resolve_model("tiny_cnn")
-    result = execute_case(spec, Case("tiny_cnn", backend, "fp32", 2, "static", threads=1, settings=FAST))
+    result = execute_case(
+        spec, Case("tiny_cnn", backend, precision="fp32", batch=2, shape_mode="static", threads=1, settings=FAST)
+    )
     assert result.status == "ok", result.error
     assert result.precision_effective == "fp32"
     assert result.iterations >= 5 and result.latency_ms is not None and result.latency_ms.p50 > 0
@@ -53,7 +55,7 @@ def test_execute_case_measures_a_real_backend(backend: str) -> None:
 
 def test_torch_bf16_is_read_back_from_the_module() -> None:
     spec = resolve_model("tiny_cnn")
-    case = Case("tiny_cnn", "torch", "bf16", 1, "static", threads=1, settings=FAST)
+    case = Case("tiny_cnn", "torch", precision="bf16", batch=1, shape_mode="static", threads=1, settings=FAST)
     session = get_backend("torch")().load(spec, case)
     assert session.effective_precision() == "bf16"
 

@@ -16,7 +16,7 @@ from infermeter.models.resolve import resolve_model
 @pytest.mark.parametrize("cls", inference_backends(), ids=lambda cls: cls.name)
 def test_every_precision_a_backend_accepts_is_listed(cls: type) -> None:
     spec = resolve_model("tiny_cnn")
-    accepted = [p for p in PRECISIONS if cls.unsupported_reason(spec, Case(spec.ref, cls.name, p)) is None]
+    accepted = [p for p in PRECISIONS if cls.unsupported_reason(spec, Case(spec.ref, cls.name, precision=p)) is None]
     assert set(accepted) <= set(cls.precisions), f"{cls.name} runs {accepted} but lists {cls.precisions}"
 
 
@@ -25,7 +25,7 @@ def test_a_listed_precision_the_backend_refuses_names_the_reason() -> None:
     spec = resolve_model("tiny_cnn")
     onnxruntime = next(cls for cls in inference_backends() if cls.name == "onnxruntime")
     assert "fp16" not in onnxruntime.precisions
-    reason = onnxruntime.unsupported_reason(spec, Case(spec.ref, "onnxruntime", "fp16"))
+    reason = onnxruntime.unsupported_reason(spec, Case(spec.ref, "onnxruntime", precision="fp16"))
     assert reason is not None and "no x86 fp16 kernels" in reason
 
 

@@ -82,7 +82,7 @@ def test_onnx_backends_refuse_a_tflite_model_openvino_reads_it(mlp):
     assert "tflite backend" in (OnnxRuntimeBackend.unsupported_reason(spec, Case(str(mlp[0]), "onnxruntime")) or "")
     # OpenVINO reads a .tflite file with its TFLite frontend: a second engine for every TFLite model.
     assert OpenVinoBackend.unsupported_reason(spec, Case(str(mlp[0]), "openvino")) is None
-    int8 = OpenVinoBackend.unsupported_reason(spec, Case(str(mlp[0]), "openvino", "int8"))
+    int8 = OpenVinoBackend.unsupported_reason(spec, Case(str(mlp[0]), "openvino", precision="int8"))
     assert int8 is not None and "quantized .tflite" in int8  # a float .tflite is not quantized on the fly
 
 

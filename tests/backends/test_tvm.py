@@ -92,7 +92,19 @@ def _inspect_shows_the_tuned_kernels(artifact: Artifact, summary: TuningSummary,
     report = TvmBackend.artifact_report(artifact)
     assert report is not None and "2 trials" in report.title and len(report.rows) == len(summary.tasks)
     assert report.rows[0][0] == summary.tasks[0].name and report.rows[0][3] == "1/1"
-    result = CaseResult("tvm-case", "tiny_cnn", "tvm", None, "cpu", 1, "static", "fp32", "fp32", 1, "ok")
+    result = CaseResult(
+        "tvm-case",
+        "tiny_cnn",
+        backend="tvm",
+        backend_version=None,
+        device="cpu",
+        batch=1,
+        shape_mode="static",
+        precision="fp32",
+        precision_effective="fp32",
+        threads=1,
+        status="ok",
+    )
     result.build = artifact
     path = folder / "r.json"
     write_results(path, ResultsFile("now", {}, [result]))

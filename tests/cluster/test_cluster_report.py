@@ -14,7 +14,9 @@ def test_speedups_stay_within_one_machine_class_and_tables_name_it() -> None:
     for machine, onnx_ms, ov_ms in (("a", 2.0, 1.0), ("b", 4.0, 1.0)):
         for backend, p50 in (("onnxruntime", onnx_ms), ("openvino", ov_ms)):
             case = make_case(backend, p50_ms=p50, case_id=f"{backend}-{machine}")
-            write_record(case, NodeRecord(f"node-{machine}", "host", machine, 0.0, 1.0))
+            write_record(
+                case, NodeRecord(f"node-{machine}", "host", machine=machine, held_from_s=0.0, held_until_s=1.0)
+            )
             cases.append(case)
     ratios = speedups(cases)
     # Each openvino case against the onnxruntime case of its own class: 2x on a, 4x on b (never 1/4 across).
@@ -31,7 +33,9 @@ def test_advise_answers_which_machine_and_which_engine() -> None:
     for machine, onnx_ms, ov_ms in (("a", 2.0, 1.5), ("b", 0.9, 1.2)):
         for backend, p50 in (("onnxruntime", onnx_ms), ("openvino", ov_ms)):
             case = make_case(backend, p50_ms=p50, case_id=f"{backend}-{machine}")
-            write_record(case, NodeRecord(f"node-{machine}", "host", machine, 0.0, 1.0))
+            write_record(
+                case, NodeRecord(f"node-{machine}", "host", machine=machine, held_from_s=0.0, held_until_s=1.0)
+            )
             cases.append(case)
     advice = advise(cases)
     assert advice.pick is not None and advice.pick.id == "onnxruntime-b"

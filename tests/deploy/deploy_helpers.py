@@ -37,7 +37,19 @@ def make_optimize_folder(folder: Path) -> Path:
     artifacts = folder / "artifacts"
     artifacts.mkdir(parents=True)
     shutil.copyfile(onnx_for(spec).path, artifacts / "model.fp32.onnx")
-    int8 = quantize_on_the_fly(spec, Case("tiny_cnn", "onnxruntime", "int8", 1, "static", 1, (), ())).path
+    int8 = quantize_on_the_fly(
+        spec,
+        Case(
+            "tiny_cnn",
+            "onnxruntime",
+            precision="int8",
+            batch=1,
+            shape_mode="static",
+            threads=1,
+            input_shapes=(),
+            options=(),
+        ),
+    ).path
     shutil.copyfile(int8, artifacts / "model.int8.onnx")
     ort = _optimize_case("onnxruntime", "fp32", ORT_ID, "artifacts/model.fp32.onnx", **parity_field(True))
     accuracy = accuracy_field(0.98, 2.0, "top1_agreement")

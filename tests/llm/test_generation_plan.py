@@ -35,7 +35,10 @@ SWEEP = ["bench", "--task", "generate", "tiny-llama", "--batch", "1,2,3,4", "--p
 
 def _expected_ids() -> list[str]:
     options = (("fake.decode_ms", "20"), ("fake.prefill_ms", "40"), ("fake.wall", "on"))
-    return [GenerateCase("tiny-llama", "fake", 8, 6, batch, 1, options=options).id for batch in (1, 2, 3, 4)]
+    return [
+        GenerateCase("tiny-llama", "fake", prompt_len=8, gen_len=6, batch=batch, threads=1, options=options).id
+        for batch in (1, 2, 3, 4)
+    ]
 
 
 def _interrupted(out: Path) -> list[dict[str, object]]:
@@ -131,7 +134,7 @@ class _BusyMeter:
 
 
 def test_the_runner_records_interference_and_warns_about_it() -> None:
-    case = GenerateCase("m", "fake", 8, 5, requests=3, warmup=0)
+    case = GenerateCase("m", "fake", prompt_len=8, gen_len=5, requests=3, warmup=0)
     runner = GenerationRunner(case)
     runner._meter = _BusyMeter()  # type: ignore[assignment]
     assert runner.load()
@@ -143,17 +146,29 @@ def test_the_runner_records_interference_and_warns_about_it() -> None:
 
 
 def test_the_precision_stop_rule_judges_the_requests() -> None:
-    exact = GenerateCase("m", "fake", 8, 5, requests=2, warmup=0)
+    exact = GenerateCase("m", "fake", prompt_len=8, gen_len=5, requests=2, warmup=0)
     assert execute_generate_case(exact).iterations == 2  # no precision target: exactly --requests
     # A 1% target on the P50's interval: a median's order-statistic interval needs 6 requests.
     precise = GenerateCase(
-        "m", "fake", 8, 5, requests=2, warmup=0, measure=MeasureSettings(min_time_s=0, target_ci=0.01)
+        "m",
+        "fake",
+        prompt_len=8,
+        gen_len=5,
+        requests=2,
+        warmup=0,
+        measure=MeasureSettings(min_time_s=0, target_ci=0.01),
     )
     result = execute_generate_case(precise)
     assert result.iterations == 6 and result.target_ci == 0.01
     # --max-time wins over --requests (on the fake clock, each request takes 10 + 4 × 2 = 18 ms).
     capped = GenerateCase(
-        "m", "fake", 8, 5, requests=50, warmup=0, measure=MeasureSettings(min_time_s=0, max_time_s=0.1)
+        "m",
+        "fake",
+        prompt_len=8,
+        gen_len=5,
+        requests=50,
+        warmup=0,
+        measure=MeasureSettings(min_time_s=0, max_time_s=0.1),
     )
     short = execute_generate_case(capped)
     assert short.iterations == 6 and "max_time_reached" in {w.code for w in short.warnings}

@@ -49,7 +49,7 @@ def test_failed_request_has_no_metrics() -> None:
 def test_summary_aggregates_errors_goodput_and_wall_time() -> None:
     fast = timing(0.0, 0.05, [0.01] * 9)  # TTFT 50 ms, TPOT 10 ms, ends at 0.14 s
     slow = timing(0.5, 0.30, [0.01] * 9)  # TTFT 300 ms: misses the SLO, ends at 0.89 s
-    dropped = RequestTiming(0.2, 0.4, (0.25,), error_kind="stream_dropped")
+    dropped = RequestTiming(0.2, 0.4, token_times_s=(0.25,), error_kind="stream_dropped")
     refused = RequestTiming(0.3, 0.31, error_kind="http_503")
     summary = summarize([fast, slow, dropped, refused], SLO(ttft_ms=100.0, tpot_ms=20.0))
     assert summary.requests == 4 and summary.succeeded == 2 and summary.failed == 2

@@ -22,8 +22,10 @@ def _sweeps() -> list[CaseResult]:
         with FakeOpenAIServer(["ok"], tokens=4, delay_s=0.01, slots=slots) as server:
             endpoint = EndpointSettings(server.url, gen_len=4, requests=4, slo=SLO(ttft_ms=10_000, tpot_ms=10_000))
             series = f"fake -np {slots}"
-            cases += run_sweep(SweepSettings(endpoint, "concurrency", (1, 2), series, server_metrics=True))
-            cases += run_sweep(SweepSettings(endpoint, "rate", (50.0,), series))
+            cases += run_sweep(
+                SweepSettings(endpoint, "concurrency", levels=(1, 2), series=series, server_metrics=True)
+            )
+            cases += run_sweep(SweepSettings(endpoint, "rate", levels=(50.0,), series=series))
     return cases
 
 

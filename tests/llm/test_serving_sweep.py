@@ -32,7 +32,7 @@ from infermeter.results.schema import CaseResult
 
 def _sweep(url: str, levels: tuple[float, ...], mode: str = "concurrency", **endpoint: object) -> SweepSettings:
     settings = EndpointSettings(url, **{"gen_len": 4, "requests": 8, "request_timeout_s": 5.0, **endpoint})  # type: ignore[arg-type]
-    return SweepSettings(settings, mode, levels)
+    return SweepSettings(settings, mode, levels=levels)
 
 
 def test_doubling_levels_end_at_the_top() -> None:
@@ -71,8 +71,25 @@ def test_concurrency_sweep_finds_the_knee_at_the_servers_slots() -> None:
 
 def _level(level: int, tokens_per_s: float, e2e_p50_ms: float) -> CaseResult:
     case = make_case("openai-endpoint", 1, e2e_p50_ms, n=5)
-    summary = GenerationSummary(5, 5, 0, {}, 1.0, 5.0, 10, 10, tokens_per_s, None, None, None, None, None)
-    summary = replace(summary, e2e_ms=Distribution(e2e_p50_ms, e2e_p50_ms, e2e_p50_ms, e2e_p50_ms, 1, 1, 5))
+    summary = GenerationSummary(
+        5,
+        5,
+        failed=0,
+        errors_by_kind={},
+        wall_s=1.0,
+        requests_per_s=5.0,
+        output_tokens=10,
+        prompt_tokens=10,
+        output_tokens_per_s=tokens_per_s,
+        ttft_ms=None,
+        tpot_ms=None,
+        itl_ms=None,
+        e2e_ms=None,
+        tokens_per_s_per_request=None,
+    )
+    summary = replace(
+        summary, e2e_ms=Distribution(e2e_p50_ms, e2e_p50_ms, p99=e2e_p50_ms, mean=e2e_p50_ms, min=1, max=1, count=5)
+    )
     write_record(case, summary)
     write_record(case, ServingLevel("s", "concurrency", level))
     return case
@@ -108,7 +125,7 @@ def test_server_metrics_are_sampled_while_each_level_runs() -> None:
     with FakeOpenAIServer(["ok"], tokens=6, delay_s=0.05, slots=1) as server:
         settings = _sweep(server.url, (2,), requests=4)
         settings = SweepSettings(
-            settings.endpoint, "concurrency", (2,), "fake", server_metrics=True, metrics_interval_s=0.05
+            settings.endpoint, "concurrency", levels=(2,), series="fake", server_metrics=True, metrics_interval_s=0.05
         )
         (case,) = run_sweep(settings)
     record = read_record(case, ServerMetrics)

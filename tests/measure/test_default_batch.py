@@ -97,7 +97,7 @@ def test_serve_bounds_max_batch_by_the_fixed_batch(batch_one: str) -> None:
 def test_a_fixed_first_dim_beside_a_symbolic_batch_is_not_a_fixed_batch() -> None:
     from infermeter.models.inputs import InputSpec, fixed_batch
 
-    audio = InputSpec("input", "float32", ("batch", "samples"))
-    state = InputSpec("state", "float32", (2, "batch", 128))  # a recurrent state: its batch is not on axis 0
+    audio = InputSpec("input", "float32", shape=("batch", "samples"))
+    state = InputSpec("state", "float32", shape=(2, "batch", 128))  # a recurrent state: its batch is not on axis 0
     assert fixed_batch([audio, state]) is None
-    assert fixed_batch([InputSpec("x", "float32", (1, 3, 64, 64))]) == ("x", 1)
+    assert fixed_batch([InputSpec("x", "float32", shape=(1, 3, 64, 64))]) == ("x", 1)

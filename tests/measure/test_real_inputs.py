@@ -43,16 +43,16 @@ def test_input_flags_split_shapes_from_values() -> None:
 
 
 def test_constants_take_the_input_dtype_and_shape() -> None:
-    scalar = constant_array(InputSpec("sr", "int64", ()), "16000", ())
+    scalar = constant_array(InputSpec("sr", "int64", shape=()), "16000", ())
     assert scalar.shape == () and scalar.dtype == np.int64 and int(scalar) == 16000
-    state = constant_array(InputSpec("state", "float32", (2, "batch", 8)), "0", (2, 3, 8))
+    state = constant_array(InputSpec("state", "float32", shape=(2, "batch", 8)), "0", (2, 3, 8))
     assert state.shape == (2, 3, 8) and not state.any()
     with pytest.raises(InputSpecError, match="whole numbers"):
-        constant_array(InputSpec("sr", "int64", ()), "0.5", ())
+        constant_array(InputSpec("sr", "int64", shape=()), "0.5", ())
 
 
 def test_samples_are_stacked_along_the_batch_and_wrap_around(tmp_path: Path) -> None:
-    spec = InputSpec("idx", "int64", ("batch", 1))
+    spec = InputSpec("idx", "int64", shape=("batch", 1))
     np.savez(tmp_path / "three.npz", idx=np.array([[0], [1], [2]]))
     samples = load_samples([spec], str(tmp_path / "three.npz"))
     sets = batched_sets([spec], samples, 4, 2)

@@ -10,8 +10,8 @@ from infermeter.measure.shapes import asked_shapes, pad_feeds, parse_sizes, plan
 from infermeter.models.inputs import InputSpec, generate_feeds
 
 TEXT = (
-    InputSpec("input_ids", "int64", ("batch", "seq"), int_range=(5, 50)),
-    InputSpec("attention_mask", "int64", ("batch", "seq")),
+    InputSpec("input_ids", "int64", shape=("batch", "seq"), int_range=(5, 50)),
+    InputSpec("attention_mask", "int64", shape=("batch", "seq")),
 )
 
 

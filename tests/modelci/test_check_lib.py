@@ -30,7 +30,7 @@ def test_pyproject_table_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert config == CheckConfig(
         f"{tmp_path.resolve() / 'm.py'}:build",  # a path in the table is relative to the file's folder
         "git:origin/main",
-        ("onnxruntime", "openvino"),
+        backends=("onnxruntime", "openvino"),
         threshold=0.1,
         min_time_s=0.5,
         same_outputs=True,
@@ -89,9 +89,21 @@ def test_same_outputs_against_the_baseline(tmp_path: Path) -> None:
 
 
 def _report() -> CheckReport:
-    base = CaseResult("a", "old.onnx", "onnxruntime", "1.0", "cpu", 1, "static", "fp32", "fp32", 1, "ok")
+    base = CaseResult(
+        "a",
+        "old.onnx",
+        backend="onnxruntime",
+        backend_version="1.0",
+        device="cpu",
+        batch=1,
+        shape_mode="static",
+        precision="fp32",
+        precision_effective="fp32",
+        threads=1,
+        status="ok",
+    )
     base.rounds_p50_ms = [1.0, 1.1]
-    change = CaseChange("m", base, base, "rerun", "p50", base_value=1.0, new_value=2.0, ratio=2.0)
+    change = CaseChange("m", base, new=base, paired_by="rerun", metric="p50", base_value=1.0, new_value=2.0, ratio=2.0)
     outcomes = (
         Outcome("export", "pass", "exported", ("onnx checker: pass: full check passed",), 1.5),
         Outcome("parity onnxruntime", "fail", "output a|b differs", ("line 1",), 0.2),

@@ -74,8 +74,8 @@ def test_tf2onnx_and_paddle_placeholders_across_inputs() -> None:
     from infermeter.models.inputs import InputSpec
 
     inputs = (
-        InputSpec("a", "float32", ("unk__1", "unk__2")),
-        InputSpec("b", "float32", ("DynamicDimension.0", "p2o.DynamicDimension.1", "unk__2")),
+        InputSpec("a", "float32", shape=("unk__1", "unk__2")),
+        InputSpec("b", "float32", shape=("DynamicDimension.0", "p2o.DynamicDimension.1", "unk__2")),
     )
     shapes = resolve_shapes(inputs, 2, [("a", (2, 5)), ("b", (2, 7, 9))])
     assert shapes == {"a": (2, 5), "b": (2, 7, 9)}

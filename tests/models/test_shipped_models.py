@@ -49,27 +49,27 @@ def test_one_parser_splits_on_the_last_colon_and_reads_vectors() -> None:
 
 
 def test_an_unknown_name_gets_a_did_you_mean() -> None:
-    inputs = [InputSpec(COLON_NAME, "float32", ("unk__1", "unk__2", 1))]
+    inputs = [InputSpec(COLON_NAME, "float32", shape=("unk__1", "unk__2", 1))]
     with pytest.raises(InputSpecError, match=r"did you mean 'serving_default_input_2:0'"):
         resolve_shapes(inputs, 1, [("serving_default_input_2", (1, 5, 1))])
     with pytest.raises(InputSpecError, match="did you mean 'scales'"):
-        check_input_values([InputSpec("scales", "float32", (3,))], (("scale", "1"),))
+        check_input_values([InputSpec("scales", "float32", shape=(3,))], (("scale", "1"),))
 
 
 def test_a_control_vector_is_not_the_batch() -> None:
     tts = [
-        InputSpec("input", "int64", ("batch", "phonemes")),
-        InputSpec("input_lengths", "int64", ("batch",)),
-        InputSpec("scales", "float32", (3,)),
+        InputSpec("input", "int64", shape=("batch", "phonemes")),
+        InputSpec("input_lengths", "int64", shape=("batch",)),
+        InputSpec("scales", "float32", shape=(3,)),
     ]
     assert batched_inputs(tts) == {"input", "input_lengths"}
     assert fixed_batch(tts) is None
     assert resolve_shapes(tts, 1, [("input", (1, 50))]) == {"input": (1, 50), "input_lengths": (1,), "scales": (3,)}
     # Exported at batch 1 with every dim fixed: the batch is the first dim of the rank-2 input, the vector is left.
     fixed = [
-        InputSpec("input", "int64", (1, 50)),
-        InputSpec("lengths", "int64", (1,)),
-        InputSpec("scales", "float32", (3,)),
+        InputSpec("input", "int64", shape=(1, 50)),
+        InputSpec("lengths", "int64", shape=(1,)),
+        InputSpec("scales", "float32", shape=(3,)),
     ]
     assert batched_inputs(fixed) == {"input", "lengths"} and fixed_batch(fixed) == ("input", 1)
     assert resolve_shapes(fixed, 1)["scales"] == (3,)
@@ -78,7 +78,7 @@ def test_a_control_vector_is_not_the_batch() -> None:
 
 
 def test_a_constant_vector_fills_its_input() -> None:
-    spec = InputSpec("scales", "float32", (3,))
+    spec = InputSpec("scales", "float32", shape=(3,))
     np.testing.assert_allclose(constant_array(spec, "0.667,1,0.8", (3,)), [0.667, 1.0, 0.8], rtol=1e-6)
     assert constant_array(spec, "2", (3,)).tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(InputSpecError, match="2 values"):
@@ -143,9 +143,9 @@ def test_quantize_samples_carry_constants_batched_or_not() -> None:
     from infermeter.build.int8.feeds import ModelInputs
 
     tts = (
-        InputSpec("input", "int64", ("batch", "phonemes"), int_range=(0, 50)),
-        InputSpec("input_lengths", "int64", ("batch",)),
-        InputSpec("scales", "float32", (3,)),
+        InputSpec("input", "int64", shape=("batch", "phonemes"), int_range=(0, 50)),
+        InputSpec("input_lengths", "int64", shape=("batch",)),
+        InputSpec("scales", "float32", shape=(3,)),
     )
     feeds = ModelInputs(tts, (("input", (1, 20)),), (("input_lengths", "20"), ("scales", "0.5,1,0.8")))
     feeds.check()
@@ -222,7 +222,7 @@ def test_two_engines_on_the_model_s_own_int8_graph_pass_at_int8_tolerance(tmp_pa
     # Asked for fp32 (an explicit precision): the reference runs the model's INT8 graph, so INT8 tolerances apply.
     # (Two threads: OpenVINO 2026.4's CPU plugin computes this QDQ MLP wrongly at INFERENCE_NUM_THREADS=1,
     # cosine 0.44 to ONNX Runtime, which parity rightly fails.)
-    parity = check_case_parity(spec, Case(spec.ref, "openvino", "fp32", batch=2, threads=2))
+    parity = check_case_parity(spec, Case(spec.ref, "openvino", precision="fp32", batch=2, threads=2))
     assert parity["status"] == "pass", parity
     assert parity["tolerance"]["precision"] == "int8"
 

@@ -181,7 +181,9 @@ def test_a_graph_file_with_no_torch_form_names_the_backends_that_read_it() -> No
     from infermeter.cli.common import error_message
     from infermeter.models.spec import ModelSpec, NoTorchForm
 
-    spec = ModelSpec("m.tflite", "m", "tflite", (), ("y",), "0" * 16, path="/models/m.tflite")
+    spec = ModelSpec(
+        "m.tflite", "m", kind="tflite", inputs=(), output_names=("y",), content_hash="0" * 16, path="/models/m.tflite"
+    )
     with pytest.raises(NoTorchForm) as caught:
         load_torch_module(spec)
     assert isinstance(caught.value, ModelError) and caught.value.suffix == ".tflite"
@@ -191,7 +193,9 @@ def test_a_graph_file_with_no_torch_form_names_the_backends_that_read_it() -> No
     )
     copied = pickle.loads(pickle.dumps(caught.value))  # as a worker's error reaches its parent
     assert (str(copied), copied.suffix) == (str(caught.value), ".tflite")
-    unread = ModelSpec("m.bin", "m", "onnx", (), ("y",), "0" * 16, path="/models/m.bin")
+    unread = ModelSpec(
+        "m.bin", "m", kind="onnx", inputs=(), output_names=("y",), content_hash="0" * 16, path="/models/m.bin"
+    )
     with pytest.raises(NoTorchForm) as caught:
         load_torch_module(unread)
     assert error_message(caught.value).endswith("has no PyTorch form; this command needs a PyTorch or ONNX model")

@@ -25,8 +25,22 @@ from infermeter.results.schema import CaseResult, LatencyStats, ResultsFile
 
 
 def _case(backend: str, p50_ms: float, precision: str = "fp32", duration_s: float = 5.0, **extra: Any) -> CaseResult:
-    stats = LatencyStats(p50_ms, p50_ms, p50_ms, p50_ms * 1.1, p50_ms, p50_ms, 0.0, p50_ms, p50_ms, 0.01,
-                         (p50_ms, p50_ms), (p50_ms, p50_ms), 0, 100)  # fmt: skip
+    stats = LatencyStats(
+        p50_ms,
+        p50_ms,
+        p95=p50_ms,
+        p99=p50_ms * 1.1,
+        p999=p50_ms,
+        mean=p50_ms,
+        std=0.0,
+        min=p50_ms,
+        max=p50_ms,
+        cv=0.01,
+        p50_ci95=(p50_ms, p50_ms),
+        p99_ci95=(p50_ms, p50_ms),
+        outliers=0,
+        count=100,
+    )
     return CaseResult(
         id=f"{backend}-{precision}-{p50_ms}",
         model="m",

@@ -12,8 +12,8 @@ from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.inputs import InputSpec
 from infermeter.models.samples import load_samples
 
-VECTOR = (InputSpec("input", "float32", ("batch", 16)),)
-IMAGE = (InputSpec("input", "float32", ("batch", 3, 8, 8)),)
+VECTOR = (InputSpec("input", "float32", shape=("batch", 16)),)
+IMAGE = (InputSpec("input", "float32", shape=("batch", 3, 8, 8)),)
 
 
 def _codes(warnings: list) -> list[str]:

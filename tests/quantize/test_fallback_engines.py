@@ -36,8 +36,14 @@ def build():
 def fp16_study(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     folder = tmp_path_factory.mktemp("fp16")
     model = layernorm_classifier(folder / "ln.onnx")
-    request = FallbackRequest(str(model), "fp16", ("onnxruntime", "openvino", "tensorrt", "tvm"), folder / "out",
-                              samples=32, latency=False)  # fmt: skip
+    request = FallbackRequest(
+        str(model),
+        "fp16",
+        engines=("onnxruntime", "openvino", "tensorrt", "tvm"),
+        output=folder / "out",
+        samples=32,
+        latency=False,
+    )
     return {s.engine: s for s in study_fallback(request).studies}
 
 
@@ -100,8 +106,15 @@ def test_torch_autocast_search_excludes_modules_and_the_bench_applies_them(tmp_p
     factory = tmp_path / "net.py"
     factory.write_text(TORCH_FACTORY)
     # A cosine budget tighter than BF16's noise: only FP32 modules meet it.
-    request = FallbackRequest(f"{factory}:build", "bf16", ("torch",), tmp_path / "out", Budget(min_cosine=0.9999999),
-                              samples=16, latency=False)  # fmt: skip
+    request = FallbackRequest(
+        f"{factory}:build",
+        "bf16",
+        engines=("torch",),
+        output=tmp_path / "out",
+        budget=Budget(min_cosine=0.9999999),
+        samples=16,
+        latency=False,
+    )
     study = study_fallback(request).studies[0]
     assert study.full.how == "computed by torch (autocast bf16)" and not study.full.meets(request.budget)
     kept = [layer.name for layer in study.search.kept]
@@ -125,7 +138,9 @@ def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(fallback_engines, "STUDY_SETTINGS", MeasureSettings(
         warmup_iterations=2, min_iterations=5, min_time_s=0.05, max_time_s=0.5, rounds=3, target_ci=0.0))  # fmt: skip
     model = layernorm_classifier(tmp_path / "ln.onnx")
-    request = FallbackRequest(str(model), "fp16", ("onnxruntime",), tmp_path / "out", samples=16, latency=False)
+    request = FallbackRequest(
+        str(model), "fp16", engines=("onnxruntime",), output=tmp_path / "out", samples=16, latency=False
+    )
     study = study_fallback(request).studies[0]
     time_arms(study)
     results = [arm.result for arm in study.arms]
@@ -140,8 +155,16 @@ def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: p
 def test_openvino_marks_the_kept_layers_and_reads_back_whether_they_held(tmp_path: Path) -> None:
     model = layernorm_classifier(tmp_path / "ln.onnx")
     # A cosine budget between full BF16's and FP32's, so that the search runs and OpenVINO gets marked layers.
-    request = FallbackRequest(str(model), "bf16", ("openvino",), tmp_path / "out", Budget(min_cosine=0.999995),
-                              samples=16, max_evaluations=12, latency=False)  # fmt: skip
+    request = FallbackRequest(
+        str(model),
+        "bf16",
+        engines=("openvino",),
+        output=tmp_path / "out",
+        budget=Budget(min_cosine=0.999995),
+        samples=16,
+        max_evaluations=12,
+        latency=False,
+    )
     study = study_fallback(request).studies[0]
     if study.full is None:
         pytest.skip("this CPU runs OpenVINO in fp32 only")

@@ -69,7 +69,7 @@ def test_nncf_on_the_fly_uses_the_calibration_data_and_is_cached(tmp_path: Path)
     spec = resolve_model("tiny_cnn")
     data = tmp_path / "calib.npz"
     np.savez(data, input=np.random.default_rng(0).random((8, 3, 32, 32), dtype=np.float32))
-    case = Case("tiny_cnn", "openvino", "int8", options=(("quantize.calib", str(data)),))
+    case = Case("tiny_cnn", "openvino", precision="int8", options=(("quantize.calib", str(data)),))
     made = quantize_on_the_fly(spec, case, "nncf")
     assert made.path.suffix == ".xml" and made.path.with_suffix(".bin").is_file()
     assert (made.quantizer, made.warnings) == ("nncf", ())  # real data: no random-calibration warning
@@ -85,9 +85,9 @@ def test_an_ort_calibration_method_on_nncf_is_refused_with_the_way_out() -> None
     spec = resolve_model("tiny_cnn")
     openvino = get_backend("openvino")
     entropy = (("quantize.method", "entropy"),)
-    reason = openvino.unsupported_reason(spec, Case("tiny_cnn", "openvino", "int8", options=entropy))
+    reason = openvino.unsupported_reason(spec, Case("tiny_cnn", "openvino", precision="int8", options=entropy))
     assert reason is not None and "openvino.int8_source=qdq" in reason
     crossed = (("openvino.int8_source", "qdq"), ("quantize.method", "entropy"))
-    assert openvino.unsupported_reason(spec, Case("tiny_cnn", "openvino", "int8", options=crossed)) is None
-    assert openvino.int8_quantizer_for(Case("tiny_cnn", "openvino", "int8", options=crossed)) == "ort-qdq"
+    assert openvino.unsupported_reason(spec, Case("tiny_cnn", "openvino", precision="int8", options=crossed)) is None
+    assert openvino.int8_quantizer_for(Case("tiny_cnn", "openvino", precision="int8", options=crossed)) == "ort-qdq"
     assert get_backend("onnxruntime").int8_quantizer == "ort-qdq" and get_backend("torch").int8_quantizer is None

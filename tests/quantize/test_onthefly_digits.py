@@ -15,13 +15,15 @@ from infermeter.models.resolve import resolve_model
 
 def test_on_the_fly_random_calibration_warns_and_caches(tmp_path: Path) -> None:
     spec = resolve_model(str(mlp(tmp_path / "mlp.onnx")))
-    case = Case(spec.ref, "onnxruntime", "int8")
+    case = Case(spec.ref, "onnxruntime", precision="int8")
     first = quantize_on_the_fly(spec, case)
     assert [w.code for w in first.warnings] == ["random_calibration"]
     assert "32 random inputs" in first.warnings[0].message and "quantize.calib=DATA" in first.warnings[0].message
     assert onnx_graph_precision(str(first.path)) == "int8"
     calib = mlp_data(tmp_path / "calib.npz", Path(spec.ref), 50, 1)
-    second = quantize_on_the_fly(spec, Case(spec.ref, "onnxruntime", "int8", options=(("quantize.calib", str(calib)),)))
+    second = quantize_on_the_fly(
+        spec, Case(spec.ref, "onnxruntime", precision="int8", options=(("quantize.calib", str(calib)),))
+    )
     assert second.warnings == ()  # real data given: no warning
     assert second.path != first.path and onnx_graph_precision(str(second.path)) == "int8"
     assert quantize_on_the_fly(spec, case) == first  # cached by content, warned again
@@ -77,7 +79,9 @@ def test_qat_row(tmp_path: Path) -> None:
     model = digits.train(data, epochs=2)
     before = digits.accuracy(model, data.x_test, data.y_test)
     train = SampleSet({"input": data.x_train}, data.y_train, "train")
-    tuned = qat.finetune(model, (InputSpec("input", "float32", ("batch", 1, 8, 8)),), train, train.head(200), epochs=1)
+    tuned = qat.finetune(
+        model, (InputSpec("input", "float32", shape=("batch", 1, 8, 8)),), train, train.head(200), epochs=1
+    )
     after = digits.accuracy(tuned, data.x_test, data.y_test)
     assert not any("parametrizations" in name for name, _ in tuned.named_parameters())  # fake quant removed
     assert after > before - 0.05 and np.isfinite(after)

@@ -54,7 +54,7 @@ def test_the_build_is_its_own_column_and_counts_to_the_first_result() -> None:
 
     case = _cold("openvino", {"import_s": 0.25, "deserialize_s": 0.05})
     case.load_s, case.first_inference_ms = 0.3, 100.0
-    case.build = Artifact("/x.blob", "k", "built", {"compile_s": 2.0}, built_here_s=2.0)
+    case.build = Artifact("/x.blob", "k", cache="built", build_phases_s={"compile_s": 2.0}, built_here_s=2.0)
     cells = dict(zip(COLD_START_COLUMNS, cold_start_rows([case])[0], strict=True))
     assert cells["build s"] == "2.00" and cells["cache hit"] == "built" and cells["deserialize s"] == "0.05"
     assert cells["to first result s"] == "2.90"  # process 0.5 + build 2.0 + load 0.3 + first 0.1

@@ -41,8 +41,25 @@ EXPECTED: dict[str, tuple[float, str]] = {
 
 def _soak(slope_mb_per_1k: float) -> SoakRecord:
     samples = [[0.0, 0.0, 100.0, 90.0], [1000.0, 1.0, 101.5, 91.5]]
-    return SoakRecord(1000, 10, 90, 900, 8, "8..64", "requests", samples, slope_mb_per_1k, [1.0, 2.0], True, None,
-                      1.0, 101.5, 100.0, 101.5, [[0, 1000, 2.0, 2.0]])  # fmt: skip
+    return SoakRecord(
+        1000,
+        10,
+        exploration_requests=90,
+        replay_requests=900,
+        distinct_shapes=8,
+        lengths="8..64",
+        stopped_by="requests",
+        samples=samples,
+        slope_mb_per_1k=slope_mb_per_1k,
+        slope_ci_mb_per_1k=[1.0, 2.0],
+        growing=True,
+        plateau_at=None,
+        tolerance_mb=1.0,
+        peak_rss_mb=101.5,
+        start_rss_mb=100.0,
+        end_rss_mb=101.5,
+        windows=[[0, 1000, 2.0, 2.0]],
+    )
 
 
 def _cases() -> list[CaseResult]:
@@ -50,7 +67,18 @@ def _cases() -> list[CaseResult]:
     base = make_case("torch", samples=[4.0] * 600, peak_mb=200.0, load_s=1.0)
     case = make_case("onnxruntime", samples=[2.0] * 600, peak_mb=123.0, load_s=0.75)
     for one, gflops, fraction in ((base, 6.25, 0.125), (case, 12.5, 0.25)):
-        write_record(one, Roofline(1000, 100, gflops, 10.0, "fp32_gflops", gflops / fraction, fraction))
+        write_record(
+            one,
+            Roofline(
+                1000,
+                100,
+                achieved_gflops=gflops,
+                arithmetic_intensity=10.0,
+                peak_precision="fp32_gflops",
+                peak_ceiling_gflops=gflops / fraction,
+                peak_fraction=fraction,
+            ),
+        )
     write_record(case, _soak(1.5))
     return [base, case, make_case("openvino", status="failed", error="openvino: model not supported")]
 

@@ -60,7 +60,17 @@ def test_the_command_gets_one_served_model() -> None:
         standalone_mode=False,
     )
     assert seen == [
-        ServedModel("m.onnx", "null", "fp32", 2, ("x:1x8",), None, ("a=1",), ("8,16",), 256),
+        ServedModel(
+            "m.onnx",
+            "null",
+            precision="fp32",
+            threads=2,
+            inputs=("x:1x8",),
+            data=None,
+            options=("a=1",),
+            buckets=("8,16",),
+            max_queue=256,
+        ),
     ]
     assert seen[0].serve_args() == [
         "m.onnx", "--backend", "null", "--precision", "fp32", "--max-queue", "256", "--threads", "2",

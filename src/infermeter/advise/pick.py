@@ -6,7 +6,7 @@ only: no framework is preferred by name anywhere in this module.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from infermeter.advise.tradeoff import (
     CaseCost,
@@ -70,7 +70,9 @@ def accuracy_drop(case: CaseResult) -> float | None:
 
 
 # Not a table metric (the table has a parity column instead), so not in the registry: declared here the same way.
-_ACCURACY_DROP = Metric("accuracy_drop_pct", "accuracy drop", "accuracy drop", "%", "lower", accuracy_drop)
+_ACCURACY_DROP = Metric(
+    "accuracy_drop_pct", "accuracy drop", header="accuracy drop", unit="%", better="lower", read=accuracy_drop
+)
 CHECKS = (
     _Check("--max-p99-ms", "max_p99_ms", metric("p99_ms")),
     _Check("--max-memory-mb", "max_memory_mb", metric("peak_rss_mb")),
@@ -119,6 +121,7 @@ class Advice:
 
     objective: str
     constraints: Constraints
+    _: KW_ONLY  # the rest by keyword
     pick: CaseResult | None
     ranked: list[CaseResult]
     pareto: list[CaseResult]
@@ -228,9 +231,29 @@ def advise(
         lines = [f"No case meets the constraints ({len(eligible)} ok case(s) with trusted outputs measured)."]
         lines += [b.message for b in binding]
         costs = case_costs(priced, price_per_hour)
-        return Advice(objective, constraints, None, [], [], excluded, lines, binding, price_per_hour, costs)
-    advice = Advice(objective, constraints, ranked[0], ranked, pareto, excluded, explanation=[],
-                    price_per_hour=price_per_hour, costs=case_costs(priced, price_per_hour))  # fmt: skip
+        return Advice(
+            objective,
+            constraints,
+            pick=None,
+            ranked=[],
+            pareto=[],
+            excluded=excluded,
+            explanation=lines,
+            binding=binding,
+            price_per_hour=price_per_hour,
+            costs=costs,
+        )
+    advice = Advice(
+        objective,
+        constraints,
+        pick=ranked[0],
+        ranked=ranked,
+        pareto=pareto,
+        excluded=excluded,
+        explanation=[],
+        price_per_hour=price_per_hour,
+        costs=case_costs(priced, price_per_hour),
+    )
     advice.explanation.extend(_explain(ranked[0], ranked, pareto, cases, excluded, objective))
     advice.explanation.extend(_trade(advice, cases))
     return advice

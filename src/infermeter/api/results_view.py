@@ -9,7 +9,7 @@ the comparison (`infermeter compare`'s `compare_results`). Nothing here measures
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ class CaseRow:
 
     model: str
     backend: str
+    _: KW_ONLY  # the rest by keyword
     precision: str
     batch: int
     p50_ms: float | None

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ class TaskSummary:
 
     name: str
     flop: float
+    _: KW_ONLY  # the rest by keyword
     weight: int
     trials: int
     valid: int
@@ -100,6 +101,7 @@ class TuningSummary:
 
     trials_asked: int
     minutes_asked: float
+    _: KW_ONLY  # the rest by keyword
     trials: int
     resumed: int
     stopped_by_time: bool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -12,6 +12,7 @@ class BackendRow:
 
     name: str
     task: str
+    _: KW_ONLY  # the rest by keyword
     available: bool
     version: str | None
     device: str

@@ -148,7 +148,7 @@ class OnnxRuntimeBackend(Backend):
     triton: ClassVar[TritonTarget | None] = TritonTarget(
         "platform",
         "onnxruntime_onnx",
-        "model.onnx",
+        filename="model.onnx",
         aliases=("onnxruntime",),
         parameters=TRITON_THREADS,
         # Our level -> the onnxruntime_backend's `optimization.graph.level`; `all` is its default (no field).

@@ -38,7 +38,7 @@ class _OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
     reference_options = None
     # The CPU backend's platform; config.pbtxt keeps Triton's default graph level for GPU cases.
     triton: ClassVar[TritonTarget | None] = TritonTarget(
-        "platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS
+        "platform", "onnxruntime_onnx", filename="model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS
     )
 
     @classmethod
@@ -112,7 +112,7 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
     precisions = ("fp32", "fp16")
     options = (OPT_LEVEL, CPU_FALLBACK, CACHE)
     triton: ClassVar[TritonTarget | None] = TritonTarget(
-        "platform", "onnxruntime_onnx", "model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS,
+        "platform", "onnxruntime_onnx", filename="model.onnx", aliases=("onnxruntime",), parameters=TRITON_THREADS,
         accelerator="tensorrt",
     )  # fmt: skip
 

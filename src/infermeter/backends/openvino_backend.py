@@ -155,10 +155,10 @@ class OpenVinoBackend(Backend):
     triton = TritonTarget(
         "backend",
         "openvino",
-        "model.onnx",
+        filename="model.onnx",
         parameters=(
             # A quantized file fixes int8 itself; the hint then governs its float layers, as when measured.
-            TritonParameter("INFERENCE_PRECISION_HINT", PRECISION, TRITON_PRECISION_HINTS, fallback="fp32"),
+            TritonParameter("INFERENCE_PRECISION_HINT", PRECISION, values=TRITON_PRECISION_HINTS, fallback="fp32"),
             TritonParameter("PERFORMANCE_HINT", HINT.key, default=HINT.default, upper=True),
             TritonParameter("INFERENCE_NUM_THREADS", THREADS),
             TritonParameter("NUM_STREAMS", STREAMS.key, only_when_set=True),

@@ -161,7 +161,7 @@ class TensorRTBackend(Backend):
     shape_aware = True
     runs_quantized_onnx = True
     model_files = (".onnx",)
-    triton = TritonTarget("platform", "tensorrt_plan", "model.plan", writable=False, precision_in_file=True)
+    triton = TritonTarget("platform", "tensorrt_plan", filename="model.plan", writable=False, precision_in_file=True)
     device = "cuda"
     distribution = "tensorrt"
     precision_fallback: ClassVar[str | None] = "tensorrt-layer-precision"

@@ -32,7 +32,7 @@ class TorchScriptBackend(TorchFamilyBackend):
     triton = TritonTarget(
         "platform",
         "pytorch_libtorch",
-        "model.pt",
+        filename="model.pt",
         writable=False,
         parameters=(
             TritonParameter("INTRA_OP_THREAD_COUNT", THREADS),

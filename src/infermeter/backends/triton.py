@@ -5,7 +5,7 @@ graph levels are Triton's (`model_configuration.md` and the READMEs of its engin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 # What of a case a parameter carries, besides one of our option keys.
 THREADS = "threads"
@@ -23,6 +23,7 @@ class TritonParameter:
 
     key: str
     setting: str
+    _: KW_ONLY  # the rest by keyword
     values: tuple[tuple[str, str], ...] = ()
     fallback: str = ""
     default: str = ""
@@ -71,6 +72,7 @@ class TritonTarget:
 
     key: str
     name: str
+    _: KW_ONLY  # the rest by keyword
     filename: str
     writable: bool = True
     aliases: tuple[str, ...] = ()

@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +138,7 @@ class KServeLoad:
 
     protocol: str
     scenario: str
+    _: KW_ONLY  # the rest by keyword
     qps: float | None
     concurrency: int
     duration_s: float
@@ -156,7 +157,9 @@ class KServeLoad:
         """One run of the scenario at a rate or a concurrency."""
         from infermeter.load.driver import RunSettings
 
-        return RunSettings(scenario, self.duration_s, qps, concurrency, self.seed, self.timeout_s)
+        return RunSettings(
+            scenario, self.duration_s, qps=qps, concurrency=concurrency, seed=self.seed, timeout_s=self.timeout_s
+        )
 
 
 def kserve_load(flags: dict[str, Any]) -> KServeLoad:

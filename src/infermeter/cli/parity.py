@@ -240,12 +240,12 @@ def _cases(
         Case(
             spec.ref,
             name,
-            precision,
-            feeds.batch,
-            shape_mode,
-            threads or default_threads(),
-            feeds.shapes,
-            options_for(name, options),
+            precision=precision,
+            batch=feeds.batch,
+            shape_mode=shape_mode,
+            threads=threads or default_threads(),
+            input_shapes=feeds.shapes,
+            options=options_for(name, options),
             reshape=spec.reshape,
         )
         for name in backends

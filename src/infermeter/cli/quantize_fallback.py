@@ -121,8 +121,19 @@ def run_fallback_study(model: str, flags: StudyFlags) -> None:
     engines = tuple(split_values(flags.backends)) or fallback_engines_here()
     folder = flags.output or Path(f"{Path(model.split(':')[0]).stem}-{precision}")
     budget = Budget(flags.max_changed, flags.min_cosine, flags.threshold)
-    request = FallbackRequest(model, precision, engines, folder, budget, flags.data, flags.samples, flags.max_evals,
-                              latency, flags.threads or default_threads(), flags.seed)  # fmt: skip
+    request = FallbackRequest(
+        model,
+        precision,
+        engines=engines,
+        output=folder,
+        budget=budget,
+        data=flags.data,
+        samples=flags.samples,
+        max_evaluations=flags.max_evals,
+        latency=latency,
+        threads=flags.threads or default_threads(),
+        seed=flags.seed,
+    )
     with stderr.status("reduced-precision study") as status:
         outcome = study_fallback(request, lambda msg: status.update(escape(msg)))
     stdout.print(accuracy_table(outcome.studies, precision, budget))

@@ -3,7 +3,7 @@ form reads its group from click's keyword arguments, and the flags of the other 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import KW_ONLY, dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
@@ -28,6 +28,7 @@ class Int8Flags(_Flags):
 
     output: Path | None
     engine: str
+    _: KW_ONLY  # the rest by keyword
     mode: str
     calib: str | None
     data: str | None
@@ -56,6 +57,7 @@ class GgufFlags(_Flags):
 
     output: Path | None
     levels: str
+    _: KW_ONLY  # the rest by keyword
     compare: bool
     prompt_len: int
     gen_len: int
@@ -70,6 +72,7 @@ class StudyFlags(_Flags):
 
     to: str
     backends: tuple[str, ...]
+    _: KW_ONLY  # the rest by keyword
     output: Path | None
     data: str | None
     threshold: float | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import click
@@ -23,6 +23,7 @@ class ServedModel:
 
     model: str
     backend: str | None = None
+    _: KW_ONLY  # the rest by keyword
     precision: str = "fp32"
     threads: int = 0
     inputs: tuple[str, ...] = ()

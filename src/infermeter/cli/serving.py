@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ class SweepFlags:
 
     concurrency: str | None
     scenario_sweep: bool
+    _: KW_ONLY  # the rest by keyword
     rates: str | None
     server_metrics: bool
     metrics_interval_s: float

@@ -163,9 +163,9 @@ class ClusterSweep:
         node = NodeRecord(
             start.node_id if start else "",
             start.hostname if start else "",
-            start.machine if start else flight.unit.machine,
-            start.held_from_s if start else 0.0,
-            None,
+            machine=start.machine if start else flight.unit.machine,
+            held_from_s=start.held_from_s if start else 0.0,
+            held_until_s=None,
             lost=lost,
         )
         for item in flight.unit.items:

@@ -57,7 +57,14 @@ def run_here(unit: Unit, start: NodeStart) -> list[dict[str, Any]]:
     if not unit.cold_start:  # a cold start measures the conversion itself
         prepare_onnx(unit.items, SilentDisplay())
     run_sweep(list(unit.items), results, None, unit.isolate, build_first=not unit.cold_start)
-    record = NodeRecord(start.node_id, start.hostname, start.machine, start.held_from_s, time.time(), environment)
+    record = NodeRecord(
+        start.node_id,
+        start.hostname,
+        machine=start.machine,
+        held_from_s=start.held_from_s,
+        held_until_s=time.time(),
+        environment=environment,
+    )
     for case in results.cases:
         write_record(case, record)
     return [case_to_dict(case) for case in results.cases]

@@ -81,8 +81,17 @@ def rebuild_case(side: Side, result: CaseResult, tag: str, settings: MeasureSett
         if result.shape_mode != "static":
             raise InfermeterError(f"{side.path} has no stored plan to rebuild a dynamic-shape case from")
         options = tuple(sorted(result.options.items()))
-        variables = (result.model, result.backend, result.precision, result.batch, result.shape_mode, result.threads)
-        case = Case(*variables, _shapes(result.input_shapes), options, streams=result.streams)
+        case = Case(
+            result.model,
+            result.backend,
+            precision=result.precision,
+            batch=result.batch,
+            shape_mode=result.shape_mode,
+            threads=result.threads,
+            input_shapes=_shapes(result.input_shapes),
+            options=options,
+            streams=result.streams,
+        )
     options = tuple(sorted({**dict(case.options), SIDE_OPTION: tag}.items()))
     return spec, replace(case, options=options, settings=settings)
 
@@ -98,7 +107,7 @@ def paired_change(base: CaseResult, new: CaseResult, label: str, threshold: floa
 
     from infermeter.measure.interleave import paired_speedup
 
-    draft = CaseChange(label, base, new, "rerun", "p50", replication="paired rounds")
+    draft = CaseChange(label, base, new=new, paired_by="rerun", metric="p50", replication="paired rounds")
     if not (base.ok and new.ok and base.latency_ms and new.latency_ms):
         return replace(draft, notes=[f"re-measured: base {base.status}, new {new.status} ({base.error or new.error})"])
     if base.precision_effective != new.precision_effective:
@@ -172,7 +181,16 @@ def rerun_comparison(
         changes.append(change)
     if pairs:
         remarks.insert(0, "re-measured now, both sides interleaved on this machine; the files' own figures unused")
-    return Comparison("p50", threshold, alpha, changes, only_base, only_new, [], remarks)
+    return Comparison(
+        "p50",
+        threshold,
+        alpha=alpha,
+        changes=changes,
+        only_base=only_base,
+        only_new=only_new,
+        env_differences=[],
+        remarks=remarks,
+    )
 
 
 def rerun_files(paths: Sequence[Path]) -> tuple[Side, Side]:

@@ -24,7 +24,7 @@ to use in CI.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class CaseChange:
 
     label: str
     base: CaseResult
+    _: KW_ONLY  # the rest by keyword
     new: CaseResult
     paired_by: str  # "id", "variables" (same model/backend/precision/batch/shape/threads), "model" or "rerun"
     metric: str
@@ -100,6 +101,7 @@ class Comparison:
 
     metric: str
     threshold: float
+    _: KW_ONLY  # the rest by keyword
     alpha: float
     changes: list[CaseChange]
     only_base: list[CaseResult]
@@ -202,7 +204,7 @@ def compare_cases(
         notes.append(note)
     refused = _refusal(base, new, allow_mixed_precision, notes)
     if refused:
-        return CaseChange(label, base, new, paired_by, metric, verdict=refused, notes=notes)
+        return CaseChange(label, base, new=new, paired_by=paired_by, metric=metric, verdict=refused, notes=notes)
     b = np.asarray(base.samples_ms, dtype=np.float64)
     n = np.asarray(new.samples_ms, dtype=np.float64)
     base_value, new_value = statistic(b, metric, base.batch), statistic(n, metric, new.batch)
@@ -214,7 +216,17 @@ def compare_cases(
     else:
         reps = (replicates_of(base), replicates_of(new))
     counts = (len(reps[0].medians_ms), len(reps[1].medians_ms))
-    draft = CaseChange(label, base, new, paired_by, metric, base_value, new_value, notes=notes, replicates=counts)
+    draft = CaseChange(
+        label,
+        base,
+        new=new,
+        paired_by=paired_by,
+        metric=metric,
+        base_value=base_value,
+        new_value=new_value,
+        notes=notes,
+        replicates=counts,
+    )
     point = new_value / base_value
     if reps[0].replicated and reps[1].replicated:
         return _replicated(draft, reps, point, threshold, alpha)
@@ -284,9 +296,9 @@ def compare_results(
     return Comparison(
         metric,
         threshold,
-        alpha,
-        changes,
-        only_base,
-        only_new,
-        environment_differences(base.environment, new.environment),
+        alpha=alpha,
+        changes=changes,
+        only_base=only_base,
+        only_new=only_new,
+        env_differences=environment_differences(base.environment, new.environment),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
@@ -151,6 +151,7 @@ class Case:
 
     model: str
     backend: str
+    _: KW_ONLY  # the rest by keyword
     precision: str = "fp32"
     batch: int = 1
     shape_mode: str = "static"

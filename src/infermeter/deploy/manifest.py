@@ -5,7 +5,7 @@ file's cases; nothing is typed by hand."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class ServeSettings:
 
     model: str
     backend: str
+    _: KW_ONLY  # the rest by keyword
     precision: str
     threads: int
     options: tuple[tuple[str, str], ...]

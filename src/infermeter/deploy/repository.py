@@ -4,7 +4,7 @@ against the model file, every mistake one error naming the file and the field.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from infermeter.backends.triton import PRECISION, THREADS, TritonTarget, servable_engines
@@ -68,6 +68,7 @@ class RepositoryModel:
 
     name: str
     config: Path
+    _: KW_ONLY  # the rest by keyword
     model_file: Path
     backend: str
     precision: str

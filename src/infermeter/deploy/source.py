@@ -8,7 +8,7 @@ that the written files can carry their origin next to each value."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class LoadPoint:
 
     case: CaseResult
     path: Path
+    _: KW_ONLY  # the rest by keyword
     max_batch: Figure
     max_delay_ms: Figure
     workers: Figure
@@ -53,6 +54,7 @@ class DeploySource:
 
     case: CaseResult
     results_path: Path
+    _: KW_ONLY  # the rest by keyword
     environment: dict[str, Any]
     model_file: Path
     name: str

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ class ExportReport:
 
     source: str
     output: str
+    _: KW_ONLY  # the rest by keyword
     opset: int
     dynamic_axes: DynamicAxes
     atol: float
@@ -189,7 +190,7 @@ def export_model(
     axes = {name: dict(named) for name, named in default_dynamic_axes(spec).items()}
     for name, named in (dynamic or {}).items():
         axes.setdefault(name, {}).update(named)
-    report = ExportReport(spec.ref, str(output), opset, axes, atol, rtol)
+    report = ExportReport(spec.ref, str(output), opset=opset, dynamic_axes=axes, atol=atol, rtol=rtol)
     module = load_torch_module(spec) if module is None else module
     output.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -11,7 +11,7 @@ every output shows every metric. How to add one: docs/design-notes.md, "Adding a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 from infermeter.figures.latency_stats import min_samples_for
@@ -130,6 +130,7 @@ class Metric:
 
     key: str
     name: str
+    _: KW_ONLY  # the rest by keyword
     header: str
     unit: str
     better: Literal["lower", "higher"]
@@ -176,24 +177,93 @@ def _load(case: CaseResult) -> float | None:
 
 
 # The summary table's metric columns, in table order (each after the case's model, backend, precision, batch, shape
-# and streams). A new metric: one line here (and the record field it reads); see docs/design-notes.md.
-# fmt: off
+# and streams). A new metric: one entry here (and the record field it reads); see docs/design-notes.md.
 METRICS: tuple[Metric, ...] = (
-    Metric("p50_ms", "P50", "P50 ms", "ms", "lower", _latency("p50"), cell=p50_cell, csv="latency_ms.p50", gate="p50"),
-    Metric("p99_ms", "P99", "P99 ms", "ms", "lower", _latency("p99"), cell=p99_cell, csv="latency_ms.p99", gate="p99"),
-    Metric("throughput", "throughput", "throughput/s", "/s", "higher", _throughput, ",.1f", csv="throughput",
-           gate="throughput"),
-    Metric("peak_rss_mb", "peak memory", "peak MB", "MB", "lower", _peak_rss, ",.0f", csv="peak_rss_mb"),
-    Metric("load_s", "load time", "load s", "s", "lower", _load, ",.2f", csv="load_s"),
-    Metric("speedup", "speedup", "speedup", "x", "higher", None, cell=lambda _, speedup: speedup_cell(speedup)),
-    Metric("achieved_gflops", "achieved GFLOP/s", "GFLOP/s", "GFLOP/s", "higher", _roofline("achieved_gflops"),
-           cell=_roofline_cell("achieved_gflops", ",.1f"), csv="achieved_gflops"),
-    Metric("peak_fraction", "fraction of peak", "% peak", "%", "higher", _roofline("peak_fraction"),
-           cell=_roofline_cell("peak_fraction", ".0%"), csv="peak_fraction"),
-    Metric("growth_mb_per_1k", "memory growth", "growth MB/1k req", "MB/1k req", "lower", _soak_slope, "+.2f",
-           csv="soak.slope_mb_per_1k", shown=_any_soak),
+    Metric(
+        "p50_ms",
+        "P50",
+        header="P50 ms",
+        unit="ms",
+        better="lower",
+        read=_latency("p50"),
+        cell=p50_cell,
+        csv="latency_ms.p50",
+        gate="p50",
+    ),
+    Metric(
+        "p99_ms",
+        "P99",
+        header="P99 ms",
+        unit="ms",
+        better="lower",
+        read=_latency("p99"),
+        cell=p99_cell,
+        csv="latency_ms.p99",
+        gate="p99",
+    ),
+    Metric(
+        "throughput",
+        "throughput",
+        header="throughput/s",
+        unit="/s",
+        better="higher",
+        read=_throughput,
+        spec=",.1f",
+        csv="throughput",
+        gate="throughput",
+    ),
+    Metric(
+        "peak_rss_mb",
+        "peak memory",
+        header="peak MB",
+        unit="MB",
+        better="lower",
+        read=_peak_rss,
+        spec=",.0f",
+        csv="peak_rss_mb",
+    ),
+    Metric("load_s", "load time", header="load s", unit="s", better="lower", read=_load, spec=",.2f", csv="load_s"),
+    Metric(
+        "speedup",
+        "speedup",
+        header="speedup",
+        unit="x",
+        better="higher",
+        read=None,
+        cell=lambda _, speedup: speedup_cell(speedup),
+    ),
+    Metric(
+        "achieved_gflops",
+        "achieved GFLOP/s",
+        header="GFLOP/s",
+        unit="GFLOP/s",
+        better="higher",
+        read=_roofline("achieved_gflops"),
+        cell=_roofline_cell("achieved_gflops", ",.1f"),
+        csv="achieved_gflops",
+    ),
+    Metric(
+        "peak_fraction",
+        "fraction of peak",
+        header="% peak",
+        unit="%",
+        better="higher",
+        read=_roofline("peak_fraction"),
+        cell=_roofline_cell("peak_fraction", ".0%"),
+        csv="peak_fraction",
+    ),
+    Metric(
+        "growth_mb_per_1k",
+        "memory growth",
+        header="growth MB/1k req",
+        unit="MB/1k req",
+        better="lower",
+        read=_soak_slope,
+        spec="+.2f",
+        csv="soak.slope_mb_per_1k",
+        shown=_any_soak,
+    ),
 )
-# fmt: on
 
 # Right-aligned by every renderer (console, markdown, HTML).
 NUMERIC_COLUMNS = frozenset({"batch", *(metric.header for metric in METRICS)})

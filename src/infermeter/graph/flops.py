@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from infermeter.graph.model import GraphView, NodeInfo
 from infermeter.graph.op_classes import (
@@ -41,6 +41,7 @@ class NodeCost:
 
     index: int
     name: str
+    _: KW_ONLY  # the rest by keyword
     op_type: str
     kind: str
     macs: int

@@ -4,7 +4,7 @@ inference. `GraphView` is the plain-Python picture of that graph the analyses wo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,7 @@ class NodeInfo:
 
     index: int
     name: str
+    _: KW_ONLY  # the rest by keyword
     op_type: str
     domain: str
     inputs: tuple[str, ...]
@@ -88,6 +89,7 @@ class GraphView:
 
     nodes: list[NodeInfo]
     tensors: dict[str, TensorInfo]
+    _: KW_ONLY  # the rest by keyword
     weights: set[str]
     graph_inputs: list[str]
     graph_outputs: list[str]
@@ -187,12 +189,12 @@ def graph_view(model: onnx.ModelProto) -> GraphView:
             NodeInfo(
                 index,
                 node.name,
-                node.op_type,
-                node.domain,
-                tuple(node.input),
-                tuple(node.output),
-                attrs,
-                tuple(dict.fromkeys(n for n in implicit if n in tensors or n in weights)),
+                op_type=node.op_type,
+                domain=node.domain,
+                inputs=tuple(node.input),
+                outputs=tuple(node.output),
+                attrs=attrs,
+                implicit_inputs=tuple(dict.fromkeys(n for n in implicit if n in tensors or n in weights)),
             )
         )
     return GraphView(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ class IrReport:
 
     model: str
     input_shapes: dict[str, list[int]]
+    _: KW_ONLY  # the rest by keyword
     node_count: int
     ops: dict[str, int]
     weights: dict[str, list[int]]

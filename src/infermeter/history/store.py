@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 
 from infermeter.core.errors import ResultsError
@@ -69,6 +69,7 @@ class HistoryPoint:
 
     run_id: int
     created: str
+    _: KW_ONLY  # the rest by keyword
     recorded: str
     results_path: str | None
     git_commit: str | None
@@ -157,6 +158,8 @@ def open_history(path: Path) -> Iterator[sqlite3.Connection]:
 # The cases table's columns before the metrics, and the metrics with a field of their own in HistoryPoint.
 _CASE_COLUMNS = ("run_id", "case_id", "model", "backend", "precision", "precision_effective", "batch", "shape_mode",
                  "threads", "status")  # fmt: skip
+# The first 15 columns of load_history's query, in their order: HistoryPoint's fields of the same names.
+_FIXED_COLUMNS = [f.name for f in fields(HistoryPoint)][:15]
 _TYPED = ("p50_ms", "p99_ms", "throughput", "peak_rss_mb", "load_s")
 
 
@@ -264,4 +267,5 @@ def _point(row: tuple[object, ...], keys: list[str]) -> HistoryPoint:
     values = dict(zip(keys, row[15:-1], strict=True))
     typed = [values.pop(key) for key in _TYPED]
     samples = json.loads(str(row[-1])) if row[-1] else []
-    return HistoryPoint(*row[:15], *typed, samples_ms=samples, extra=values)  # type: ignore[arg-type, misc]
+    fixed = dict(zip(_FIXED_COLUMNS, row[:15], strict=True)) | dict(zip(_TYPED, typed, strict=True))
+    return HistoryPoint(**fixed, samples_ms=samples, extra=values)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from infermeter.figures.latency_stats import percentile
 
@@ -46,6 +46,7 @@ class RequestTiming:
 
     start_s: float
     end_s: float
+    _: KW_ONLY  # the rest by keyword
     token_times_s: tuple[float, ...] = ()
     chunk_tokens: tuple[int, ...] = ()
     prompt_tokens: int = 0
@@ -74,6 +75,7 @@ class RequestMetrics:
 
     ttft_ms: float
     e2e_ms: float
+    _: KW_ONLY  # the rest by keyword
     tpot_ms: float | None
     itl_ms: tuple[float, ...]
     output_tokens: int

@@ -19,7 +19,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from infermeter.core.case import endpoint_case_id
@@ -49,6 +49,7 @@ class EndpointSettings:
 
     url: str
     model: str = "default"
+    _: KW_ONLY  # the rest by keyword
     api: str = "completions"
     prompt_len: int = 64
     gen_len: int = 32
@@ -135,7 +136,14 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
 
     def failed(kind: str, message: str) -> RequestTiming:
         return RequestTiming(
-            start, time.perf_counter(), tuple(token_times), (), 0, None, error_kind=kind, error=message[:300]
+            start,
+            time.perf_counter(),
+            token_times_s=tuple(token_times),
+            chunk_tokens=(),
+            prompt_tokens=0,
+            reported_output_tokens=None,
+            error_kind=kind,
+            error=message[:300],
         )
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
@@ -175,7 +183,16 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
     if not done:
         return failed("stream_dropped", "the stream ended without [DONE] or a finish_reason")
     if not token_times:
-        return RequestTiming(start, end, (), (), 0, None, error_kind="no_output", error="no output tokens")
+        return RequestTiming(
+            start,
+            end,
+            token_times_s=(),
+            chunk_tokens=(),
+            prompt_tokens=0,
+            reported_output_tokens=None,
+            error_kind="no_output",
+            error="no output tokens",
+        )
     reported = usage.get("completion_tokens")
     return RequestTiming(
         start_s=start,

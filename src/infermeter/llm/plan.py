@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from infermeter.build.case_build import BuildOutcome
@@ -27,6 +27,7 @@ class GenerationMatrix:
 
     models: tuple[str, ...]
     backends: tuple[str, ...]
+    _: KW_ONLY  # the rest by keyword
     batches: tuple[int, ...] = (1,)
     prompt_len: int = 64
     gen_len: int = 32

@@ -16,7 +16,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from infermeter.core.case import identity_digest
 from infermeter.core.errors import UsageError
@@ -48,6 +48,7 @@ class SweepSettings:
 
     endpoint: EndpointSettings
     mode: str = "concurrency"
+    _: KW_ONLY  # the rest by keyword
     levels: tuple[float, ...] = (1, 2, 4)
     series: str = ""
     slo_target: float = DEFAULT_SLO_TARGET

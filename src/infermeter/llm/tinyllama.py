@@ -9,7 +9,7 @@ multiples of 256 so that llama.cpp's k-quants (super-blocks of 256) apply to eve
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -20,6 +20,7 @@ class TinyLlamaConfig:
 
     vocab_size: int = 512
     hidden_size: int = 256
+    _: KW_ONLY  # the rest by keyword
     intermediate_size: int = 512
     layers: int = 2
     heads: int = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -27,6 +27,7 @@ class RunSettings:
 
     scenario: str
     duration_s: float
+    _: KW_ONLY  # the rest by keyword
     qps: float | None = None
     concurrency: int = 1
     seed: int = 0
@@ -41,6 +42,7 @@ class LoadTarget:
 
     base_url: str
     model_name: str
+    _: KW_ONLY  # the rest by keyword
     metadata: dict[str, Any]
     requests: list[bytes]
     batch: int
@@ -127,13 +129,22 @@ def prepare_target(
             d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
             for axis, d in enumerate(entry["shape"])
         )
-        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
+        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], shape=dims))
     feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
     if grpc:
         from infermeter.serve.grpc_protocol import encode_grpc_request
 
         requests = [encode_grpc_request(name, feeds).SerializeToString() for feeds in feed_sets]
-        return LoadTarget(base, name, metadata, requests, batch, notes, source, call_metadata(api_key))
+        return LoadTarget(
+            base,
+            name,
+            metadata=metadata,
+            requests=requests,
+            batch=batch,
+            notes=notes,
+            data=source,
+            call_metadata=call_metadata(api_key),
+        )
     path = f"/v2/models/{name}/infer"
     parts = urlsplit(base)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
@@ -144,7 +155,7 @@ def prepare_target(
         else:
             body, extra = encode_binary_request(feeds)
         requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
-    return LoadTarget(base, name, metadata, requests, batch, notes, source)
+    return LoadTarget(base, name, metadata=metadata, requests=requests, batch=batch, notes=notes, data=source)
 
 
 def _http_metadata(url: str, model_name: str | None, headers: dict[str, str]) -> tuple[str, str, dict[str, Any]]:

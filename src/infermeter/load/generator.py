@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -35,6 +35,7 @@ class LoadRun:
 
     scenario: str
     duration_s: float
+    _: KW_ONLY  # the rest by keyword
     target_qps: float | None = None
     concurrency: int | None = None
     latencies_ms: list[float] = field(default_factory=list)  # successful requests only

@@ -3,7 +3,7 @@ into a results-file case that `report` and `compare` read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ class LoadSummary:
 
     run: LoadRun
     slo_p99_ms: float | None
+    _: KW_ONLY  # the rest by keyword
     batch: int
     stats: LatencyStats | None
     lag_p99_ms: float | None
@@ -79,7 +80,16 @@ def summarize(run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int 
                 f"P99 lag {lag_p99:.2f} ms",
             )
         )
-    return LoadSummary(run, slo_p99_ms, batch, stats, lag_p99, not reasons, reasons, warnings)
+    return LoadSummary(
+        run,
+        slo_p99_ms,
+        batch=batch,
+        stats=stats,
+        lag_p99_ms=lag_p99,
+        valid=not reasons,
+        reasons=reasons,
+        warnings=warnings,
+    )
 
 
 def case_result(

@@ -28,7 +28,9 @@ def int8_run(case: Case, artifact: Artifact | None, session: Session) -> Int8Run
     quantizer = artifact.quantizer if artifact is not None and artifact.quantizer else GIVEN
     own = get_backend(case.backend).int8_quantizer
     source = GIVEN if quantizer == GIVEN else ("own" if quantizer == own else "cross-fed")
-    return Int8Run(case.precision, session.effective_precision(), quantizer, source, session.layer_mix())
+    return Int8Run(
+        case.precision, session.effective_precision(), quantizer=quantizer, source=source, mix=session.layer_mix()
+    )
 
 
 def _profiled(case: Case, **changes: Any) -> Case | None:

@@ -20,7 +20,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -64,6 +64,7 @@ class Arm:
 
     index: int
     item: SweepItem
+    _: KW_ONLY  # the rest by keyword
     case: SweepCase
     worker: BurstWorker
     log: BurstLog
@@ -122,7 +123,11 @@ def _load(
             worker = item.worker(position, phase, builds.get(case.id))
             result = worker.wait_ready()
             if result is None:
-                return Arm(index, item, case, worker, BurstLog(case.settings), skipped), None, skipped
+                return (
+                    Arm(index, item, case=case, worker=worker, log=BurstLog(case.settings), skipped=skipped),
+                    None,
+                    skipped,
+                )
         skipped[case.backend] = f"{result.status}: {result.error}"
     return None, result, skipped
 

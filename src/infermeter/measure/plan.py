@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from infermeter.core.case import Case, MeasureSettings
@@ -115,6 +115,7 @@ class Matrix:
 
     models: tuple[ModelSpec, ...]
     backends: tuple[tuple[str, ...], ...]
+    _: KW_ONLY  # the rest by keyword
     precisions: tuple[str, ...] = ("fp32",)  # empty: each model's own (`ModelSpec.default_precision`)
     batches: tuple[int, ...] = (1,)
     shape_modes: tuple[str, ...] = ("static",)
@@ -184,21 +185,21 @@ def build_plan(matrix: Matrix) -> list[PlanItem]:
                                 Case(
                                     spec.ref,
                                     base_name(backend),
-                                    precision,
-                                    batch,
-                                    shape_mode,
-                                    matrix.threads,
-                                    shapes,
-                                    for_precision(options[backend], precision),
-                                    matrix.settings,
-                                    dynamic,
-                                    buckets,
-                                    streams,
-                                    matrix.data,
-                                    tuple((n, v) for n, v in matrix.input_values if n in names),
-                                    machine,
-                                    spec.reshape,
-                                    allocator,
+                                    precision=precision,
+                                    batch=batch,
+                                    shape_mode=shape_mode,
+                                    threads=matrix.threads,
+                                    input_shapes=shapes,
+                                    options=for_precision(options[backend], precision),
+                                    settings=matrix.settings,
+                                    dynamic=dynamic,
+                                    buckets=buckets,
+                                    streams=streams,
+                                    data=matrix.data,
+                                    input_values=tuple((n, v) for n, v in matrix.input_values if n in names),
+                                    machine=machine,
+                                    reshape=spec.reshape,
+                                    allocator=allocator,
                                 )
                                 for backend in chain
                             )

@@ -8,7 +8,7 @@ every value, resolves the models, picks the default backends and returns the `Ma
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from infermeter.backends.registry import require_torch_form
 from infermeter.backends.variant import base_name, variant_options
@@ -57,6 +57,7 @@ class BenchRequest:
 
     models: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
+    _: KW_ONLY  # the rest by keyword
     fallback: tuple[tuple[str, ...], ...] = ()
     batch: tuple[int, ...] = ()  # none given: DEFAULT_BATCHES, or the batch the models fix (`default_batches`)
     precision: tuple[str, ...] = ()  # none given: each model's own (int8 for a quantized graph, else fp32)

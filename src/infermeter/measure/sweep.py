@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -89,7 +89,7 @@ def run_sweep(
 
     With `build_first` (all but a cold start, which measures the build itself), the build stage makes every
     artifact the pending cases need before any of them runs (`measure.buildstage`)."""
-    sweeper = _Sweeper(plan, results, path, on_event or (lambda _event: None), trace)
+    sweeper = _Sweeper(plan, results, path=path, emit=on_event or (lambda _event: None), trace=trace)
     pending = [item for item in plan if wants_more(item, sweeper.done)]
 
     def build_phase(item: PlanItem, case: SweepCase, name: str) -> None:
@@ -110,6 +110,7 @@ class _Sweeper:
 
     plan: Sequence[SweepItem]
     results: ResultsFile
+    _: KW_ONLY  # the rest by keyword
     path: Path | None
     emit: Callable[[SweepEvent], None]
     trace: SpeedTrace | None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import KW_ONLY, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class CheckConfig:
 
     model: str
     baseline: str | None = None
+    _: KW_ONLY  # the rest by keyword
     backends: tuple[str, ...] = ("onnxruntime",)
     latency_backend: str | None = None
     threshold: float = 0.05

@@ -92,7 +92,14 @@ def _case(spec: ModelSpec, backend: str, config: CheckConfig, settings: MeasureS
     shapes = tuple(resolve_shapes(spec.inputs, config.batch).items())
     threads = config.threads or default_threads()
     return Case(
-        spec.ref, backend, "fp32", config.batch, "static", threads, shapes, settings=settings or MeasureSettings()
+        spec.ref,
+        backend,
+        precision="fp32",
+        batch=config.batch,
+        shape_mode="static",
+        threads=threads,
+        input_shapes=shapes,
+        settings=settings or MeasureSettings(),
     )
 
 

@@ -98,7 +98,7 @@ def _inputs(folder: Path, config: dict[str, Any]) -> tuple[InputSpec, ...]:
     if "image_size" in config or (folder / "preprocessor_config.json").is_file():
         height, width = _image_size(folder, config)
         shape = ("batch", int(config.get("num_channels", 3)), height, width)
-        return (InputSpec("pixel_values", "float32", shape, feeds_hook=IMAGE_HOOK, feeds_source=source),)
+        return (InputSpec("pixel_values", "float32", shape=shape, feeds_hook=IMAGE_HOOK, feeds_source=source),)
     if not (folder / "tokenizer.json").is_file():
         raise ModelError(
             f"{folder} has neither a tokenizer (tokenizer.json) nor an image processor (preprocessor_config.json) "
@@ -114,7 +114,7 @@ def _inputs(folder: Path, config: dict[str, Any]) -> tuple[InputSpec, ...]:
         InputSpec(
             str(name),
             "int64",
-            ("batch", "seq"),
+            shape=("batch", "seq"),
             int_range=(0, vocab),
             dim_defaults=(("seq", seq_len),),
             feeds_hook=TEXT_HOOK,

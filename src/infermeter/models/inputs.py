@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -38,6 +38,7 @@ class InputSpec:
 
     name: str
     dtype: str
+    _: KW_ONLY  # the rest by keyword
     shape: tuple[Dim, ...]
     int_range: tuple[int, int] = (0, 100)
     batch_axis: int | None = 0

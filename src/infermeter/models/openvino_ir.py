@@ -79,7 +79,7 @@ def ir_spec(ref: str, path: Path) -> ModelSpec:
     for port in model.inputs:
         name = port.get_any_name()
         dims = _dims(name, port)
-        inputs.append(InputSpec(name, _dtype_name(port), dims, batch_axis=0 if dims else None))
+        inputs.append(InputSpec(name, _dtype_name(port), shape=dims, batch_axis=0 if dims else None))
     outputs = tuple((port.get_any_name() if port.get_names() else f"output{i}") for i, port in enumerate(model.outputs))
     return ModelSpec(
         ref=ref,

@@ -125,7 +125,13 @@ def _inputs_from(ref: str, given: Any) -> tuple[tuple[InputSpec, ...], bool]:
         int_range = (0, 100)
         if not tensor.is_floating_point() and tensor.dtype != torch.bool and tensor.numel():
             int_range = (int(tensor.min()), int(tensor.max()) + 1)
-        return InputSpec(name, _torch_dtype_name(tensor.dtype), shape, int_range, 0 if tensor.dim() else None)
+        return InputSpec(
+            name,
+            _torch_dtype_name(tensor.dtype),
+            shape=shape,
+            int_range=int_range,
+            batch_axis=0 if tensor.dim() else None,
+        )
 
     if isinstance(given, torch.Tensor):
         return (from_tensor("input", given),), False
@@ -137,7 +143,7 @@ def _inputs_from(ref: str, given: Any) -> tuple[tuple[InputSpec, ...], bool]:
             if not (isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], tuple | list)):
                 raise ModelError(f"{ref}: input spec {name!r} must be (dtype, shape), got {value!r}")
             dtype, shape = value
-            specs.append(InputSpec(str(name), str(dtype), tuple(shape), batch_axis=0 if shape else None))
+            specs.append(InputSpec(str(name), str(dtype), shape=tuple(shape), batch_axis=0 if shape else None))
         return tuple(specs), False
     if isinstance(given, tuple | list) and given and all(isinstance(v, torch.Tensor) for v in given):
         names = ["input"] if len(given) == 1 else [f"input_{i}" for i in range(len(given))]
@@ -286,7 +292,9 @@ def pt2_spec(ref: str, path: Path) -> ModelSpec:
             lower, upper = _bounds(ranges.get(str(size)))
             defaults.append((label, min(max(lower, 8), upper)))
         inputs.append(
-            InputSpec(name, _torch_dtype_name(value.dtype), tuple(dims), dim_defaults=tuple(defaults), batch_axis=0)
+            InputSpec(
+                name, _torch_dtype_name(value.dtype), shape=tuple(dims), dim_defaults=tuple(defaults), batch_axis=0
+            )
         )
     count = len(program.graph_signature.user_outputs)
     outputs = ("output",) if count == 1 else tuple(f"output_{i}" for i in range(count))

@@ -4,7 +4,7 @@ resolves to one in `models.resolve`; its torch form is built in `models.torch_fo
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ class ModelSpec:
 
     ref: str
     name: str
+    _: KW_ONLY  # the rest by keyword
     kind: str
     inputs: tuple[InputSpec, ...]
     output_names: tuple[str, ...]
@@ -111,7 +112,7 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
                 dims.append(int(dim.dim_value))
             else:
                 dims.append(dim.dim_param or f"{value.name}_dim{axis}")
-        inputs.append(InputSpec(value.name, dtype, tuple(dims), batch_axis=0 if dims else None))
+        inputs.append(InputSpec(value.name, dtype, shape=tuple(dims), batch_axis=0 if dims else None))
     outputs = tuple(out.name for out in model.graph.output)
     return ModelSpec(
         ref=ref,

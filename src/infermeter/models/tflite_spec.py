@@ -48,7 +48,7 @@ def tflite_spec(ref: str, path: Path) -> ModelSpec:
             else:
                 dims.append("batch" if axis == 0 else f"{detail['name']}_dim{axis}")
         dtype = detail["dtype"]
-        inputs.append(InputSpec(detail["name"], getattr(dtype, "__name__", str(dtype)), tuple(dims)))
+        inputs.append(InputSpec(detail["name"], getattr(dtype, "__name__", str(dtype)), shape=tuple(dims)))
     outputs = tuple(detail["name"] for detail in interpreter.get_output_details())
     return ModelSpec(
         ref=ref,

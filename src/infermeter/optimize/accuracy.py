@@ -129,7 +129,16 @@ def score_backend(
     rows = min(EVAL_BATCH, evaluation.count)
     # The first batch's feeds, constant inputs (`--input NAME=VALUE`) included, give the case its static shapes.
     shapes = tuple((name, tuple(array.shape)) for name, array in next(evaluation.batches(rows)).items())
-    case = Case(spec.ref, backend, precision, rows, "static", threads, shapes, options)
+    case = Case(
+        spec.ref,
+        backend,
+        precision=precision,
+        batch=rows,
+        shape_mode="static",
+        threads=threads,
+        input_shapes=shapes,
+        options=options,
+    )
     cls = get_backend(backend)
     reason = cls.available() or cls.unsupported_reason(spec, case)
     if reason:

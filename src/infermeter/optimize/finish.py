@@ -3,7 +3,7 @@ deployable folder: deploy.json, DEPLOY.md and report.html."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class Outcome:
 
     advice: Advice
     runner_up: CaseResult | None
+    _: KW_ONLY  # the rest by keyword
     fallback: CaseResult | None
     baseline: CaseResult | None
     folder: Path
@@ -94,7 +95,16 @@ def step_advise(run: Run, baseline: CaseResult | None) -> Outcome:
         note(run, "advise", f"report.md, not report.html: the HTML report needs plotly: {install_line('html')}")
     finish(run, "advise", "done" if advice.pick else "failed")
     report = write_report(run)
-    return Outcome(advice, runner_up, fallback, baseline, run.folder, report, deploy_md, explanation)
+    return Outcome(
+        advice,
+        runner_up,
+        fallback=fallback,
+        baseline=baseline,
+        folder=run.folder,
+        report=report,
+        deploy_md=deploy_md,
+        explanation=explanation,
+    )
 
 
 UNVERIFIED = "Accuracy is unverified: this case carries no accuracy measurement."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class Run:
 
     request: OptimizeRequest
     spec: ModelSpec
+    _: KW_ONLY  # the rest by keyword
     results: ResultsFile
     emit: EventCallback
     budget: Budget
@@ -120,13 +121,13 @@ class Run:
         return Case(
             model_ref,
             backend,
-            precision,
-            batch or self.request.batch,
-            shape_mode,
-            self.request.threads,
-            self.request.input_shapes,
-            self.options_for(backend),
-            settings,
+            precision=precision,
+            batch=batch or self.request.batch,
+            shape_mode=shape_mode,
+            threads=self.request.threads,
+            input_shapes=self.request.input_shapes,
+            options=self.options_for(backend),
+            settings=settings,
             input_values=self.request.input_values,
             machine=self.request.machine,
             reshape=self.spec.reshape if model_ref == self.spec.ref else (),
@@ -230,6 +231,6 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     journal.data["model"] = request.model
     journal.data["request"] = request.to_dict()
     reserve_s = finalists_reserve_s(request.finalists, request.settings.min_time_s)
-    run = Run(request, spec, results, emit, Budget(request.budget_s, reserve_s=reserve_s))
+    run = Run(request, spec, results=results, emit=emit, budget=Budget(request.budget_s, reserve_s=reserve_s))
     run.save()
     return run

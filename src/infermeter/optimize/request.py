@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ class OptimizeRequest:
 
     model: str
     output: Path
+    _: KW_ONLY  # the rest by keyword
     device: str = "cpu"
     batches: tuple[int, ...] = (1,)
     max_accuracy_drop_pct: float = DEFAULT_MAX_ACCURACY_DROP_PCT

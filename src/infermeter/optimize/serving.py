@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 # The tune-batching results of the serving step, in the optimize folder (the file `deploy --load` would take).
@@ -22,6 +22,7 @@ class MeasuredPolicy:
 
     case_id: str
     max_batch: int
+    _: KW_ONLY  # the rest by keyword
     preferred_batch_sizes: tuple[int, ...]
     max_delay_ms: float
     workers: int

@@ -172,7 +172,15 @@ def check_backend(
     (`tolerance_for_reference`).
     """
     tolerance = tolerance_for_reference(tolerance, reference_precision)
-    record = ParityRecord(case.backend, reference, case.precision, "error", "", tolerance, samples=len(feed_sets))
+    record = ParityRecord(
+        case.backend,
+        reference,
+        precision=case.precision,
+        status="error",
+        reason="",
+        tolerance=tolerance,
+        samples=len(feed_sets),
+    )
     try:
         if session is not None:
             outputs, effective = run_outputs(session, feed_sets), session.effective_precision()
@@ -240,7 +248,14 @@ def check_case_parity(
         feeds = case_feed_sets(spec.inputs, case, samples, seed)  # the case's own data and constants, if any
         expected, ran = reference_run(spec, case, feeds, ref_name)
     except InfermeterError as exc:
-        record = ParityRecord(case.backend, reference or "?", case.precision, "error", str(exc), tolerance)
+        record = ParityRecord(
+            case.backend,
+            reference or "?",
+            precision=case.precision,
+            status="error",
+            reason=str(exc),
+            tolerance=tolerance,
+        )
         return parity_to_dict(record)
     record = check_backend(spec, case, feeds, expected, ref_name, tolerance, session=session, reference_precision=ran)
     return parity_to_dict(record)

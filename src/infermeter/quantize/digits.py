@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 TEST_FRACTION = 0.3
 DEFAULT_EPOCHS = 30
-INPUTS = (InputSpec("input", "float32", ("batch", 1, 8, 8)),)
+INPUTS = (InputSpec("input", "float32", shape=("batch", 1, 8, 8)),)
 
 
 @dataclass(frozen=True)

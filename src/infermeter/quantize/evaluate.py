@@ -114,8 +114,10 @@ def _fixed_batch(inputs: list[tuple[str, list[Any]]]) -> int | None:
     """The batch a model file fixes, by the rule of `models.inputs.fixed_batch` (a control vector is no batch)."""
     from infermeter.models.inputs import InputSpec, fixed_batch
 
-    specs = [InputSpec(name, "float32", tuple(d if isinstance(d, int) else "?" for d in dims)) for name, dims in inputs]
-    found = fixed_batch([s if s.shape else InputSpec(s.name, s.dtype, (), batch_axis=None) for s in specs])
+    specs = [
+        InputSpec(name, "float32", shape=tuple(d if isinstance(d, int) else "?" for d in dims)) for name, dims in inputs
+    ]
+    found = fixed_batch([s if s.shape else InputSpec(s.name, s.dtype, shape=(), batch_axis=None) for s in specs])
     return found[1] if found else None
 
 

@@ -43,8 +43,18 @@ def measure_file(
     spec = resolve_model(str(path))
     supported = get_backend(backend).precisions
     requested = precision if precision in supported else "fp32"
-    case = Case(str(path), backend, requested, batch, "static", threads, input_shapes, (), settings,
-                input_values=input_values)  # fmt: skip
+    case = Case(
+        str(path),
+        backend,
+        precision=requested,
+        batch=batch,
+        shape_mode="static",
+        threads=threads,
+        input_shapes=input_shapes,
+        options=(),
+        settings=settings,
+        input_values=input_values,
+    )
     result = run_isolated(spec, case)
     if requested != precision:
         # The backend only accepts fp32 requests; the file itself fixes the precision, so record that one.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 
 from infermeter.build.int8.feeds import own as own_inputs
@@ -52,6 +52,7 @@ class _Study:
 
     request: QuantizeRequest
     spec: ModelSpec
+    _: KW_ONLY  # the rest by keyword
     data: StudyData
     reference: Reference
     scratch: Path
@@ -93,8 +94,16 @@ def quantize_model(request: QuantizeRequest, on_progress: Callable[[str], None] 
         progress("exporting / pre-processing")
         source = _fp32_source(spec)
         reference = fp32_reference(source, spec.task, data.evaluation, request.threads)
-        outcome.rows.append(ModelRow("fp32", "FP32", source, "fp32", reference.accuracy))
-        study = _Study(request, spec, data, reference, Path(scratch_name), outcome, progress)
+        outcome.rows.append(ModelRow("fp32", "FP32", path=source, precision="fp32", accuracy=reference.accuracy))
+        study = _Study(
+            request,
+            spec,
+            data=data,
+            reference=reference,
+            scratch=Path(scratch_name),
+            outcome=outcome,
+            progress=progress,
+        )
         if quantizer_of(request.engine) == NNCF:
             _openvino_rows(study, source)
         else:
@@ -121,7 +130,9 @@ def _openvino_rows(study: _Study, source: Path) -> None:
     request.output.parent.mkdir(parents=True, exist_ok=True)
     outcome.notes.append(quantize_openvino(source, request.output, request.config, study.data.calib))
     accuracy = study.score(request.output)
-    outcome.rows.append(ModelRow("int8", _label(request.config), request.output, "int8", accuracy))
+    outcome.rows.append(
+        ModelRow("int8", _label(request.config), path=request.output, precision="int8", accuracy=accuracy)
+    )
     if request.max_drop_pct is not None:
         _nncf_controlled(study, source)
 
@@ -135,7 +146,9 @@ def _onnx_rows(study: _Study, source: Path) -> None:
     study.progress(f"quantizing ({_label(request.config)})")
     quantized = study.scratch / "int8.onnx"
     quantize_plain(prepared, request.config, study.data.calib, quantized)
-    outcome.rows.append(ModelRow("int8", _label(request.config), request.output, "int8", study.score(quantized)))
+    outcome.rows.append(
+        ModelRow("int8", _label(request.config), path=request.output, precision="int8", accuracy=study.score(quantized))
+    )
     chosen = quantized
     if request.sensitivity or request.max_drop_pct is not None:
         study.progress("per-layer sensitivity")
@@ -175,7 +188,9 @@ def _nncf_controlled(study: _Study, source: Path) -> None:
     plain.path = write_model(request.output, plain_beside(request.output))
     write_model(target, request.output)
     label = f"NNCF accuracy control ({len(floats)} float)"
-    outcome.rows.append(ModelRow("mixed", label, request.output, "int8", accuracy, float_nodes=tuple(floats)))
+    outcome.rows.append(
+        ModelRow("mixed", label, path=request.output, precision="int8", accuracy=accuracy, float_nodes=tuple(floats))
+    )
 
 
 def _search_mixed(study: _Study, prepared: Prepared, max_drop_pct: float) -> Path:
@@ -205,7 +220,14 @@ def _search_mixed(study: _Study, prepared: Prepared, max_drop_pct: float) -> Pat
     if chosen.float_nodes:
         label = f"mixed ({len(chosen.float_nodes)} float)"
         outcome.rows.append(
-            ModelRow("mixed", label, request.output, "int8", chosen.accuracy, float_nodes=chosen.float_nodes)
+            ModelRow(
+                "mixed",
+                label,
+                path=request.output,
+                precision="int8",
+                accuracy=chosen.accuracy,
+                float_nodes=chosen.float_nodes,
+            )
         )
         # The plain INT8 file is no longer the -o output: keep it beside it for comparison.
         outcome.rows[1].path = write_model(search.frontier[0].path, plain_beside(request.output))
@@ -233,7 +255,7 @@ def _finetune_row(study: _Study) -> None:
     target = request.output.with_name(f"{request.output.stem}.qat{request.output.suffix}")
     quantize_plain(tuned, request.config, calib, target)
     label = f"QAT ({request.finetune_epochs} epochs)"
-    study.outcome.rows.append(ModelRow("qat", label, target, "int8", study.score(target)))
+    study.outcome.rows.append(ModelRow("qat", label, path=target, precision="int8", accuracy=study.score(target)))
 
 
 def _time_rows(study: _Study) -> None:

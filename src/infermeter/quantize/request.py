@@ -4,7 +4,7 @@ fills the outcome is `quantize.pipeline`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from infermeter.build.int8.ort_quant import QuantConfig
@@ -42,6 +42,7 @@ class QuantizeRequest:
 
     model: str
     output: Path
+    _: KW_ONLY  # the rest by keyword
     engine: str = "onnxruntime"
     config: QuantConfig = field(default_factory=QuantConfig)
     calib: str | None = None
@@ -66,6 +67,7 @@ class ModelRow:
 
     role: str
     label: str
+    _: KW_ONLY  # the rest by keyword
     path: Path
     precision: str
     accuracy: Accuracy | None = None
@@ -79,6 +81,7 @@ class QuantizeOutcome:
 
     output: Path
     rows: list[ModelRow] = field(default_factory=list)
+    _: KW_ONLY  # the rest by keyword
     warnings: list[CaseWarning] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sensitivity: list[LayerSensitivity] = field(default_factory=list)

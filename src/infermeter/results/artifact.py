@@ -7,7 +7,7 @@ Plain data with no framework imports: the results schema, the sweep's parent pro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -72,6 +72,7 @@ class Artifact:
 
     path: str
     key: str
+    _: KW_ONLY  # the rest by keyword
     cache: str
     build_phases_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from infermeter.core.case import DataSource
@@ -42,6 +42,7 @@ class LatencyStats:
 
     p50: float
     p90: float
+    _: KW_ONLY  # the rest by keyword
     p95: float
     p99: float
     p999: float
@@ -119,6 +120,7 @@ class CaseResult:
 
     id: str
     model: str
+    _: KW_ONLY  # the rest by keyword
     backend: str
     backend_version: str | None
     device: str

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class BatchStats:
 
     rows: int
     requests: int
+    _: KW_ONLY  # the rest by keyword
     queue_s: list[float]
     compute_s: float
     failed: bool
@@ -191,13 +192,24 @@ class DynamicBatcher:
             compute_s = time.perf_counter() - started
             for item in batch:
                 item.finish(None, error)
-            self._observe(BatchStats(rows, len(batch), queue_s, compute_s, failed=True))
+            self._observe(BatchStats(rows, len(batch), queue_s=queue_s, compute_s=compute_s, failed=True))
             return
         ended = time.perf_counter()
         for item, piece in zip(batch, pieces, strict=True):
             item.finish(piece, None)
         input_s, infer_s, output_s = marks[1] - marks[0], marks[2] - marks[1], ended - marks[2]
-        self._observe(BatchStats(rows, len(batch), queue_s, ended - started, False, input_s, infer_s, output_s))
+        self._observe(
+            BatchStats(
+                rows,
+                len(batch),
+                queue_s=queue_s,
+                compute_s=ended - started,
+                failed=False,
+                input_s=input_s,
+                infer_s=infer_s,
+                output_s=output_s,
+            )
+        )
 
     def _observe(self, stats: BatchStats) -> None:
         if self._observer is not None:

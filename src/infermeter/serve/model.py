@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ class ServeConfig:
 
     model: str
     backend: str
+    _: KW_ONLY  # the rest by keyword
     precision: str = "fp32"
     max_batch: int = 8
     max_delay_ms: float = 2.0
@@ -72,6 +73,7 @@ class ServedModel:
 
     config: ServeConfig
     spec: ModelSpec = field(init=False)
+    _: KW_ONLY  # the rest by keyword
     name: str = field(init=False)
     buckets: tuple[BucketSpec, ...] = field(init=False)
     options: tuple[tuple[str, str], ...] = field(init=False)
@@ -108,12 +110,12 @@ class ServedModel:
         return Case(
             self.spec.ref,
             self.config.backend,
-            self.config.precision,
-            self.config.max_batch,
-            "dynamic",
-            threads,
-            self.config.input_shapes,
-            self.options,
+            precision=self.config.precision,
+            batch=self.config.max_batch,
+            shape_mode="dynamic",
+            threads=threads,
+            input_shapes=self.config.input_shapes,
+            options=self.options,
             reshape=self.spec.reshape,
         )
 

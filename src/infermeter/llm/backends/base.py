@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from infermeter.backends.base import BackendInfo
 from infermeter.core.case import MeasureSettings, comparison_key, generation_case_id, model_family
@@ -29,6 +29,7 @@ class GenerateCase:
 
     model: str
     backend: str
+    _: KW_ONLY  # the rest by keyword
     prompt_len: int = 64
     gen_len: int = 32
     batch: int = 1

@@ -50,8 +50,8 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
         return None
     data, reference = eval_data(run, "half")
     budget = budget_for(reference.kind, data.evaluation.count, limit)
-    request = FallbackRequest(run.spec.ref, result.precision, (result.backend,),
-                              run.path(f"fallback-{result.backend}-{result.precision}"), budget,
+    request = FallbackRequest(run.spec.ref, result.precision, engines=(result.backend,),
+                              output=run.path(f"fallback-{result.backend}-{result.precision}"), budget=budget,
                               latency=False, threads=run.request.threads, sample_set=data.evaluation)  # fmt: skip
     try:
         study = study_fallback(request).studies[0]

@@ -102,7 +102,7 @@ def _verify_export(run: Run, target: Path, details: dict[str, object]) -> None:
     from infermeter.models.torch_form import load_torch_module
 
     axes = default_dynamic_axes(run.spec)
-    report = ExportReport(run.spec.ref, str(target), DEFAULT_OPSET, axes, 1e-5, 1e-4)
+    report = ExportReport(run.spec.ref, str(target), opset=DEFAULT_OPSET, dynamic_axes=axes, atol=1e-5, rtol=1e-4)
     _checker(report, target)
     if report.ok:
         verify_onnx(report, run.spec, load_torch_module(run.spec), target, axes, samples=3, seed=run.request.seed)
@@ -127,7 +127,7 @@ def _check_onnx(run: Run, target: Path, details: dict[str, object]) -> None:
 
     from infermeter.export.torch_export import ExportReport
 
-    report = ExportReport(run.spec.ref, str(target), 0, {}, 1e-5, 1e-4)
+    report = ExportReport(run.spec.ref, str(target), opset=0, dynamic_axes={}, atol=1e-5, rtol=1e-4)
     report.add("export", None, "the input is already an ONNX file: nothing to export")
     _checker(report, target)
     symbolic = {i.name: [d for d in i.shape if isinstance(d, str)] for i in run.spec.inputs}

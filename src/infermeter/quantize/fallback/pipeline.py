@@ -6,7 +6,7 @@ returns a `FallbackOutcome`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from infermeter.core.errors import InfermeterError, UsageError, describe_exception
@@ -25,6 +25,7 @@ class FallbackRequest:
 
     model: str
     precision: str
+    _: KW_ONLY  # the rest by keyword
     engines: tuple[str, ...]
     output: Path
     budget: Budget = field(default_factory=Budget)
@@ -81,16 +82,16 @@ def _study_engine(ctx: StudyContext, engine: str) -> EngineStudy:
 
     cls = get_backend(engine)
     if cls.precision_fallback is None:
-        return EngineStudy(engine, ctx.precision, [f"{engine}: no reduced-precision fallback path here"])
+        return EngineStudy(engine, ctx.precision, lines=[f"{engine}: no reduced-precision fallback path here"])
     unavailable = cls.available()
     if unavailable and cls.precision_fallback != "tensorrt-layer-precision":  # its constraints are written anyway
-        return EngineStudy(engine, ctx.precision, [f"{engine}: not available here: {unavailable}"])
+        return EngineStudy(engine, ctx.precision, lines=[f"{engine}: not available here: {unavailable}"])
     try:
         study = FALLBACK_PATHS[cls.precision_fallback](ctx)
     except InfermeterError as exc:
-        return EngineStudy(engine, ctx.precision, [f"{engine}: {exc}"])
+        return EngineStudy(engine, ctx.precision, lines=[f"{engine}: {exc}"])
     except Exception as exc:  # an engine's own failure ends its study, not the others'
-        return EngineStudy(engine, ctx.precision, [f"{engine}: failed: {describe_exception(exc)}"])
+        return EngineStudy(engine, ctx.precision, lines=[f"{engine}: failed: {describe_exception(exc)}"])
     fp32 = study.fp32
     if fp32 is not None and not fp32.meets(ctx.budget):  # the seeds' first step: FP32 itself must agree
         changed = "" if fp32.decisions_changed is None else f"{fp32.decisions_changed} decision(s) changed, "
@@ -142,8 +143,18 @@ def study_fallback(request: FallbackRequest, on_progress: Callable[[str], None] 
     progress("FP32 reference (ONNX Runtime, the graph as written)")
     reference = ModelRunner(outcome.fp32_model, request.threads, optimize=False).predict(samples)
     kind = task_kind(spec.task, reference, samples.labels is not None)
-    ctx = StudyContext(spec, outcome.fp32_model, samples, reference, kind, request.precision, request.budget,
-                       request.threads, request.output, request.max_evaluations)  # fmt: skip
+    ctx = StudyContext(
+        spec,
+        outcome.fp32_model,
+        samples=samples,
+        reference=reference,
+        kind=kind,
+        precision=request.precision,
+        budget=request.budget,
+        threads=request.threads,
+        folder=request.output,
+        max_evaluations=request.max_evaluations,
+    )
     for engine in request.engines:
         progress(f"{engine}: {request.precision} and the FP32 fallback search")
         study = _study_engine(ctx, engine)

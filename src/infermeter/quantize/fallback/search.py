@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 DEFAULT_MAX_EVALUATIONS = 64
@@ -51,6 +51,7 @@ class SearchResult:
 
     kept: tuple[Layer, ...]
     verdict: Verdict
+    _: KW_ONLY  # the rest by keyword
     full: Verdict
     range_kept: tuple[str, ...]
     type_table: tuple[TypeRow, ...]
@@ -171,12 +172,12 @@ def find_fallback(
     return SearchResult(
         chosen,
         verdict,
-        full,
-        tuple(sorted(base, key=order.__getitem__)),
-        tuple(table),
-        len(score.cache),
-        time.perf_counter() - start,
-        capped,
-        reachable,
-        tuple(notes),
+        full=full,
+        range_kept=tuple(sorted(base, key=order.__getitem__)),
+        type_table=tuple(table),
+        evaluations=len(score.cache),
+        elapsed_s=time.perf_counter() - start,
+        capped=capped,
+        reachable=reachable,
+        notes=tuple(notes),
     )

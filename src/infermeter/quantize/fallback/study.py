@@ -4,7 +4,7 @@ search on the emulated ONNX graph that ONNX Runtime, TensorRT and OpenVINO share
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ class StudyContext:
 
     spec: ModelSpec
     fp32_onnx: Path
+    _: KW_ONLY  # the rest by keyword
     samples: SampleSet
     reference: np.ndarray
     kind: str
@@ -63,6 +64,7 @@ class EngineStudy:
 
     engine: str
     precision: str
+    _: KW_ONLY  # the rest by keyword
     lines: list[str] = field(default_factory=list)
     fp32: Judgement | None = None  # the engine's own FP32 run against the reference: its agreement floor
     full: Judgement | None = None
@@ -126,5 +128,15 @@ def arm(ctx: StudyContext, label: str, spec: ModelSpec, backend: str, precision:
     """A variant to time: `spec` on `backend` at `precision`, at batch 1 and the samples' shapes."""
     shapes = tuple((name, (1, *array.shape[1:])) for name, array in ctx.samples.arrays.items())
     opts = tuple(sorted((options or {}).items()))
-    case = Case(spec.ref, backend, precision, 1, "static", ctx.threads, shapes, opts, STUDY_SETTINGS)
+    case = Case(
+        spec.ref,
+        backend,
+        precision=precision,
+        batch=1,
+        shape_mode="static",
+        threads=ctx.threads,
+        input_shapes=shapes,
+        options=opts,
+        settings=STUDY_SETTINGS,
+    )
     return BenchArm(label, spec, case)

@@ -4,7 +4,7 @@ set of requests (`generate` field; definitions in `infermeter.llm.generation_met
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
 from infermeter.results.records.base import Record, known_fields
@@ -20,6 +20,7 @@ class Distribution:
 
     p50: float
     p90: float
+    _: KW_ONLY  # the rest by keyword
     p99: float
     mean: float
     min: float
@@ -62,6 +63,7 @@ class GenerationSummary(Record):
 
     requests: int
     succeeded: int
+    _: KW_ONLY  # the rest by keyword
     failed: int
     errors_by_kind: dict[str, int]
     wall_s: float
@@ -101,6 +103,7 @@ class GenerationCase(Record):
 
     prompt_len: int
     gen_len: int
+    _: KW_ONLY  # the rest by keyword
     throughput_unit: str | None = None
     model_size_mb: float | None = None
     concurrency: int | None = None
@@ -123,6 +126,7 @@ class GgufQuality(Record):
 
     gguf_level: str
     size_on_disk_mb: float
+    _: KW_ONLY  # the rest by keyword
     perplexity: float | None = None
     scored_tokens: int | None = None
     top1_agreement: float | None = None

@@ -6,7 +6,7 @@ benchmarks/int8_engines.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Self
 
 from infermeter.results.records.base import Record, known_fields
@@ -67,6 +67,7 @@ class LayerProfile:
 
     total_ms: float
     iterations: int
+    _: KW_ONLY  # the rest by keyword
     reorders: NodeGroup
     converts: NodeGroup
     quantize_nodes: NodeGroup
@@ -131,6 +132,7 @@ class Int8Run(Record):
 
     requested: str
     effective: str | None
+    _: KW_ONLY  # the rest by keyword
     quantizer: str
     source: str
     mix: LayerMix | None = None

@@ -4,7 +4,7 @@ against its SLO (`load` field), and, for `tune-batching`, the batching policy a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import ClassVar
 
 from infermeter.results.records.base import Record
@@ -20,6 +20,7 @@ class LoadRecord(Record):
 
     target: str
     scenario: str
+    _: KW_ONLY  # the rest by keyword
     target_qps: float | None
     offered_qps: float
     achieved_qps: float

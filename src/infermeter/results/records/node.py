@@ -3,7 +3,7 @@ the case's task held the node's slot, and the earlier attempts that were lost wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Self
 
 from infermeter.results.records.base import Record, known_fields
@@ -33,6 +33,7 @@ class NodeRecord(Record):
 
     node_id: str
     hostname: str
+    _: KW_ONLY  # the rest by keyword
     machine: str | None
     held_from_s: float
     held_until_s: float | None

@@ -4,7 +4,7 @@ The metrics and the judgement live in `infermeter.parity` (which re-exports thes
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any, ClassVar, Self
 
 from infermeter.results.records.base import Record, float_from_json, json_float, known_fields
@@ -57,6 +57,7 @@ class OutputMetrics:
 
     name: str
     shape: tuple[int, ...]
+    _: KW_ONLY  # the rest by keyword
     max_abs_err: float = 0.0
     mean_abs_err: float = 0.0
     max_rel_err: float = 0.0
@@ -96,6 +97,7 @@ class ParityRecord(Record):
 
     backend: str
     reference: str
+    _: KW_ONLY  # the rest by keyword
     precision: str
     status: str  # one of STATUSES
     reason: str

@@ -5,7 +5,7 @@ as replicates (`measure.repeat`, `compare_stats.process_replicates`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Self
 
 from infermeter.results.records.base import Record, known_fields
@@ -21,6 +21,7 @@ class ProcessRun:
 
     index: int
     status: str
+    _: KW_ONLY  # the rest by keyword
     p50_ms: float | None = None
     p99_ms: float | None = None
     samples: int = 0

@@ -4,7 +4,7 @@ reports' roofline chart and the CSV). Flat: its fields sit at the case's top lev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
 from infermeter.results.records.base import Record
@@ -24,6 +24,7 @@ class Roofline(Record):
 
     flops: int
     bytes_moved: int
+    _: KW_ONLY  # the rest by keyword
     achieved_gflops: float
     arithmetic_intensity: float
     peak_precision: str

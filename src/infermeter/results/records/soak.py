@@ -4,7 +4,7 @@ per inference where the machine exposes it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import ClassVar
 
 from infermeter.results.records.base import Record
@@ -23,6 +23,7 @@ class SoakRecord(Record):
 
     requests: int
     warmup_requests: int
+    _: KW_ONLY  # the rest by keyword
     exploration_requests: int
     replay_requests: int
     distinct_shapes: int
