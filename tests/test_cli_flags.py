@@ -1,7 +1,6 @@
 """Every command of the app is walked: a flag several commands take (the same long name) has the same spellings,
 default and help in each, unless a table below says why not. A stale entry in a table (its copies agree now) fails
-too, so the tables only shrink. Also: one measurement group builds `MeasureSettings` by keyword, and a deprecated
-spelling still works."""
+too, so the tables only shrink. Also: one measurement group builds `MeasureSettings` by keyword."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ OWN_MEANING = {
     "--threshold": "a gate's smallest slowdown (compare, check), history's flag vs previous runs, quantize's "
     "decision threshold on a probability",
     "--samples": "how many input sets each command's own check judges",
-    "--format": "quantize: the model format written; report: the report's format",
     "--name": "serve: the protocol's model name; deploy: the repository's",
     "--dynamic": "bench: the sizes a dim takes; export: which axes the exported graph declares dynamic",
     "--data": "what the data is for: measured inputs (bench), calibration (quantize), parity's .npz, warm-up (serving)",
@@ -39,9 +37,8 @@ OWN_MEANING = {
 # and must agree with each other.
 CHECK = "check: its defaults come from [tool.infermeter.check] in pyproject.toml (None: the file's or the help's)"
 SERVING = "serving (cli-serving's item: one serving group for serve, load and tune-batching)"
-GENERATION = "generation flags (they move to LLM generation's own command group)"
 QUANTIZE = "quantize (int8-study's file): to take the shared declaration"
-LLM_QUANTIZE = "llm quantize, and quantize --format gguf (its deprecated route): llama.cpp levels"
+LLM_QUANTIZE = "llm quantize: llama.cpp levels"
 LLM_BENCH = "llm bench: a generation case times requests (seconds each), not iterations: its own defaults"
 LLM_BENCH_FLAGS = (
     "--backend",
@@ -90,13 +87,7 @@ VARIANTS: dict[tuple[str, str], str] = {
     ("--seed", "load"): "load: seeds the arrivals as well as the inputs",
     ("--max-accuracy-drop", "advise"): "advise: a filter of measured results",
     **{(flag, "quantize"): QUANTIZE for flag in ("--threads", "--seed", "--input")},
-    **{
-        (flag, cmd): LLM_QUANTIZE
-        for flag in ("--prompt-len", "--gen-len", "--requests")
-        for cmd in ("quantize", "llm quantize")
-    },
-    ("--levels", "quantize"): LLM_QUANTIZE,
-    ("--compare", "quantize"): LLM_QUANTIZE,
+    **{(flag, "llm quantize"): LLM_QUANTIZE for flag in ("--prompt-len", "--gen-len", "--requests")},
     ("--results", "llm quantize"): LLM_QUANTIZE + ": the levels, not the INT8 variants",
     ("--threads", "llm quantize"): LLM_QUANTIZE + ": threads of --compare",
     **{(flag, "llm bench"): LLM_BENCH for flag in LLM_BENCH_FLAGS},
@@ -247,12 +238,3 @@ def test_bench_takes_at_most_15_parameters() -> None:
     callback = app.commands["bench"].callback
     assert callback is not None
     assert len(inspect.signature(inspect.unwrap(callback)).parameters) <= 15
-
-
-def test_optimize_backends_is_a_deprecated_alias() -> None:
-    from click.testing import CliRunner
-
-    result = CliRunner().invoke(app, ["optimize", "tiny_cnn", "--backends", "warp-drive"])
-    assert result.exit_code != 0
-    assert "--backends is deprecated: use -b/--backend" in result.output
-    assert "unknown backend 'warp-drive'" in str(result.exception) + result.output

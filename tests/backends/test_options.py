@@ -159,7 +159,7 @@ def test_a_bad_option_exits_2_before_any_worker_starts(tmp_path: Path, option: s
 
 
 def test_a_bad_generation_option_exits_2(tmp_path: Path) -> None:
-    proc = run_cli("bench", "--task", "generate", "-b", "fake", "-O", "fake.decode_mss=3", "--no-isolation",
+    proc = run_cli("llm", "bench", "-b", "fake", "-O", "fake.decode_mss=3", "--no-isolation",
                    "-o", str(tmp_path / "g.json"), timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "did you mean fake.decode_ms?" in proc.stderr, proc.stderr
 

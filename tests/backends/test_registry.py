@@ -43,7 +43,7 @@ def test_every_registry_line_loads_a_class_of_its_task() -> None:
 
 
 def test_a_backend_of_the_other_task_is_named_as_such() -> None:
-    with pytest.raises(UsageError, match="llama-cpp is a generate backend: use --task generate"):
+    with pytest.raises(UsageError, match="llama-cpp is a generate backend: use `infermeter llm bench`"):
         get_backend("llama-cpp")
     with pytest.raises(UsageError, match="unknown generation backend 'torch'; choose from llama-cpp"):
         get_generation_backend("torch")

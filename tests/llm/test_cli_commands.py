@@ -1,5 +1,5 @@
-"""The LLM flows of the shared commands: `bench --task generate`, `quantize --format gguf`, `load --api openai`
-(defaults per task/format/API, and flags of the other mode refused with exit 2 before anything runs)."""
+"""The LLM flows: `llm bench`'s defaults, the flags of one command refused by the other (`bench` / `llm bench`,
+`quantize` / `llm quantize`) with exit 2 before anything runs, and `load --api openai`'s (per API)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from fake_openai import FakeOpenAIServer
 from cli_helpers import load_json, run_cli
 
 
-def test_bench_generate_defaults_to_batch_1_and_runs_the_backend(tmp_path: Path) -> None:
+def test_llm_bench_defaults_to_batch_1_and_runs_the_backend(tmp_path: Path) -> None:
     out = tmp_path / "gen.json"
     proc = run_cli(
-        "bench", "--task", "generate", "tiny-llama", "-b", "fake", "--prompt-len", "8", "--gen-len", "4",
+        "llm", "bench", "tiny-llama", "-b", "fake", "--prompt-len", "8", "--gen-len", "4",
         "--requests", "3", "--slo-ttft-ms", "1000", "-O", "fake.decode_ms=3", "--no-isolation", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -27,10 +27,10 @@ def test_bench_generate_defaults_to_batch_1_and_runs_the_backend(tmp_path: Path)
     assert "TTFT" in proc.stdout
 
 
-def test_bench_generate_takes_a_batch_list(tmp_path: Path) -> None:
+def test_llm_bench_takes_a_batch_list(tmp_path: Path) -> None:
     out = tmp_path / "gen.json"
     proc = run_cli(
-        "bench", "--task", "generate", "-b", "fake", "--batch", "1,2", "--gen-len", "2", "--requests", "1",
+        "llm", "bench", "-b", "fake", "--batch", "1,2", "--gen-len", "2", "--requests", "1",
         "--warmup", "0", "--no-isolation", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -42,17 +42,14 @@ def test_bench_generate_takes_a_batch_list(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["--task", "generate", "--precision", "fp16", "--streams", "2"], "--precision, --streams apply only"),
-        (["--task", "generate", "--cold-start"], "--cold-start applies only to --task infer"),
-        (["tiny_cnn", "--prompt-len", "8"], "--prompt-len applies only to --task generate"),
-        (["tiny_cnn", "--slo-tpot-ms", "5", "--requests", "2"], "--requests, --slo-tpot-ms apply only to"),
-        (["--task", "generate", "-b", "nope"], "nope"),
-        (["--task", "generate", "-b", "fake", "--gen-len", "0"], "--gen-len 0 must be positive"),
+        (["llm", "bench", "--precision", "fp16"], "No such option '--precision'"),
+        (["llm", "bench", "--cold-start"], "No such option '--cold-start'"),
     ],
 )  # fmt: skip
-def test_bench_refuses_flags_of_the_other_task(args: list[str], named: str, tmp_path: Path) -> None:
+def test_llm_bench_refuses_the_flags_of_inference(args: list[str], named: str, tmp_path: Path) -> None:
+    """(bench refusing llm bench's flags: tests/test_removed_spellings.py; llm bench's own checks: test_llm_group.)"""
     out = tmp_path / "r.json"
-    proc = run_cli("bench", *args, "-o", str(out))
+    proc = run_cli(*args, "-o", str(out))
     assert proc.returncode == 2, proc.stderr
     assert named in proc.stderr and proc.stderr.startswith("error:")
     assert not out.exists()
@@ -61,16 +58,16 @@ def test_bench_refuses_flags_of_the_other_task(args: list[str], named: str, tmp_
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["--format", "gguf", "-o", "out", "--calib", "x.npz", "--sensitivity"], "--calib, --sensitivity apply only"),
-        (["--format", "gguf"], "needs -o FOLDER"),
-        (["--format", "gguf", "-o", "out", "--results", "r.json"], "needs --compare"),
-        (["-o", "q.onnx", "--levels", "q8_0"], "--levels applies only to --format gguf"),
-        (["-o", "q.onnx", "--compare"], "--compare applies only to --format gguf"),
-        ([], "missing -o/--output"),
+        (["llm", "quantize", "-o", "out", "--calib", "x.npz"], "No such option '--calib'"),
+        (["llm", "quantize", "-o", "out", "--sensitivity"], "No such option '--sensitivity'"),
+        (["quantize"], "missing -o/--output"),
     ],
 )
-def test_quantize_refuses_flags_of_the_other_format(args: list[str], named: str, tmp_path: Path) -> None:
-    proc = run_cli("quantize", "tiny-llama", *(str(tmp_path / a) if a in ("out", "r.json") else a for a in args))
+def test_llm_quantize_refuses_the_int8_flags(args: list[str], named: str, tmp_path: Path) -> None:
+    """(quantize refusing the GGUF flags: tests/test_removed_spellings.py; llm quantize's own: test_llm_group.)"""
+    split = 2 if args[0] == "llm" else 1  # the command's words, then MODEL, then its flags
+    flags = (str(tmp_path / a) if a in ("out", "r.json") else a for a in args[split:])
+    proc = run_cli(*args[:split], "tiny-llama", *flags)
     assert proc.returncode == 2, proc.stderr
     assert named in proc.stderr
     assert not (tmp_path / "out").exists()

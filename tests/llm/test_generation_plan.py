@@ -26,10 +26,10 @@ from infermeter.measure.stoprule import run_until_stopped
 from infermeter.models.resolve import resolve_model
 from infermeter.results.schema import Interference, ResultsFile
 
-QUIET = ["--no-history", "--no-roofline", "--threads", "1"]
+QUIET = ["--threads", "1"]
 # Real sleeps (fake.wall): 3 requests of about 0.15 s per case, so that the sweep can be interrupted mid-way.
 SLOW = ["-b", "fake", "-O", "fake.wall=on", "-O", "fake.prefill_ms=40", "-O", "fake.decode_ms=20"]
-SWEEP = ["bench", "--task", "generate", "tiny-llama", "--batch", "1,2,3,4", "--prompt-len", "8", "--gen-len", "6",
+SWEEP = ["llm", "bench", "tiny-llama", "--batch", "1,2,3,4", "--prompt-len", "8", "--gen-len", "6",
          "--requests", "3", "--warmup", "0", *SLOW, *QUIET]  # fmt: skip
 
 
@@ -66,9 +66,9 @@ def test_a_generation_sweep_interrupted_by_ctrl_c_resumes_with_a_bare_resume(tmp
     assert 1 <= len(saved) < 4
     plan = load_json(out)["plan"]
     assert plan["task"] == "generate" and plan["matrix"]["batches"] == [1, 2, 3, 4]
-    refused = run_cli("bench", "--resume", str(out), "--gen-len", "9")
+    refused = run_cli("llm", "bench", "--resume", str(out), "--gen-len", "9")
     assert refused.returncode == 2 and "--gen-len" in refused.stderr and "would change it" in refused.stderr
-    resumed = run_cli("bench", "--resume", str(out), "--no-history", timeout=300)
+    resumed = run_cli("llm", "bench", "--resume", str(out), timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{4 - len(saved)} of 4 planned case(s) remain" in resumed.stderr
     data = load_json(out)
@@ -76,7 +76,7 @@ def test_a_generation_sweep_interrupted_by_ctrl_c_resumes_with_a_bare_resume(tmp
     assert data["cases"][: len(saved)] == saved  # what was measured before the interrupt is kept, not re-measured
     assert all(c["status"] == "ok" and c["generate"]["succeeded"] == 3 * c["batch"] for c in data["cases"])
     assert data["resumed"][0]["remaining"] == 4 - len(saved) and data["command"][1:] == [*SWEEP, "-o", str(out)]
-    again = run_cli("bench", "--resume", str(out), "--no-history", timeout=120)
+    again = run_cli("llm", "bench", "--resume", str(out), timeout=120)
     assert again.returncode == 0 and "0 of 4 planned case(s) remain" in again.stderr
 
 
@@ -85,7 +85,7 @@ def test_gguf_levels_of_one_model_run_in_interleaved_rounds_with_interference_an
 ) -> None:
     out = tmp_path / "levels.json"
     proc = run_cli(
-        "bench", "--task", "generate", "tiny-llama:q8_0,tiny-llama:q4_k_m", "-b", "fake", "--prompt-len", "8",
+        "llm", "bench", "tiny-llama:q8_0,tiny-llama:q4_k_m", "-b", "fake", "--prompt-len", "8",
         "--gen-len", "4", "--requests", "4", *QUIET, "-o", str(out), timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -110,7 +110,7 @@ def test_a_busy_process_beside_a_generation_case_is_recorded_and_warned_about(tm
     try:
         time.sleep(0.5)
         proc = run_cli(
-            "bench", "--task", "generate", "tiny-llama", *SLOW, "--prompt-len", "8", "--gen-len", "6",
+            "llm", "bench", "tiny-llama", *SLOW, "--prompt-len", "8", "--gen-len", "6",
             "--requests", "4", "--warmup", "0", *QUIET, "-o", str(out), timeout=300,
         )  # fmt: skip
     finally:
@@ -193,5 +193,5 @@ def test_the_generation_plan_round_trips_and_the_inference_reader_names_it(tmp_p
     ]  # fmt: skip
     assert len({i.case.group_key for i in items[:4]}) == 1 and items[4].case.group_key != items[0].case.group_key
     assert items[0].case.options == (("fake.decode_ms", "3"),) and items[1].case.options == ()
-    with pytest.raises(ResultsError, match="--task generate sweep"):
+    with pytest.raises(ResultsError, match="holds a generation plan: resume it with `infermeter llm bench --resume "):
         plan_from_dict(results.extra["plan"], tmp_path, resolve_model)

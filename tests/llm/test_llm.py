@@ -111,16 +111,16 @@ def test_quantization_levels_are_built_loaded_and_compared(tmp_path: Path) -> No
 
 @needs_llama_cpp
 @needs_transformers
-def test_quantize_gguf_cli_writes_and_compares_the_levels(tmp_path: Path) -> None:
+def test_llm_quantize_cli_writes_and_compares_the_levels(tmp_path: Path) -> None:
     from infermeter.llm.gguf_file import gguf_file_type
 
     out_dir, results = tmp_path / "variants", tmp_path / "levels.json"
-    proc = run_cli("quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0,f16", "-o", str(out_dir))
+    proc = run_cli("llm", "quantize", "tiny-llama", "--levels", "q8_0,f16", "-o", str(out_dir))
     assert proc.returncode == 0, proc.stderr
     files = sorted(out_dir.glob("*.gguf"))
     assert [gguf_file_type(f) for f in files] == ["f16", "q8_0"] and "q8_0" in proc.stdout
     proc = run_cli(
-        "quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0,f16", "--compare", "--prompt-len", "8",
+        "llm", "quantize", "tiny-llama", "--levels", "q8_0,f16", "--compare", "--prompt-len", "8",
         "--gen-len", "4", "--requests", "1", "--threads", "1", "--results", str(results),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -132,10 +132,10 @@ def test_quantize_gguf_cli_writes_and_compares_the_levels(tmp_path: Path) -> Non
 
 @needs_llama_cpp
 @needs_transformers
-def test_generate_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
+def test_llm_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
     out = tmp_path / "gen.json"
     proc = run_cli(
-        "bench", "--task", "generate", "tiny-llama", "-b", "llama-cpp,vllm", "--prompt-len", "16", "--gen-len", "8",
+        "llm", "bench", "tiny-llama", "-b", "llama-cpp,vllm", "--prompt-len", "16", "--gen-len", "8",
         "--requests", "3", "--threads", "1", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

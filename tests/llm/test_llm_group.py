@@ -1,5 +1,6 @@
-"""`infermeter llm bench|quantize|load`: LLM generation's own command group, and the old spellings (`bench --task
-generate`, `quantize --format gguf`, `load --api openai`) still working with one deprecation line naming the new."""
+"""`infermeter llm bench|quantize|load`: LLM generation's own command group, and the old spelling `load --api openai`
+still working with one deprecation line naming the new (`bench --task generate` and `quantize --format gguf` are
+gone: tests/test_removed_spellings.py)."""
 
 from __future__ import annotations
 
@@ -33,19 +34,6 @@ def test_llm_bench_runs_the_generation_sweep(tmp_path: Path) -> None:
     assert not _deprecations(again.stderr)
 
 
-def test_old_bench_spelling_works_and_names_llm_bench_once(tmp_path: Path) -> None:
-    out = tmp_path / "gen.json"
-    proc = run_cli("bench", "--task", "generate", *FAKE_BENCH, "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert [c["status"] for c in load_json(out)["cases"]] == ["ok"]
-    [line] = _deprecations(proc.stderr)
-    assert "`infermeter bench --task generate`" in line and "`infermeter llm bench`" in line
-    resumed = run_cli("bench", "--resume", str(out), "--no-history")
-    assert resumed.returncode == 0, resumed.stderr
-    [line] = _deprecations(resumed.stderr)
-    assert "`infermeter llm bench --resume FILE`" in line
-
-
 def test_llm_bench_refuses_an_inference_file_and_bad_flags(tmp_path: Path) -> None:
     bad = run_cli("llm", "bench", "-b", "fake", "--gen-len", "0", "-o", str(tmp_path / "r.json"))
     assert bad.returncode == 2 and "--gen-len 0 must be positive" in bad.stderr
@@ -72,18 +60,13 @@ def test_llm_quantize_checks_its_flags(args: list[str], named: str, tmp_path: Pa
 
 @needs_llama_cpp
 @needs_transformers
-def test_llm_quantize_and_the_old_spelling_write_the_levels(tmp_path: Path) -> None:
+def test_llm_quantize_writes_the_levels(tmp_path: Path) -> None:
     from infermeter.llm.gguf_file import gguf_file_type
 
-    new, old = tmp_path / "new", tmp_path / "old"
+    new = tmp_path / "new"
     proc = run_cli("llm", "quantize", "tiny-llama", "--levels", "q8_0", "-o", str(new))
     assert proc.returncode == 0, proc.stderr
     assert [gguf_file_type(f) for f in new.glob("*.gguf")] == ["q8_0"] and not _deprecations(proc.stderr)
-    proc = run_cli("quantize", "tiny-llama", "--format", "gguf", "--levels", "q8_0", "-o", str(old))
-    assert proc.returncode == 0, proc.stderr
-    assert [gguf_file_type(f) for f in old.glob("*.gguf")] == ["q8_0"]
-    [line] = _deprecations(proc.stderr)
-    assert "`infermeter quantize --format gguf`" in line and "`infermeter llm quantize`" in line
 
 
 def test_llm_load_and_the_old_spelling_run_the_same_sweep(tmp_path: Path) -> None:

@@ -163,7 +163,7 @@ def get_backend(name: str) -> type[Backend]:
     """The inference backend class for CLI word `name`, or UsageError listing the known ones."""
     entry = _BY_NAME.get(name)
     if entry is None or entry.task != "infer":
-        other = f" ({name} is a {entry.task} backend: use --task {entry.task})" if entry else ""
+        other = f" ({name} is a {entry.task} backend: use `infermeter llm bench`)" if entry else ""
         raise unknown_backend(name, other)
     return cast("type[Backend]", _load(entry))
 

@@ -10,16 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from infermeter.cli.bench_flags import (
-    GenerateFlags,
-    LoopFlags,
-    MatrixFlags,
-    RunFlags,
-    generate_options,
-    loop_options,
-    matrix_options,
-    run_options,
-)
+from infermeter.cli.bench_flags import LoopFlags, MatrixFlags, RunFlags, loop_options, matrix_options, run_options
 from infermeter.cli.cluster import check_cluster_flags, check_plan_machines, cluster_connection
 from infermeter.cli.common import split_values, stderr, stdout
 from infermeter.cli.options import ALLOW_MIXED_PRECISION, MeasureFlags, measure_options
@@ -42,57 +33,41 @@ def _default_output() -> Path:
     return Path("results") / f"bench-{stamp}.json"
 
 
-def _resumes_generation(resume: Path) -> bool:
-    """True when the results file to resume holds a generation plan (`bench --task generate`): a bare `--resume`
-    replays it whatever --task says."""
+def _refuse_generation_file(resume: Path) -> None:
+    """UsageError, before anything runs or is written, when the results file to resume holds a generation plan:
+    `llm bench --resume` finishes those (the mirror of `llm bench`'s refusal of an inference file)."""
     from infermeter.llm.sweep import TASK, plan_task
     from infermeter.results.io import read_results
 
-    return plan_task(read_results(resume)) == TASK
+    if plan_task(read_results(resume)) == TASK:
+        raise UsageError(f"{resume} holds a generation plan: resume it with `infermeter llm bench --resume {resume}`")
 
 
 @click.command("bench")
 @click.argument("models", nargs=-1)
-@click.option(
-    "--task",
-    type=click.Choice(["infer", "generate"]),
-    default="infer",
-    show_default=True,
-    help="infer: one forward pass per request; generate: LLM token generation (TTFT, TPOT, tokens/s).",
-)
 @matrix_options
 @measure_options()
 @loop_options
 @run_options
 @ALLOW_MIXED_PRECISION
-@generate_options
 @soak_options
 @click.pass_context
 def bench(
     ctx: click.Context,
     models: tuple[str, ...],
-    task: str,
     matrix: MatrixFlags,
     measure: MeasureFlags,
     loop: LoopFlags,
     run: RunFlags,
     allow_mixed_precision: bool,
-    generate: GenerateFlags,
     **soak_flags: Any,
 ) -> None:
     """Benchmark models on backends: P50/P99 latency, throughput, peak memory, load time.
 
-    With --task generate, MODELS are LLMs (default tiny-llama, built offline; `tiny-llama:q4_k_m`, a .gguf path,
-    or a Hugging Face folder) on generation backends (default llama-cpp; also transformers, vllm, tensorrt-llm).
+    LLM generation (TTFT, TPOT, tokens/s) is `infermeter llm bench`.
     """
-    if task == "generate" or (run.resume is not None and _resumes_generation(run.resume)):
-        from infermeter.cli.bench_generate import run_bench_generate
-
-        run_bench_generate(ctx, run.output, _default_output())  # it reads `generate`'s flags from ctx.params
-        return
-    from infermeter.cli.generate import GENERATE_ONLY, reject_flags
-
-    reject_flags(ctx, GENERATE_ONLY, "to --task generate (add --task generate)")
+    if run.resume is not None:
+        _refuse_generation_file(run.resume)
     check_resume_flags(run.resume, run.resume_extend, given_plan_flags(ctx))
     if run.cold_start and run.no_isolation:
         raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")

@@ -1,5 +1,6 @@
 """`infermeter bench`'s option groups besides the shared measurement group (`cli.options`): the matrix (what runs),
-the loop flags only bench takes, the run (where results go, how cases are started) and `--task generate`'s."""
+the loop flags only bench takes and the run (where results go, how cases are started). `llm bench` declares its own
+flags (`cli.bench_generate`)."""
 
 from __future__ import annotations
 
@@ -93,8 +94,7 @@ matrix_options: Decorator = option_group(
     click.option(
         "--batch",
         multiple=True,
-        help="Batch sizes, e.g. 1,16 (default: 1,16, or the batch the model fixes; with --task generate: "
-        "sequences, 1).",
+        help="Batch sizes, e.g. 1,16 (default: 1,16, or the batch the model fixes).",
     ),
     click.option(
         "--precision",
@@ -235,28 +235,4 @@ run_options: Decorator = option_group(
         help="With --cluster: the machine classes (node label infermeter.io/machine) every case runs on, e.g. "
         "xeon-amx,epyc-zen4, or all.",
     ),
-)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GenerateFlags:
-    """`--task generate`'s own flags (read by `cli.bench_generate` from the command's parameters)."""
-
-    prompt_len: int
-    gen_len: int
-    requests: int
-    slo_ttft_ms: float | None
-    slo_tpot_ms: float | None
-
-
-generate_options: Decorator = option_group(
-    "generate",
-    GenerateFlags,
-    click.option("--prompt-len", type=int, default=64, show_default=True, help="--task generate: prompt tokens."),
-    click.option("--gen-len", type=int, default=32, show_default=True, help="--task generate: tokens generated."),
-    click.option(
-        "--requests", type=int, default=5, show_default=True, help="--task generate: timed requests per case."
-    ),
-    click.option("--slo-ttft-ms", type=float, help="--task generate: goodput SLO, time to first token at most this."),
-    click.option("--slo-tpot-ms", type=float, help="--task generate: goodput SLO, time per output token at most this."),
 )

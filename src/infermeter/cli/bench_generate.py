@@ -1,6 +1,5 @@
-"""`infermeter llm bench` (and its old spelling, `bench --task generate`): a generation sweep from the parsed
-flags, through the one plan and sweep (`generate.sweep`): the plan stored in the results file, cases interleaved
-per comparison group, `--resume`."""
+"""`infermeter llm bench`: a generation sweep from the parsed flags, through the one plan and sweep (`llm.sweep`):
+the plan stored in the results file, cases interleaved per comparison group, `--resume`."""
 
 from __future__ import annotations
 
@@ -14,14 +13,7 @@ from click.core import ParameterSource
 from rich.markup import escape
 
 from infermeter.cli.common import parse_fraction, require_positive, stderr, stdout
-from infermeter.cli.generate import (
-    GENERATE_ONLY,
-    deprecated,
-    generation_table,
-    given_flags,
-    make_slo,
-    reject_flags,
-)
+from infermeter.cli.generate import generation_table, given_flags, make_slo
 from infermeter.cli.resume import check_resume_flags, given_plan_flags
 from infermeter.core.case import MeasureSettings
 from infermeter.core.errors import UsageError
@@ -31,10 +23,9 @@ from infermeter.results.schema import CaseResult
 if TYPE_CHECKING:
     from infermeter.llm.sweep import GenerationSweep
 
-# With `bench --task generate`, bench takes these parameters (every other one is for --task infer and is refused).
-GENERATE_PARAMS = {"models", "task", "backend", "batch", "threads", "warmup", "case_timeout", "option", "output"}
-GENERATE_PARAMS |= {"no_isolation", "no_roofline", "no_history", "resume", "seed"}
-GENERATE_PARAMS |= {"min_time", "max_time", "target_ci", "rounds", "no_interleave"}
+# llm bench's plan parameters that bench has not (`cli.resume.PLAN_PARAMS` names the shared ones): refused with a
+# bare --resume, which replays the stored plan.
+GENERATION_PLAN_PARAMS = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms")
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -62,7 +53,7 @@ def _measure(ctx: click.Context) -> MeasureSettings:
 
 
 def generation_matrix(ctx: click.Context) -> GenerationMatrix:
-    """bench's flags as a generation matrix (defaults: tiny-llama on llama-cpp, batch 1, one warm-up request);
+    """llm bench's flags as a generation matrix (defaults: tiny-llama on llama-cpp, batch 1, one warm-up request);
     UsageError for a bad value, an unknown backend or a bad `-O`, before anything runs."""
     from infermeter.backends.options import options_for
     from infermeter.cli.common import parse_options, parse_positive_ints, split_values
@@ -98,15 +89,6 @@ def generation_matrix(ctx: click.Context) -> GenerationMatrix:
     )
 
 
-def run_bench_generate(ctx: click.Context, output: Path | None, default_output: Path) -> None:
-    """`bench --task generate` (or `bench --resume FILE` of a generation file), the old spelling of `llm bench`:
-    refuse --task infer flags, then run as `llm bench` does, with one deprecation line once the flags are checked."""
-    infer_only = [p.name for p in ctx.command.params if p.name and p.name not in {*GENERATE_PARAMS, *GENERATE_ONLY}]
-    reject_flags(ctx, infer_only, "to --task infer, not --task generate")
-    old = "bench --task generate" if ctx.params["task"] == "generate" else "bench --resume FILE"
-    run_generation(ctx, output, default_output, old)
-
-
 def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> GenerationSweep:
     """The new sweep of the flags, or the stored plan of --resume FILE (no plan flags with it)."""
     from infermeter.llm.sweep import new_generation_sweep, resumed_generation_sweep
@@ -118,22 +100,19 @@ def _sweep(ctx: click.Context, output: Path | None, default_output: Path) -> Gen
         isolate = not ctx.params["no_isolation"]
         matrix = generation_matrix(ctx)
         return new_generation_sweep(output or default_output, matrix, isolate, command, collect_environment())
-    given = [*given_plan_flags(ctx), *given_flags(ctx, GENERATE_ONLY)]
-    check_resume_flags(resume, False, [flag for flag in given if flag != "--task"])
+    check_resume_flags(resume, False, [*given_plan_flags(ctx), *given_flags(ctx, GENERATION_PLAN_PARAMS)])
     sweep = resumed_generation_sweep(resume, output, command)
     stderr.print(f"resuming {resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain", soft_wrap=True)
     return sweep
 
 
-def run_generation(ctx: click.Context, output: Path | None, default_output: Path, old: str | None = None) -> None:
+def run_generation(ctx: click.Context, output: Path | None, default_output: Path) -> None:
     """Make the new sweep or replay the stored plan, run it (Ctrl-C: saved, with the line to resume) and print the
-    table and findings. `old`: the deprecated spelling that asked for it, named in one line before it runs."""
+    table and findings."""
     from infermeter.llm.sweep import run_generation_sweep
     from infermeter.report.terminal import ConsoleDisplay
 
     sweep = _sweep(ctx, output, default_output)
-    if old is not None:
-        deprecated(old, "llm bench --resume FILE" if ctx.params["resume"] else "llm bench")
     cases = run_generation_sweep(sweep, ConsoleDisplay())
     matrix = sweep.plan.matrix
     stdout.print(generation_table(cases, f"generation: prompt {matrix.prompt_len}, gen {matrix.gen_len} tokens"))

@@ -1,8 +1,7 @@
 """LLM generation's shared CLI parts: the generation table, the flags of one mode refused in another, the SLO,
-the deprecation line of the old spellings, and `llm quantize`'s flow (llama.cpp levels, `--compare` for
-size/memory/speed/quality; the old spelling is `quantize --format gguf`). `llm bench` is in `cli.bench_generate`,
-`llm load` in `cli.serving`, the group in `cli.llm`. Only flow and printing live here; the measuring is in
-`infermeter.llm`."""
+the deprecation line of an old spelling, and `llm quantize`'s flow (llama.cpp levels, `--compare` for
+size/memory/speed/quality). `llm bench` is in `cli.bench_generate`, `llm load` in `cli.serving`, the group in
+`cli.llm`. Only flow and printing live here; the measuring is in `infermeter.llm`."""
 
 from __future__ import annotations
 
@@ -112,7 +111,7 @@ def reject_flags(ctx: click.Context, names: Iterable[str], reason: str) -> None:
 
 def deprecated(old: str, new: str) -> None:
     """The one line an old spelling of an LLM command prints on stderr once its flags are checked, naming the new
-    spelling (`infermeter llm ...`); the old spellings work for one more release."""
+    spelling (`infermeter llm ...`)."""
     text = f"deprecated: `infermeter {old}` is now `infermeter {new}`; the old spelling goes in the next release"
     stderr.print(escape(text), style="yellow", soft_wrap=True)
 
@@ -134,26 +133,6 @@ def _threads(threads: int) -> int:
     return default_threads()
 
 
-# Flags of `bench --task generate` only (`cli.bench_generate`, which runs it).
-GENERATE_ONLY = ("prompt_len", "gen_len", "requests", "slo_ttft_ms", "slo_tpot_ms")
-
-
-def run_gguf_quantize(
-    source: str,
-    levels_text: str,
-    output_dir: Path | None,
-    compare: bool,
-    prompt_len: int,
-    gen_len: int,
-    requests: int,
-    threads: int,
-    results_path: Path | None,
-) -> None:
-    """`quantize --format gguf`, the old spelling of `llm quantize`: the same, with one deprecation line."""
-    args = (source, levels_text, output_dir, compare, prompt_len, gen_len, requests, threads, results_path)
-    quantize_gguf(*args, old="quantize --format gguf")
-
-
 def quantize_gguf(
     source: str,
     levels_text: str,
@@ -164,11 +143,9 @@ def quantize_gguf(
     requests: int,
     threads: int,
     results_path: Path | None,
-    old: str | None = None,
 ) -> None:
     """`llm quantize`: write the llama.cpp variants of `source` (to `output_dir` when given) and print them; with
-    `compare`, benchmark each (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16). `old`: the
-    deprecated spelling that asked for it, named in one line once the flags are checked."""
+    `compare`, benchmark each (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16)."""
     from infermeter.llm.backends.base import GenerateCase
     from infermeter.llm.gguf_compare import compare_levels, make_variants
     from infermeter.llm.gguf_quant import parse_levels
@@ -176,8 +153,6 @@ def quantize_gguf(
     for value, flag in ((prompt_len, "--prompt-len"), (gen_len, "--gen-len"), (requests, "--requests")):
         require_positive(value, flag)
     levels = parse_levels(levels_text)
-    if old is not None:
-        deprecated(old, "llm quantize")
     with stderr.status(f"quantizing {escape(source)} to {escape(', '.join(levels))}"):
         variants = make_variants(source, levels, output_dir)
     for variant in variants:

@@ -1,6 +1,5 @@
 """`infermeter llm`: LLM generation's own commands: `llm bench` (generation backends: TTFT, TPOT, tokens/s),
-`llm quantize` (llama.cpp GGUF levels) and `llm load` (an OpenAI-compatible server under load). Their old
-spellings, `bench --task generate`, `quantize --format gguf` and `load --api openai`, work for one more release."""
+`llm quantize` (llama.cpp GGUF levels) and `llm load` (an OpenAI-compatible server under load)."""
 
 from __future__ import annotations
 

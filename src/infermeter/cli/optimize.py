@@ -237,7 +237,6 @@ constraint_options = option_group(
 @constraint_options
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Output folder (default optimize-<model>).")
 @BACKEND
-@click.option("--backends", "backends_alias", multiple=True, hidden=True, help="Deprecated spelling of -b/--backend.")
 @OPTION
 @THREADS
 @measure_options(DEFAULT_SETTINGS)
@@ -255,7 +254,6 @@ def optimize(
     constraints: ConstraintFlags,
     output: Path | None,
     backend: tuple[str, ...],
-    backends_alias: tuple[str, ...],
     option: tuple[str, ...],
     threads: int,
     measure: MeasureFlags,
@@ -277,7 +275,7 @@ def optimize(
     from infermeter.optimize.request import OptimizeRequest
     from infermeter.results.env import default_threads
 
-    chosen = _backends(backend, backends_alias)
+    chosen = _backends(backend)
     settings = _checked_settings(measure, threads, cluster, machine)
     shapes, values = parse_input_flags(inputs)
     reshaped = parse_reshape(reshape)
@@ -306,13 +304,11 @@ def optimize(
     _run(request, folder)
 
 
-def _backends(backend: tuple[str, ...], deprecated: tuple[str, ...]) -> list[str]:
-    """-b/--backend's names and the deprecated --backends' (said on stderr), each a known backend."""
+def _backends(backend: tuple[str, ...]) -> list[str]:
+    """-b/--backend's names, each a known backend (UsageError otherwise)."""
     from infermeter.backends.registry import require_known_backends
 
-    if deprecated:
-        stderr.print("warning: --backends is deprecated: use -b/--backend (the same values)", soft_wrap=True)
-    chosen = split_values((*backend, *deprecated))
+    chosen = split_values(backend)
     require_known_backends(chosen)
     return chosen
 

@@ -12,10 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
-from infermeter.cli.quantize_flags import COMMON_PARAMS, GGUF_ONLY, TO_ONLY, GgufFlags, Int8Flags, StudyFlags
+from infermeter.cli.quantize_flags import COMMON_PARAMS, TO_ONLY, Int8Flags, StudyFlags
 from infermeter.core.errors import UsageError
 from infermeter.figures.number_format import format_number
-from infermeter.llm.gguf_quant import DEFAULT_LEVELS
 from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
@@ -24,20 +23,7 @@ if TYPE_CHECKING:
 
 @click.command("quantize")
 @click.argument("model")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(["onnx", "gguf"]),
-    default="onnx",
-    show_default=True,
-    help="onnx: INT8 ONNX/OpenVINO model; gguf: llama.cpp quantization levels of an LLM.",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(path_type=Path),
-    help="Quantized model (.onnx / .xml); with --format gguf, the folder for the variants.",
-)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Quantized model (.onnx / .xml).")
 @click.option("--engine", default="onnxruntime", show_default=True, help="onnxruntime (QDQ) or openvino (NNCF, IR).")
 @click.option("--mode", default="static", show_default=True, help="static (calibrated) or dynamic.")
 @click.option("--calib", help="Calibration data: image folder, .npz/.npy, or file.py:function.")
@@ -65,12 +51,6 @@ if TYPE_CHECKING:
 @click.option("--results", type=click.Path(path_type=Path), help="Also write the variants as a results file.")
 @click.option("--threads", type=int, default=0, help="Intra-op threads (0: physical cores).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated data.")
-@click.option("--levels", default=",".join(DEFAULT_LEVELS), show_default=True, help="--format gguf: llama.cpp levels.")
-@click.option(
-    "--compare",
-    is_flag=True,
-    help="--format gguf: measure each level (size, memory, TTFT, tokens/s, perplexity, top-1 agreement with f16).",
-)
 @click.option(
     "--to",
     type=click.Choice(["fp16", "bf16"]),
@@ -84,50 +64,26 @@ if TYPE_CHECKING:
 @click.option("--min-cosine", type=float, help="--to: budget as a mean cosine with FP32 instead of decisions.")
 @click.option("--max-evals", type=int, default=64, show_default=True, help="--to: cap on the search's evaluations.")
 @click.option("--samples", type=int, default=64, show_default=True, help="--to: samples judged.")
-@click.option("--prompt-len", type=int, default=64, show_default=True, help="--compare: prompt tokens.")
-@click.option("--gen-len", type=int, default=32, show_default=True, help="--compare: tokens generated per request.")
-@click.option("--requests", type=int, default=5, show_default=True, help="--compare: timed requests per level.")
 @click.pass_context
-def quantize(ctx: click.Context, model: str, format_: str, **flags: Any) -> None:
+def quantize(ctx: click.Context, model: str, **flags: Any) -> None:
     """Quantize MODEL to INT8 and show accuracy against FP32 next to latency.
 
     With --to fp16|bf16, a reduced-precision study instead: on each engine of -b, the decisions FP16/BF16 changes
     against FP32, the few layers that must stay in FP32 (range pre-pass, operator types, bisection), the mixed
     model written to the -o folder, and FP32, full and mixed precision timed interleaved.
 
-    With --format gguf, MODEL is an LLM (tiny-llama, a Hugging Face Llama folder, or an F32/F16 .gguf): writes
-    its llama.cpp variants at --levels to the -o folder; --compare measures and compares them.
+    llama.cpp (GGUF) levels of an LLM are `infermeter llm quantize`.
     """
     from infermeter.cli.generate import reject_flags
 
     params = [p.name for p in ctx.command.params if p.name]
     if flags["to"] is not None:
         reject_flags(ctx, [p for p in params if p not in COMMON_PARAMS | StudyFlags.names()], "without --to")
-        if format_ != "onnx":
-            raise UsageError("--to studies an ONNX or PyTorch model; drop --format gguf")
         from infermeter.cli.quantize_fallback import run_fallback_study
 
         return run_fallback_study(model, StudyFlags.of(flags))
     reject_flags(ctx, TO_ONLY, "with --to fp16|bf16")
-    if format_ == "gguf":
-        reject_flags(ctx, [p for p in params if p not in COMMON_PARAMS | GgufFlags.names()],
-                     "to --format onnx, not --format gguf")  # fmt: skip
-        return _run_gguf(model, GgufFlags.of(flags))
-    reject_flags(ctx, GGUF_ONLY, "to --format gguf (add --format gguf)")
     _run_int8(model, Int8Flags.of(flags))
-
-
-def _run_gguf(model: str, flags: GgufFlags) -> None:
-    """`quantize --format gguf`: write (and with --compare measure) the llama.cpp levels."""
-    from infermeter.cli.generate import run_gguf_quantize
-
-    if flags.output is None and not flags.compare:
-        raise UsageError("--format gguf needs -o FOLDER for the variants (or --compare to measure them)")
-    if flags.results is not None and not flags.compare:
-        raise UsageError("--results with --format gguf needs --compare: the results are the measured levels")
-    require_positive(flags.threads, "--threads", allow_zero=True)
-    run_gguf_quantize(model, flags.levels, flags.output, flags.compare, flags.prompt_len, flags.gen_len,
-                      flags.requests, flags.threads, flags.results)  # fmt: skip
 
 
 def int8_request(model: str, flags: Int8Flags) -> QuantizeRequest:

@@ -1,5 +1,5 @@
-"""quantize's flags as typed groups, one per form of the command (INT8, `--format gguf`, `--to fp16|bf16`): each
-form reads its group from click's keyword arguments, and the flags of the other forms are refused by name."""
+"""quantize's flags as typed groups, one per form of the command (INT8, `--to fp16|bf16`): each form reads its
+group from click's keyword arguments, and the flags of the other form are refused by name."""
 
 from __future__ import annotations
 
@@ -52,21 +52,6 @@ class Int8Flags(_Flags):
 
 
 @dataclass(frozen=True)
-class GgufFlags(_Flags):
-    """`quantize --format gguf`: llama.cpp quantization levels of an LLM."""
-
-    output: Path | None
-    levels: str
-    _: KW_ONLY  # the rest by keyword
-    compare: bool
-    prompt_len: int
-    gen_len: int
-    requests: int
-    threads: int
-    results: Path | None
-
-
-@dataclass(frozen=True)
 class StudyFlags(_Flags):
     """`quantize --to fp16|bf16`: the reduced-precision study with FP32 fallback."""
 
@@ -86,6 +71,5 @@ class StudyFlags(_Flags):
 
 
 # The flags every form takes; each form's own are its group's fields, and the others are refused.
-COMMON_PARAMS = {"model", "format_"}
-GGUF_ONLY = tuple(sorted(GgufFlags.names() - Int8Flags.names()))
-TO_ONLY = tuple(sorted(StudyFlags.names() - Int8Flags.names() - GgufFlags.names() - {"to"}))
+COMMON_PARAMS = {"model"}
+TO_ONLY = tuple(sorted(StudyFlags.names() - Int8Flags.names() - {"to"}))

@@ -38,7 +38,7 @@ def generation_case_id(
     threads: int,
     options: Sequence[tuple[str, str]],
 ) -> str:
-    """A generation case's id (`bench --task generate`)."""
+    """A generation case's id (`llm bench`)."""
     opts = ",".join(f"{k}={v}" for k, v in options)
     head = f"{backend}-p{prompt_len}-g{gen_len}-b{batch}-t{threads}" + (f"-{opts}" if opts else "")
     return f"{head}-{identity_digest(f'{model}|{opts}', 8)}"

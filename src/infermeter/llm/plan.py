@@ -1,4 +1,4 @@
-"""The plan of a generation sweep (`bench --task generate`): which cases run, in which order, and how each is run
+"""The plan of a generation sweep (`llm bench`): which cases run, in which order, and how each is run
 by the one sweep (`measure.sweep.run_sweep`): alone until its stop rule, or interleaved with the other cases of
 its comparison group (the backends and GGUF levels of one model, `GenerateCase.group_key`)."""
 

@@ -1,6 +1,6 @@
 """A generation sweep from its results file to the finished cases: the plan stored in the file before the first
 case (`plan` block, `task: generate`), each case appended as it is measured (`measure.sweep.run_sweep`), and
-`bench --resume FILE` replaying the stored plan, as for an inference sweep (`measure.benchrun`)."""
+`llm bench --resume FILE` replaying the stored plan, as for an inference sweep (`measure.benchrun`)."""
 
 from __future__ import annotations
 

@@ -198,8 +198,8 @@ def plan_to_dict(plan: StoredPlan) -> dict[str, Any]:
 def plan_from_dict(data: Any, where: Path, resolve: Callable[[str], ModelSpec]) -> StoredPlan:
     """Inverse of plan_to_dict, models resolved with `resolve`; ResultsError naming `where` when the block is
     not a readable plan (edited by hand, truncated, from a newer infermeter)."""
-    if isinstance(data, dict) and data.get("task", "infer") != "infer":
-        raise ResultsError(f"{where} holds the plan of a --task {data['task']} sweep: resume it with `bench --resume`")
+    if isinstance(data, dict) and data.get("task", "infer") != "infer":  # `generate`: an `llm bench` sweep
+        raise ResultsError(f"{where} holds a generation plan: resume it with `infermeter llm bench --resume {where}`")
     try:
         if not isinstance(data, dict) or not isinstance(data.get("parts"), list) or not data["parts"]:
             raise ValueError("no parts")

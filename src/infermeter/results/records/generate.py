@@ -1,4 +1,4 @@
-"""The generation records (`--task generate`, `generate compare-levels`, `generate endpoint`): the metrics of a
+"""The generation records (`llm bench`, `llm quantize --compare`, `llm load`): the metrics of a
 set of requests (`generate` field; definitions in `infermeter.llm.generation_metrics`), what the requests were
 (`GenerationCase`, flat) and, for GGUF quantization levels, size and quality (`GgufQuality`, flat)."""
 
