@@ -160,6 +160,8 @@ _STYLES = {
     "slower": "red",
     "faster": "green",
     "not significant": "dim",
+    "same": "dim",
+    "unknown": "yellow",
     "unreplicated": "yellow",
     "precision differs": "yellow",
 }

@@ -41,7 +41,8 @@ def render_markdown(report: CheckReport) -> str:
     baseline = f" against baseline `{config.baseline}`" if config.baseline else " (no baseline)"
     lines.append(
         f"`{config.model}`{baseline} · engines {', '.join(config.backends)} · latency gate on "
-        f"{config.gate_backend}: fails on a significant slowdown beyond {config.threshold:.0%} (alpha {config.alpha:g})"
+        f"{config.gate_backend}: fails on a slowdown of {config.threshold:.0%} decided by a sequential test "
+        f"(alpha {config.alpha:g}, beta {config.beta:g}), or when undecided after {config.budget_rounds} rounds"
     )
     lines += ["", "| check | result | detail |", "|---|---|---|"]
     for outcome in report.outcomes:
