@@ -34,7 +34,9 @@ def test_compare_rerun_refuses_a_bad_decision_parameter(tmp_path: Path, flags: l
 
 
 def test_check_refuses_a_bad_delta(tmp_path: Path) -> None:
-    proc = run_cli("check", "tiny_cnn", "--baseline", "tiny_cnn", "--threshold", "0", "--config", str(_pyproject(tmp_path)))
+    proc = run_cli(
+        "check", "tiny_cnn", "--baseline", "tiny_cnn", "--threshold", "0", "--config", str(_pyproject(tmp_path))
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--threshold 0 is out of range" in proc.stderr
 

@@ -58,9 +58,9 @@ class CaseChange:
     """One paired case. `ratio` is new/base of the metric; `slowdown` > 1 means the new run is slower whatever the
     metric (for throughput it is base/new). `verdict` is faster, slower, not significant, precision differs or
     no data; decided by the sequential rule (`compare --rerun`, `check`: `decision`, its record), slower, faster,
-    same or unknown. `replication` says what the interval and test rest on: `processes` (each file's per-process medians,
-    `bench --repeat`), `rounds` (each file's round medians), `paired rounds` (`compare --rerun`: per-round ratios
-    of one interleaved session) or `none` (unreplicated)."""
+    same or unknown. `replication` says what the interval and test rest on: `processes` (each file's per-process
+    medians, `bench --repeat`), `rounds` (each file's round medians), `paired rounds` (`compare --rerun`:
+    per-round ratios of one interleaved session) or `none` (unreplicated)."""
 
     label: str
     base: CaseResult

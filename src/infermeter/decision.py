@@ -253,7 +253,9 @@ class SequentialTest:
         return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
 
 
-def decide(log_ratios: Iterable[float], params: DecisionParams = DecisionParams(), disturbed: Iterable[bool] = ()) -> Decision:
+def decide(
+    log_ratios: Iterable[float], params: DecisionParams = DecisionParams(), disturbed: Iterable[bool] = ()
+) -> Decision:
     """Run the rule over a stream of per-round log-ratios (with their disturbed flags, default none), stopping at
     the first decision; `unknown` when the stream ends first."""
     test = SequentialTest(params)

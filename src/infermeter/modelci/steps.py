@@ -7,7 +7,8 @@
   the exported file (what the team deploys), the others the model itself;
 - latency: the baseline and the new model as one interleaved group of two, measured until the sequential
   decision of `compare --rerun` (`decision_rounds.decided_group`): fails on a slowdown of the threshold, or when
-  the budget of rounds ends undecided (*unknown*: a gate that cannot tell must not pass). Engines that read ONNX measure both sides' exported files (the baseline's from the conversion cache);
+  the budget of rounds ends undecided (*unknown*: a gate that cannot tell must not pass). Engines that read
+  ONNX measure both sides' exported files (the baseline's from the conversion cache);
 - same outputs (opt-in): the new model's PyTorch outputs against the baseline's on the same inputs.
 """
 
