@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
+from crafted_results import make_case
 from infermeter.case import MeasureSettings
-from infermeter.decision import DecisionParams
-from infermeter.decision_rounds import RoundJudge
+from infermeter.compare import CaseChange, Comparison
+from infermeter.compare_rerun import paired_change
+from infermeter.decision import DecisionParams, decide
+from infermeter.decision_rounds import RoundJudge, apply_decision
+from infermeter.modelci.steps import _latency_status
 from infermeter.measure.stoprule import Burst, BurstLog
 
 
@@ -34,3 +40,32 @@ def test_one_side_gone_stops_and_leaves_it_unknown() -> None:
     judge = RoundJudge(DecisionParams())
     assert judge([BurstLog(MeasureSettings())])
     assert judge.decision().outcome == "unknown"
+
+
+def _pair(new_p50_ms: float) -> tuple[CaseChange, list[float]]:
+    base, new = make_case("null", 1, 1.0, threads=1), make_case("null", 1, new_p50_ms, threads=1)
+    base.rounds_p50_ms = [1.0 + 0.01 * (i % 3) for i in range(8)]
+    new.rounds_p50_ms = [new_p50_ms * (1.0 + 0.01 * ((i + 1) % 3)) for i in range(8)]
+    logs = [math.log(n / b) for b, n in zip(base.rounds_p50_ms, new.rounds_p50_ms, strict=True)]
+    return paired_change(base, new, "tiny_cnn null", 0.05, 0.01), logs
+
+
+def test_the_decision_is_the_verdict_and_unknown_fails_the_gate_and_check() -> None:
+    change, logs = _pair(1.3)
+    slower = apply_decision(change, decide(logs, DecisionParams(min_rounds=4)))
+    assert slower.verdict == "slower" and slower.regression and slower.decision is not None
+    assert any("GSPRT" in note for note in slower.notes)
+    unknown = apply_decision(change, decide(logs[:3], DecisionParams(min_rounds=4, budget_rounds=10)))
+    assert unknown.verdict == "unknown" and unknown.undecided and not unknown.regression
+    comparison = Comparison("p50", 0.05, 0.01, [unknown], [], [], [])
+    assert comparison.undecided == [unknown] and not comparison.regressions
+    assert _latency_status(unknown) == "fail" and _latency_status(slower) == "fail"
+    same_change, same_logs = _pair(1.0)
+    same = apply_decision(same_change, decide(same_logs, DecisionParams(min_rounds=4)))
+    assert same.verdict == "same" and _latency_status(same) == "pass"
+
+
+def test_a_p99_gate_says_it_gated_the_median() -> None:
+    change, logs = _pair(1.3)
+    judged = apply_decision(change, decide(logs, DecisionParams(min_rounds=4)), "p99")
+    assert judged.decision is not None and any("P99 not gated" in note for note in judged.decision.notes)

@@ -199,8 +199,13 @@ def describe_change(change: CaseChange, config: CheckConfig) -> str:
     if change.ratio is None:
         return "; ".join(change.notes) or f"not measured ({change.verdict})"
     if change.decision is not None:
-        verdict = {"slower": "REGRESSION", "unknown": "UNDECIDED (fails the gate)"}.get(change.verdict, "pass")
-        return f"{verdict}: {change.decision.summary()}"
+        verdicts = {
+            "slower": f"decided slower by the {config.threshold:.0%} threshold",
+            "faster": f"decided faster by the {config.threshold:.0%} threshold",
+            "same": f"decided: no {config.threshold:.0%} change",
+            "unknown": "undecided within the budget, which fails the gate (docs/regression-gate.md)",
+        }
+        return f"{verdicts.get(change.verdict, change.verdict)}: {change.decision.summary()}"
     low, high = change.ratio_ci95 or (change.ratio, change.ratio)
     figures = (
         f"new/base P50 {change.ratio:.3f}x [95% CI {low:.3f}, {high:.3f}] over {change.replicates[0]} interleaved "
