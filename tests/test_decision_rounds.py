@@ -10,8 +10,8 @@ from infermeter.compare import CaseChange, Comparison
 from infermeter.compare_rerun import paired_change
 from infermeter.decision import DecisionParams, decide
 from infermeter.decision_rounds import RoundJudge, apply_decision
-from infermeter.modelci.steps import _latency_status
 from infermeter.measure.stoprule import Burst, BurstLog
+from infermeter.modelci.steps import _latency_status
 
 
 def _round(logs: list[BurstLog], base_ns: int, new_ns: int, shares: tuple[float, float] = (0.0, 0.0)) -> None:
