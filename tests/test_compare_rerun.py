@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import load_json, run_cli
 from crafted_results import make_case, make_results
 from infermeter.case import MeasureSettings
 from infermeter.compare_rerun import load_side, rerun_comparison
@@ -80,8 +80,13 @@ def test_a_real_slowdown_of_the_new_side_is_detected(tmp_path: Path) -> None:
     lenient = run_cli("compare", str(base), str(new), "--rerun", *FLAGS, "--threshold", "30%", "--same-within", "25%")
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr
     assert "REGRESSION" not in lenient.stdout and "same" in lenient.stdout
-    strict = run_cli("compare", str(base), str(new), "--rerun", *FLAGS)
+    record = tmp_path / "comparison.json"
+    strict = run_cli("compare", str(base), str(new), "--rerun", *FLAGS, "-o", str(record))
     assert strict.returncode == 1 and "REGRESSION" in strict.stdout, strict.stdout + strict.stderr
+    (judged,) = load_json(record)["changes"]
+    assert judged["verdict"] == "slower" and judged["decision"]["outcome"] == "different"
+    assert judged["decision"]["rule"].startswith("GSPRT") and judged["decision"]["alpha"] == 0.01
+    assert judged["decision"]["rounds_used"] >= 6
 
 
 def test_a_side_that_cannot_be_rebuilt_is_named_and_p50_only(tmp_path: Path) -> None:

@@ -40,6 +40,12 @@ RERUN_DEFAULTS = MeasureSettings(min_time_s=2.0, rounds=DEFAULT_MIN_ROUNDS)
     help="Re-measure both sides' cases now, each pair interleaved in one session, until a sequential decision "
     "(the mode for CI; p50; docs/regression-gate.md); the flags below apply to it.",
 )
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the comparison as JSON: each change's verdict and figures, and its decision's record.",
+)
 @decision_options()
 @measure_options(RERUN_DEFAULTS)
 def compare(
@@ -50,6 +56,7 @@ def compare(
     alpha: float,
     allow_mixed_precision: bool,
     rerun: bool,
+    output: Path | None,
     decision: DecisionFlags,
     measure: MeasureFlags,
 ) -> None:
@@ -69,6 +76,8 @@ def compare(
     if not comparison.changes and not comparison.remarks:
         raise UsageError(f"no case of {new} matches a case of {base}: nothing to compare")
     print_comparison(comparison)
+    if output is not None:
+        _write_json(comparison, output)
     if comparison.regressions or comparison.undecided:
         raise SystemExit(1)
 
@@ -90,3 +99,34 @@ def _rerun(
 
     # --metric p99: the decision gates the median and its record says why (decision.gated_metric).
     return rerun_comparison(*rerun_files((base, new)), settings, limit, alpha, progress, params, metric)
+
+
+def _write_json(comparison: Comparison, path: Path) -> None:
+    """The comparison as JSON at `path`: per change its label, verdict, figures and decision record (or null)."""
+    import json
+
+    from infermeter.files import write_text_atomically
+
+    changes = [
+        {
+            "label": c.label,
+            "verdict": c.verdict,
+            "regression": c.regression,
+            "ratio": c.ratio,
+            "ratio_ci95": c.ratio_ci95,
+            "p_value": c.p_value,
+            "replication": c.replication,
+            "notes": c.notes,
+            "decision": c.decision.to_dict() if c.decision is not None else None,
+        }
+        for c in comparison.changes
+    ]
+    payload = {
+        "metric": comparison.metric,
+        "threshold": comparison.threshold,
+        "alpha": comparison.alpha,
+        "changes": changes,
+        "remarks": comparison.remarks,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")

@@ -81,6 +81,11 @@ def render_junit(report: CheckReport) -> str:
         case = ET.SubElement(
             suite, "testcase", classname="infermeter.check", name=outcome.name, time=f"{outcome.seconds:.3f}"
         )
+        decision = outcome.change.decision if outcome.change is not None else None
+        if decision is not None:  # the sequential decision's record, machine-readable (docs/regression-gate.md)
+            properties = ET.SubElement(case, "properties")
+            for key, value in decision.to_dict().items():
+                ET.SubElement(properties, "property", name=f"decision.{key}", value=str(value))
         if outcome.status == "fail":
             failure = ET.SubElement(case, "failure", message=outcome.reason)
             failure.text = "\n".join((outcome.reason, *outcome.details))
