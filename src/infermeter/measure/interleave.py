@@ -143,7 +143,7 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None, un
     for r, order in enumerate(round_orders(len(arms), settings.seed), start=1):
         for i in order:
             arm = arms[i]
-            if arm.ended is not None:
+            if arm.ended is not None or arm.log.retired:
                 continue
             on_phase(arm.index, arm.case, f"round {r}")
             try:

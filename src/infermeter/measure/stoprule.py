@@ -97,6 +97,7 @@ class BurstLog:
     elapsed_s: float = 0.0
     round_medians_ns: list[float] = field(default_factory=list)
     round_other_shares: list[float] = field(default_factory=list)  # other work's CPU share, per burst
+    retired: bool = False  # a race (`decision_race`) dropped the case: the group stops timing it
 
     def add(self, burst: Burst) -> StopState:
         """Record one burst (its median kept as that round's) and return where the case stands."""
