@@ -86,8 +86,9 @@ def bench(model: str, out: Path, args: argparse.Namespace) -> None:
 
 def judge(
     base_model: str, new_model: str, folder: Path, name: str, args: argparse.Namespace
-) -> tuple[str, int, list[float]]:
-    """(verdict, rounds run, the pair's per-round log-ratios) of one pair by compare --rerun's decision."""
+) -> tuple[str, int, float | None, float | None]:
+    """(verdict, rounds run, the counted rounds' log-ratio sd, their ratio new/base) of one pair by compare --rerun's
+    decision."""
     paths = folder / f"{name}-base.json", folder / f"{name}-new.json"
     bench(base_model, paths[0], args)
     bench(new_model, paths[1], args)
@@ -98,17 +99,17 @@ def judge(
     (change,) = comparison.changes
     decision = change.decision
     if decision is None:
-        return "not measured", 0, []
-    logs = list(np.log(change.new.rounds_p50_ms) - np.log(change.base.rounds_p50_ms[: len(change.new.rounds_p50_ms)]))
+        return "not measured", 0, None, None
     print(f"{name}: {decision.summary()}", flush=True)
-    return change.verdict, decision.rounds_used + decision.rounds_set_aside, logs
+    return change.verdict, decision.rounds_used + decision.rounds_set_aside, decision.log_ratio_sd, decision.ratio
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     """Every pair; the summary."""
     verdicts: dict[str, list[str]] = {"null": [], "5": [], "10": []}
     rounds: list[int] = []
-    spread: list[float] = []
+    ratios: dict[str, list[float]] = {}  # kind -> each pair's measured new/base (is a "5%" pair really 5%?)
+    spreads: list[float] = []  # the unchanged pairs' per-round log-ratio sd (counted rounds only)
     with tempfile.TemporaryDirectory(prefix="gate-seq-") as name:
         folder = Path(name)
         counts = size_convs(folder, (0.05, 0.10))
@@ -117,12 +118,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         models = {"null": base, "5": _model_file(folder, counts[0.05]), "10": _model_file(folder, counts[0.10])}
         for kind, model in models.items():
             for index in range(args.pairs):
-                verdict, used, logs = judge(base, model, folder, f"{kind}{index}", args)
+                verdict, used, sd_pair, ratio = judge(base, model, folder, f"{kind}{index}", args)
                 verdicts[kind].append(verdict)
+                if ratio is not None:
+                    ratios.setdefault(kind, []).append(ratio)
                 rounds.append(used)
-                if kind == "null" and len(logs) > 1:
-                    spread += list(np.asarray(logs) - np.mean(logs))
-    sd = float(np.std(spread, ddof=1)) if len(spread) > 1 else math.nan
+                if kind == "null" and sd_pair is not None:
+                    spreads.append(sd_pair)
+    sd = math.sqrt(float(np.mean(np.square(spreads)))) if spreads else math.nan  # pooled over the unchanged pairs
     params = DecisionParams(args.alpha, args.beta, args.threshold, None, args.rounds, args.budget_rounds)
     return {
         "null_pairs": len(verdicts["null"]),
@@ -139,6 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "beta": args.beta,
         "threshold": args.threshold,
         "extra_convs": {"5": counts[0.05], "10": counts[0.10]},
+        "measured_ratio": {kind: math.exp(float(np.mean(np.log(values)))) for kind, values in ratios.items()},
         "engine": args.engine,
     }
 

@@ -114,7 +114,7 @@ class Decision:
     """The record of one decision: the rule and its parameters, the outcome (`different` with `direction`
     slower/faster, `same`, `unknown`), rounds counted and set aside, why it stopped, and where it stood: the
     geometric-mean ratio new/base of the counted rounds with its 95% t-interval at the stop (descriptive: the
-    error rates are the rule's, not this interval's), the two LLRs and their bounds."""
+    error rates are the rule's, not this interval's) and the rounds' spread, the two LLRs and their bounds."""
 
     rule: str
     metric: str
@@ -131,6 +131,7 @@ class Decision:
     stopped_by: str
     ratio: float | None
     interval: tuple[float, float] | None
+    log_ratio_sd: float | None  # the counted rounds' standard deviation of log(new / base)
     llr: tuple[float, float]
     bounds: tuple[float, float]
     notes: tuple[str, ...] = ()
@@ -235,10 +236,15 @@ class SequentialTest:
     def _record(self, outcome: str, direction: str | None, why: str) -> Decision:
         p = self.params
         ratio, interval = self._interval()
+        sd = math.sqrt(self._variance()) if self.count >= 2 else None
         return Decision(
             RULE, self.metric, p.alpha, p.beta, p.delta, p.same_within, p.min_rounds, p.budget_rounds, outcome,
-            direction, self.count, self.set_aside, why, ratio, interval, self.llrs(), p.bounds, self.notes,
+            direction, self.count, self.set_aside, why, ratio, interval, sd, self.llrs(), p.bounds, self.notes,
         )  # fmt: skip
+
+    def _variance(self) -> float:
+        mean = self.total / self.count
+        return max((self.squares - self.count * mean * mean) / (self.count - 1), 0.0)
 
     def _interval(self) -> tuple[float | None, tuple[float, float] | None]:
         if self.count == 0:
@@ -248,8 +254,7 @@ class SequentialTest:
             return math.exp(mean), None
         from scipy.stats import t
 
-        variance = max((self.squares - self.count * mean * mean) / (self.count - 1), 0.0)
-        half = float(t.ppf(0.975, self.count - 1)) * math.sqrt(variance / self.count)
+        half = float(t.ppf(0.975, self.count - 1)) * math.sqrt(self._variance() / self.count)
         return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
 
 
