@@ -3,15 +3,19 @@
 The observations are paired, interleaved rounds: per round, log(new round median / base round median), in which a
 change of the machine's speed between rounds cancels (`measure.interleave`). The rule is a GSPRT, as Fishtest
 (Stockfish) runs it in production: Wald's sequential probability ratio test on Gaussian log-ratios whose variance
-is estimated from the rounds so far (plugged into the likelihood ratio). Two one-sided tests run side by side
-(the Sobel–Wald three-decision procedure), in log space with θ₀ = log(1 + δ₀) and θ₁ = log(1 + δ):
-- up:   H0 θ = +θ₀ against H1 θ = +θ₁ (slower),  LLR = n (θ₁ − θ₀) / s² · (x̄ − (θ₀ + θ₁) / 2);
-- down: H0 θ = −θ₀ against H1 θ = −θ₁ (faster), the same with −x̄.
+is unknown, replaced by its maximum-likelihood estimate under each hypothesis (the generalised likelihood ratio).
+Two one-sided tests run side by side (the Sobel–Wald three-decision procedure), in log space with
+θ₀ = log(1 + δ₀) and θ₁ = log(1 + δ), over the n counted rounds x with mean x̄:
+- up:   H0 θ ≤ +θ₀ against H1 θ ≥ +θ₁ (slower), LLR = n/2 · log(σ̂²(min(x̄, θ₀)) / σ̂²(max(x̄, θ₁)));
+- down: H0 θ ≥ −θ₀ against H1 θ ≤ −θ₁ (faster), mirrored; σ̂²(θ) = mean((x − θ)²).
 Each stops at Wald's bounds: H1 once LLR ≥ log((1 − β) / (α/2)), H0 once LLR ≤ log(β / (1 − α/2)); a test that
 has accepted H0 is no longer watched. Outcomes: *different* (slower or faster) as soon as one test accepts H1;
 *same* once both accepted H0 (no change of δ or more; consistent with one within δ₀); *unknown* when the budget of
 rounds runs out first. So P(different | |change| ≤ δ₀) ≤ α and P(not caught | change ≥ δ) ≤ β, approximately
-(Wald's bounds; the variance estimate makes them approximate, hence `min_rounds` before any stop).
+(Wald's bounds ignore the overshoot and the variance is estimated, hence `min_rounds` before any stop; the
+simulations of tests/test_decision.py hold the rates on seeded streams with drift and outliers). A pooled variance
+plugged into the Gaussian LLR, tried first, let 1.6% false alarms through at α = 1% on noisy streams: a mean far
+from a hypothesis widens that hypothesis's own variance here, which keeps a few lucky rounds from deciding.
 
 Why a GSPRT rather than an always-valid confidence sequence: the question has an indifference zone (δ₀, δ) and
 a stated miss rate β at δ, which the SPRT is built for and which minimises the expected rounds at δ₀ and δ (Wald &
@@ -19,9 +23,10 @@ Wolfowitz 1948); a confidence sequence states no β, and reaching *same* needs i
 several times the rounds. Re-applying a fixed-n test after every round is what this avoids: it inflates a nominal
 5% false-alarm rate to 16–37%.
 
-Rounds flagged as disturbed (other work took the CPUs during either side's burst, `measure.interference`) are set
-aside: not counted, but spent from the budget. The decision gates the median: a P99 needs about 662 samples per
-side before MLPerf's early stopping can bound it, and its per-round values are not recorded (`gated_metric`).
+Rounds flagged as disturbed (`decision_rounds`: other work took more of the CPUs during one side's burst than the
+other's, `measure.interference`) are set aside: not counted, but spent from the budget. The decision gates the
+median: a P99 needs about 662 samples per side before MLPerf's early stopping can bound it, and its per-round
+values are not recorded (`gated_metric`).
 """
 
 from __future__ import annotations
