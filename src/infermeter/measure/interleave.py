@@ -217,7 +217,9 @@ def run_group(
     for arm in arms:
         state = arm.log.state()
         if not state.stopped_by:
-            state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, "max_time")
+            # Stopped by `until` (a decision was made), or by the round cap: only the cap is --max-time's doing.
+            stopped_by = "rule" if until is not None else "max_time"
+            state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, stopped_by)
         result = arm.ended or arm.worker.finish(state, interleaved=True)
         done.append((items[arm.index], result, arm.skipped))
     done.sort(key=lambda entry: items.index(entry[0]))
