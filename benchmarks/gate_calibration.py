@@ -3,6 +3,11 @@
     python benchmarks/gate_calibration.py --pairs 10 --write-docs          # resnet18, about an hour
     python benchmarks/gate_calibration.py --pairs 10 --repeat 3 --no-rerun --write-docs   # each bench --repeat 3
     python benchmarks/gate_calibration.py --quick [--repeat 3]             # a smoke run (tiny_cnn, one pair)
+    python benchmarks/gate_calibration.py --sequential --pairs 20 --rounds 6   # issue 47: the sequential decision
+
+`--sequential` runs `gate_sequential.py` instead (its docstring): 20 unchanged pairs and 20 each with a real 5% and
+10% slowdown (more work in the graph, sized by measurement), judged by compare --rerun's sequential decision, into
+docs/data/gate-calibration/summary.json.
 
 Unchanged pairs: `bench MODEL -b onnxruntime,openvino --batch 1` twice, back to back, same command. Slowed pairs:
 the same, then `bench SLOW_MODEL` (default: ResNet-18 with one more residual block, `benchmarks/gate_models.py`,
@@ -206,6 +211,12 @@ def parse_args() -> argparse.Namespace:
         "--quick", action="store_true", help="a smoke run: " + ", ".join(f"{k}={v}" for k, v in QUICK.items())
     )
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--sequential", action="store_true", help="issue 47's calibration (gate_sequential.py)")
+    parser.add_argument("--alpha", type=float, default=0.01, help="--sequential: the decision's false-alarm rate")
+    parser.add_argument("--beta", type=float, default=0.05, help="--sequential: its miss rate at --threshold")
+    parser.add_argument("--budget-rounds", type=int, default=60, help="--sequential: at most this many rounds")
+    parser.add_argument("--engine", default="onnxruntime", help="--sequential: the engine each pair runs on")
+    parser.add_argument("--summary", help="--sequential: write the summary here (default docs/data/...)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -218,6 +229,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     """Run the pairs, print the table, optionally write it into docs/benchmarks.md."""
     args = parse_args()
+    if args.sequential:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import gate_sequential
+
+        gate_sequential.main(args)
+        return
     tally, started = Tally(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gate-") as folder:
         for slow in (False, True):

@@ -29,3 +29,25 @@ def resnet18_extra_block() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     extra.eval()
     model.layers = torch.nn.Sequential(*stages[:6], extra, *stages[6:])
     return model.eval(), EXAMPLE
+
+
+def resnet18_extra_convs(count: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """ResNet-18 with `count` more 1x1 convolutions (256 channels at 14x14, each about 0.7% more multiply-adds, with
+    a residual so activations keep their scale) after stage 3: more work in the graph, sized by `count`."""
+    model = build("resnet18", 0)
+    stages = list(model.layers)
+    torch.manual_seed(2)
+    convs = [torch.nn.Conv2d(256, 256, 1, bias=False) for _ in range(count)]
+    for conv in convs:
+        torch.nn.init.normal_(conv.weight, std=0.01)
+    model.layers = torch.nn.Sequential(*stages[:6], _Residual(torch.nn.Sequential(*convs)), *stages[6:])
+    return model.eval(), EXAMPLE
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self, body: torch.nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)

@@ -78,7 +78,11 @@ LLM_LOAD_ROUTE_FLAGS = (
     "--slo-tpot-ms",
 )
 VARIANTS: dict[tuple[str, str], str] = {
-    **{(flag, "check"): CHECK for flag in ("--alpha", "--min-time", "--max-time", "--rounds", "--threads")},
+    **{
+        (flag, "check"): CHECK
+        for flag in ("--alpha", "--min-time", "--max-time", "--rounds", "--threads", "--beta", "--same-within")
+    },
+    ("--budget-rounds", "check"): CHECK,
     ("--backend", "check"): CHECK,
     ("--backend", "history"): "history: a filter of the recorded runs, one backend",
     ("--threads", "peak"): "peak: threads of the CPU probes (default one per core)",
@@ -122,6 +126,7 @@ OWN_DEFAULTS = {
     ("--iterations", "optimize"): "optimize measures many candidates within --budget-minutes: shorter cases",
     ("--max-time", "optimize"): "optimize measures many candidates within --budget-minutes: shorter cases",
     ("--min-time", "compare"): "--rerun judges per-round ratios: 2 s per case keeps each round's burst long enough",
+    ("--rounds", "compare"): "--rerun's rounds are the sequential decision's: its fewest rounds before a stop",
 }
 
 

@@ -39,7 +39,7 @@ def test_pyproject_table_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)  # run where the file is: the path as written
     assert config_from_pyproject(pyproject).model == "m.py:build"
     flags = apply_settings(config, {"backends": ("openvino",), "threshold": "3%", "rounds": None}, "flags")
-    assert flags.backends == ("openvino",) and flags.threshold == pytest.approx(0.03) and flags.rounds == 10
+    assert flags.backends == ("openvino",) and flags.threshold == pytest.approx(0.03) and flags.rounds == 6
     assert config_from_pyproject(None) == CheckConfig(model="")
 
 

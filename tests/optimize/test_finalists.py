@@ -49,6 +49,18 @@ def test_the_copies_stand_for_their_originals_and_the_others_are_eliminated() ->
     assert [e.case.id for e in eliminated] == [third.id] and "not a finalist" in eliminated[0].reasons[0]
 
 
+def test_a_finalist_dropped_in_the_race_is_out_with_the_decision() -> None:
+    fast, slow = _case("onnxruntime", 10.0), _case("openvino", 11.0)
+    fast_again, slow_again = _copy(fast, 10.0, [10.0] * 6), _copy(slow, 14.0, [14.0] * 4)
+    why = "openvino: dropped in the race, decided slower than onnxruntime: different (slower) after 4 rounds"
+    details = {"originals": [fast.id, slow.id], "copies": [fast_again.id, slow_again.id], "eliminated": [],
+               "dropped": {slow_again.id: why}}  # fmt: skip
+    run = _run([fast, slow, fast_again, slow_again], details)
+    pool, out = final_pool(run, [fast, slow])  # type: ignore[arg-type]
+    assert [c.id for c in pool] == [fast.id]
+    assert [(e.case.id, e.reasons) for e in out] == [(slow.id, [why])]
+
+
 def test_without_the_step_the_pool_is_unchanged() -> None:
     cases = [_case("onnxruntime", 10.0), _case("torch", 14.0)]
     run = _run(cases, {})

@@ -29,12 +29,15 @@ _STYLE = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]ski
 @click.option("--backend", "-b", "backends", multiple=True, help="Engines to check parity on (default onnxruntime).")
 @click.option("--latency-backend", help="The engine the latency gate measures on (default: the first -b).")
 @click.option("--threshold", help="Smallest slowdown that fails the gate (default 5%).")
-@click.option("--alpha", type=float, help="Significance level of the slowdown (default 0.01).")
+@click.option("--alpha", type=float, help="False-alarm rate of the sequential decision (default 0.01).")
+@click.option("--beta", type=float, help="Miss rate at --threshold of the sequential decision (default 0.05).")
+@click.option("--same-within", help="A change within this counts as none, e.g. 1% (default: 0.2 × --threshold).")
+@click.option("--budget-rounds", type=int, help="At most this many rounds; undecided then fails (default 60).")
 @click.option("--batch", type=int, help="Batch size of every check (default 1).")
 @click.option("--threads", type=int, help="Intra-op threads (default: one per physical core).")
 @click.option("--min-time", type=float, help="Timed seconds per side (default 2).")
 @click.option("--max-time", type=float, help="At most these timed seconds per side (default 30).")
-@click.option("--rounds", type=int, help="At least this many interleaved rounds (default 10).")
+@click.option("--rounds", type=int, help="At least this many interleaved rounds (default 6).")
 @click.option("--samples", type=int, help="Random input sets for the output checks (default 3).")
 @click.option(
     "--same-outputs/--any-outputs",
@@ -66,8 +69,8 @@ def check(
     interleaved rounds. Settings not given come from [tool.infermeter.check] in pyproject.toml.
 
     Writes a markdown summary (appended to $GITHUB_STEP_SUMMARY when set, and to --summary) and --junit XML.
-    Exit 0 when every check passes, 1 when one fails (only a significant slowdown beyond the threshold fails the
-    latency gate), 2 for a usage error.
+    Exit 0 when every check passes, 1 when one fails (the latency gate fails on a slowdown of --threshold decided
+    by a sequential test, or when its --budget-rounds end undecided: docs/regression-gate.md), 2 for a usage error.
     """
     from infermeter.core.errors import UsageError
     from infermeter.core.interrupts import terminate_as_interrupt

@@ -12,13 +12,16 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from infermeter.cli.common import RESHAPE_HELP
 from infermeter.core.case import MeasureSettings
 from infermeter.core.validation import check_settings, parse_fraction
+
+if TYPE_CHECKING:
+    from infermeter.compare.decision import DecisionParams
 
 Command = Callable[..., Any]
 Decorator = Callable[[Command], Command]  # what click.option returns; the option groups are the same
@@ -176,4 +179,52 @@ def measure_options(defaults: MeasureSettings = MeasureSettings()) -> Decorator:
             help="Seconds before a case's worker is killed (a soak's: seconds without progress).",
         ),
         SEED,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionFlags:
+    """The sequential decision's own flags (`infermeter.compare.decision`); α and δ are the command's --alpha and
+    --threshold. `same_within` still text (`1%`), None: a fifth of --threshold."""
+
+    beta: float
+    same_within: str | None
+    budget_rounds: int
+
+    def params(self, alpha: float, threshold: float, min_rounds: int) -> DecisionParams:
+        """The flags with --alpha, --threshold and --rounds (the fewest rounds before a stop) as `DecisionParams`,
+        checked: UsageError naming the flag and its accepted range."""
+        from infermeter.compare.decision import DecisionParams
+
+        same = None if self.same_within is None else parse_fraction(self.same_within, "--same-within")
+        return DecisionParams(alpha, self.beta, threshold, same, min_rounds, self.budget_rounds).checked()
+
+
+def decision_options() -> Decorator:
+    """The sequential decision's group (--beta, --same-within, --budget-rounds); the command gets one
+    `decision: DecisionFlags`."""
+    from infermeter.compare.decision import DEFAULT_BETA, DEFAULT_BUDGET_ROUNDS, SAME_SHARE
+
+    return option_group(
+        "decision",
+        DecisionFlags,
+        click.option(
+            "--beta",
+            type=float,
+            default=DEFAULT_BETA,
+            show_default=True,
+            help="Miss rate of the sequential decision: a slowdown of --threshold is let through at most this often.",
+        ),
+        click.option(
+            "--same-within",
+            default=None,
+            help=f"A change within this counts as none, e.g. 1% (default: {SAME_SHARE:g} × --threshold).",
+        ),
+        click.option(
+            "--budget-rounds",
+            type=int,
+            default=DEFAULT_BUDGET_ROUNDS,
+            show_default=True,
+            help="At most this many interleaved rounds; undecided then: unknown, which fails the gate.",
+        ),
     )

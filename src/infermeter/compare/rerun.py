@@ -8,6 +8,10 @@ cancels. The change is the geometric mean of those ratios with its 95% Student-t
 inverted: a slowdown), and the p-value is the one-sample t-test of the log ratios against 0. A side flagged
 `interference` is still judged (with a note): other work hits both sides of a round alike.
 
+With a sequential decision (`decision`, the CLI's default), the rounds stop as soon as it decides, rounds that
+other work disturbed are set aside, and its outcome is the verdict (`decision_rounds.apply_decision`): slower,
+faster, same, or unknown when its budget ran out.
+
 A side can be rebuilt when its model still resolves to the same model: a zoo name, or a model file that exists
 with the content hash the results file recorded. Each case is rebuilt from the file's stored plan when it has one
 (the exact case, id included), else from the result's controlled variables. Both sides get the option
@@ -23,8 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.compare.decision import DecisionParams
 from infermeter.compare.pairing import pair_cases, pairing_note
-from infermeter.compare.verdict import DEFAULT_ALPHA, DEFAULT_THRESHOLD, CaseChange, Comparison, case_label
+from infermeter.compare.verdict import (
+    DEFAULT_ALPHA,
+    DEFAULT_THRESHOLD,
+    CaseChange,
+    Comparison,
+    case_label,
+)
 from infermeter.core.case import Case, MeasureSettings
 from infermeter.core.errors import InfermeterError
 from infermeter.results.schema import CaseResult, ResultsFile
@@ -152,9 +163,14 @@ def rerun_comparison(
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
     on_pair: Callable[[int, int, str], None] | None = None,
+    decision: DecisionParams | None = None,
+    metric: str = "p50",
 ) -> Comparison:
     """Re-measure every paired case of the two files, each pair as one interleaved group of two, and judge each
-    change on its per-round ratios. Pairs that cannot be rebuilt here are listed in `remarks`."""
+    change on its per-round ratios: by the sequential `decision` when given (the rounds stop once it decides),
+    else by the t-test after the rounds (`metric` the one asked for: the decision gates p50, its record says
+    why when that was p99). Pairs that cannot be rebuilt here are listed in `remarks`."""
+    from infermeter.compare.decision_rounds import apply_decision, decided_group
     from infermeter.measure.interleave import run_group
     from infermeter.measure.plan import PlanItem
 
@@ -170,11 +186,15 @@ def rerun_comparison(
             continue
         if on_pair is not None:
             on_pair(index, len(pairs), label)
-        done, reason = run_group(items, lambda _i, _case, _phase: None)
+        decided = None
+        if decision is not None:
+            done, decided, reason = decided_group(items, decision)
+        else:
+            done, reason = run_group(items, lambda _i, _case, _phase: None)
         if reason is not None:
             remarks.append(f"not re-measured: {label}: {reason}")
             continue
-        change = paired_change(done[0][1], done[1][1], label, threshold, alpha)
+        change = apply_decision(paired_change(done[0][1], done[1][1], label, threshold, alpha), decided, metric)
         note = pairing_note(b, n, how)
         if note:
             change.notes.insert(0, note)

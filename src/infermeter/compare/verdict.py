@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from infermeter.figures.metric_registry import GATES, gate_metric
 from infermeter.figures.replicates import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
 from infermeter.results.env import environment_differences
 from infermeter.results.schema import CaseResult, ResultsFile
+
+if TYPE_CHECKING:
+    from infermeter.compare.decision import Decision
 
 METRICS = GATES  # the registry's gateable metrics (p50, p99, throughput), each with its `statistic` below
 DEFAULT_ALPHA = 0.01
@@ -53,9 +57,10 @@ ROUNDS_CAVEAT = (
 class CaseChange:
     """One paired case. `ratio` is new/base of the metric; `slowdown` > 1 means the new run is slower whatever the
     metric (for throughput it is base/new). `verdict` is faster, slower, not significant, precision differs or
-    no data. `replication` says what the interval and test rest on: `processes` (each file's per-process medians,
-    `bench --repeat`), `rounds` (each file's round medians), `paired rounds` (`compare --rerun`: per-round ratios
-    of one interleaved session) or `none` (unreplicated)."""
+    no data; decided by the sequential rule (`compare --rerun`, `check`: `decision`, its record), slower, faster,
+    same or unknown. `replication` says what the interval and test rest on: `processes` (each file's per-process
+    medians, `bench --repeat`), `rounds` (each file's round medians), `paired rounds` (`compare --rerun`:
+    per-round ratios of one interleaved session) or `none` (unreplicated)."""
 
     label: str
     base: CaseResult
@@ -75,6 +80,12 @@ class CaseChange:
     replication: str = "none"
     replicates: tuple[int, int] = (0, 0)  # base, new
     noise_floor: float | None = None  # unreplicated: the smallest change the case's known noise lets through
+    decision: Decision | None = None  # the sequential decision's record, when one judged this change
+
+    @property
+    def undecided(self) -> bool:
+        """True when a sequential decision ran out of budget (*unknown*): a gate must not pass on it."""
+        return self.decision is not None and self.decision.outcome == "unknown"
 
     @property
     def slowdown(self) -> float | None:
@@ -113,6 +124,11 @@ class Comparison:
     def regressions(self) -> list[CaseChange]:
         """The changes that fail the gate."""
         return [c for c in self.changes if c.regression]
+
+    @property
+    def undecided(self) -> list[CaseChange]:
+        """The changes a sequential decision left *unknown* (its budget ran out): they fail the gate too."""
+        return [c for c in self.changes if c.undecided]
 
     @property
     def warnings(self) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import resource
 import sys
 import time
@@ -220,12 +221,15 @@ class CaseRunner:
             wall_ns = sum(samples_ns)
             indices = [(first + i) % count for i in range(len(samples_ns))]
         after = self._meter.snapshot()
-        self.interference += self._meter.between(before, after, time.perf_counter() - wall_start)
+        found = self._meter.between(before, after, time.perf_counter() - wall_start)
+        self.interference += found
         self.samples_ns += samples_ns
         self.burst_lengths.append(len(samples_ns))
         self.set_indices += indices
         self.wall_ns += wall_ns
-        return Burst(samples_ns, wall_ns)
+        # Per burst too: a sequential decision sets aside the rounds that other work disturbed (`decision`).
+        share = found.other_share
+        return Burst(samples_ns, wall_ns, share if math.isfinite(share) else 0.0)
 
     def finish(self, state: StopState, interleaved: bool = False) -> CaseResult:
         """Statistics and warnings over every burst, after the parity check when asked for. `interleaved`: each

@@ -7,7 +7,8 @@ their pipe; the next burst starts only once the last worker's thread pools have 
 between rounds: a shuffle drawn from `--seed` on even rounds, its reverse on odd ones, so that over each pair of
 rounds every case sits in mirrored positions (an ABBA design: a trend within a round cancels). Rounds go on, past
 `--rounds`, until every case meets the stop rule and every paired speedup's interval is within ±2×`--target-ci`,
-or one case reaches `--max-time`, or `MAX_ROUNDS` rounds have run.
+or one case reaches `--max-time`, or `MAX_ROUNDS` rounds have run. A caller that decides by a sequential rule
+(`decision_rounds`) passes `until` instead: rounds then go on until it says stop (or `--max-time`, or a case ends).
 
 Per round, the ratio baseline median / case median is one paired observation of the speedup: a change in the
 machine's speed between rounds cancels in it. The speedup is their geometric mean with a 95% Student-t interval
@@ -54,6 +55,8 @@ def _rewarm(log: BurstLog, burst_s: float) -> int:
 MEMORY_MARGIN_MB = 512.0
 
 PhaseFn = Callable[[int, SweepCase, str], None]
+# After each round, with the live cases' burst logs in plan order: True to stop (a sequential decision is made).
+UntilFn = Callable[[Sequence[BurstLog]], bool]
 # Any kind of plan item (inference `PlanItem`, generation `GenerationItem`): the results come back with their own.
 ItemT = TypeVar("ItemT", bound=SweepItem)
 
@@ -140,12 +143,12 @@ def _memory_short(arms: Sequence[Arm]) -> bool:
     return psutil.virtual_memory().available / 2**20 < largest + MEMORY_MARGIN_MB
 
 
-def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) -> None:
+def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None, until: UntilFn | None = None) -> None:
     settings = arms[0].case.settings
     for r, order in enumerate(round_orders(len(arms), settings.seed), start=1):
         for i in order:
             arm = arms[i]
-            if arm.ended is not None:
+            if arm.ended is not None or arm.log.retired:
                 continue
             on_phase(arm.index, arm.case, f"round {r}")
             try:
@@ -159,6 +162,10 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None) ->
         states = [arm.log.state() for arm in live]
         if not states or any(s.stopped_by == "max_time" for s in states):
             return
+        if until is not None:
+            if len(live) < len(arms) or until([arm.log for arm in live]):
+                return
+            continue
         if r >= settings.rounds and all(s.stopped_by for s in states) and _speedups_precise(live, settings.target_ci):
             return
         if r >= max(MAX_ROUNDS, settings.rounds):
@@ -187,10 +194,12 @@ def run_group(
     on_phase: PhaseFn,
     trace: SpeedTrace | None = None,
     builds: Mapping[str, BuildOutcome] | None = None,
+    until: UntilFn | None = None,
 ) -> tuple[list[tuple[ItemT, CaseResult, dict[str, str]]], str | None]:
     """Load every item's case (from its artifact in `builds`, by case id), time them in interleaved rounds, finish
     them: (item, result, skipped backends) in plan order, and None; or ([], reason) when the workers would not fit
-    in memory (nothing measured, all stopped: the caller then runs the group sequentially)."""
+    in memory (nothing measured, all stopped: the caller then runs the group sequentially). `until`: the stop rule
+    of the rounds instead of --rounds and --target-ci (see the module's docstring)."""
     arms: list[Arm] = []
     done: list[tuple[ItemT, CaseResult, dict[str, str]]] = []
     try:
@@ -205,7 +214,7 @@ def run_group(
             elif failed is not None:
                 done.append((item, failed, skipped))
         if arms:
-            _run_rounds(arms, on_phase, trace)
+            _run_rounds(arms, on_phase, trace, until)
     except BaseException:
         for arm in arms:
             arm.worker.kill()
@@ -213,7 +222,9 @@ def run_group(
     for arm in arms:
         state = arm.log.state()
         if not state.stopped_by:
-            state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, "max_time")
+            # Stopped by `until` (a decision was made), or by the round cap: only the cap is --max-time's doing.
+            stopped_by = "rule" if until is not None else "max_time"
+            state = StopState(state.iterations, state.elapsed_s, state.p50_halfwidth, stopped_by)
         result = arm.ended or arm.worker.finish(state, interleaved=True)
         done.append((items[arm.index], result, arm.skipped))
     done.sort(key=lambda entry: items.index(entry[0]))

@@ -73,10 +73,12 @@ def max_time_warning(state: StopState, settings: MeasureSettings) -> CaseWarning
 @dataclass(frozen=True)
 class Burst:
     """One timed burst: every request's latency (ns) and the wall time of the burst's timed window (ns; with
-    concurrent streams the latencies overlap, so their sum is not the time spent)."""
+    concurrent streams the latencies overlap, so their sum is not the time spent). `other_share`: the share of the
+    usable CPUs other work took during it (`measure.interference`; 0 where not measured)."""
 
     samples_ns: list[int]
     wall_ns: int
+    other_share: float = 0.0
 
 
 class BurstSource(Protocol):
@@ -94,12 +96,15 @@ class BurstLog:
     samples_ns: list[int] = field(default_factory=list)
     elapsed_s: float = 0.0
     round_medians_ns: list[float] = field(default_factory=list)
+    round_other_shares: list[float] = field(default_factory=list)  # other work's CPU share, per burst
+    retired: bool = False  # a race (`decision_race`) dropped the case: the group stops timing it
 
     def add(self, burst: Burst) -> StopState:
         """Record one burst (its median kept as that round's) and return where the case stands."""
         self.samples_ns += burst.samples_ns
         self.elapsed_s += burst.wall_ns / 1e9
         self.round_medians_ns.append(float(np.median(burst.samples_ns)))
+        self.round_other_shares.append(burst.other_share)
         return self.state()
 
     def state(self) -> StopState:

@@ -20,6 +20,12 @@ from dataclasses import KW_ONLY, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from infermeter.compare.decision import (
+    DEFAULT_BETA,
+    DEFAULT_BUDGET_ROUNDS,
+    DEFAULT_MIN_ROUNDS,
+    DecisionParams,
+)
 from infermeter.core.errors import UsageError
 from infermeter.core.validation import parse_fraction, require_positive, split_values
 
@@ -31,7 +37,9 @@ class CheckConfig:
     """One model's CI check. `baseline` is a model (file, factory, folder) or `git:REV` (the model's own source at
     that revision); None skips the latency gate. `latency_backend` defaults to the first of `backends`.
     `threads` 0 means one per physical core. The latency gate fails when the new model is slower than the baseline
-    by more than `threshold` (a fraction) and the slowdown is significant at `alpha`."""
+    by `threshold` (a fraction), as decided by the sequential rule (`infermeter.compare.decision`: false alarm `alpha`,
+    miss `beta` at the threshold, `same_within` δ₀, at least `rounds` and at most `budget_rounds` rounds), or when
+    it cannot decide within the budget."""
 
     model: str
     baseline: str | None = None
@@ -40,11 +48,14 @@ class CheckConfig:
     latency_backend: str | None = None
     threshold: float = 0.05
     alpha: float = 0.01
+    beta: float = DEFAULT_BETA
+    same_within: float | None = None  # None: a fifth of the threshold
+    budget_rounds: int = DEFAULT_BUDGET_ROUNDS
     batch: int = 1
     threads: int = 0
     min_time_s: float = 2.0
     max_time_s: float = 30.0
-    rounds: int = 10
+    rounds: int = DEFAULT_MIN_ROUNDS
     samples: int = 3
     same_outputs: bool = False
 
@@ -67,9 +78,15 @@ class CheckConfig:
         require_positive(self.threads, "--threads", allow_zero=True)
         require_positive(self.min_time_s, "--min-time", allow_zero=True)
         require_positive(self.max_time_s, "--max-time")
-        if not 0 < self.alpha < 1:
-            raise UsageError(f"--alpha {self.alpha:g} must lie in (0, 1)")
+        self.decision_params()
         return self
+
+    def decision_params(self) -> DecisionParams:
+        """The latency gate's sequential decision, checked (UsageError naming the flag and its accepted range)."""
+        params = DecisionParams(
+            self.alpha, self.beta, self.threshold, self.same_within, self.rounds, self.budget_rounds
+        )
+        return params.checked()
 
 
 # Setting name (as in the table and the flags, dashes as underscores) -> (field, parser).
@@ -112,6 +129,9 @@ _SETTINGS: dict[str, tuple[str, Any]] = {
     "latency_backend": ("latency_backend", _text),
     "threshold": ("threshold", _fraction),
     "alpha": ("alpha", _number(float)),
+    "beta": ("beta", _number(float)),
+    "same_within": ("same_within", _fraction),
+    "budget_rounds": ("budget_rounds", _number(int)),
     "batch": ("batch", _number(int)),
     "threads": ("threads", _number(int)),
     "min_time": ("min_time_s", _number(float)),

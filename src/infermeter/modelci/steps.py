@@ -5,9 +5,10 @@
   model an unsupported operator is called (`models.op_origin`);
 - parity: `parity.run.check_backend` per engine against the PyTorch reference, the engines that read ONNX served
   the exported file (what the team deploys), the others the model itself;
-- latency: the baseline and the new model as one interleaved group of two (`measure.interleave.run_group`) and
-  judged like `compare --rerun` (`compare_rerun.paired_change`): fails only on a significant slowdown beyond the
-  threshold. Engines that read ONNX measure both sides' exported files (the baseline's from the conversion cache);
+- latency: the baseline and the new model as one interleaved group of two, measured until the sequential
+  decision of `compare --rerun` (`decision_rounds.decided_group`): fails on a slowdown of the threshold, or when
+  the budget of rounds ends undecided (*unknown*: a gate that cannot tell must not pass). Engines that read
+  ONNX measure both sides' exported files (the baseline's from the conversion cache);
 - same outputs (opt-in): the new model's PyTorch outputs against the baseline's on the same inputs.
 """
 
@@ -157,8 +158,8 @@ def _measured_spec(spec: ModelSpec, backend: str, onnx_path: Path | None) -> Mod
 
 def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, config: CheckConfig) -> Outcome:
     """The new model against the baseline on `config.gate_backend`, interleaved, judged on per-round ratios."""
+    from infermeter.compare.decision_rounds import apply_decision, decided_group
     from infermeter.compare.rerun import SIDE_OPTION, paired_change
-    from infermeter.measure.interleave import run_group
     from infermeter.measure.plan import PlanItem
 
     backend = config.gate_backend
@@ -166,11 +167,10 @@ def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, confi
     start = time.perf_counter()
     if reads_onnx(backend) and spec.has_torch_form and onnx_path is None:
         return Outcome(name, "skip", "no ONNX file to measure: the export failed")
-    # Rounds go on until the ratio's 95% interval is within about ±threshold/2 (`target_ci` is doubled for a
-    # ratio): narrower than the gate needs costs CI minutes, wider could not tell a threshold-sized slowdown.
-    target = max(config.threshold / 4, 0.005)
+    # Rounds go on until the sequential decision (at least config.rounds, at most config.budget_rounds); the
+    # precision target does not stop them (target_ci 0).
     settings = MeasureSettings(
-        min_time_s=config.min_time_s, max_time_s=config.max_time_s, rounds=config.rounds, seed=0, target_ci=target
+        min_time_s=config.min_time_s, max_time_s=config.max_time_s, rounds=config.rounds, seed=0, target_ci=0.0
     )
     items = []
     for side, model, exported in (("base", base, None), ("new", spec, onnx_path)):
@@ -185,25 +185,34 @@ def latency_step(spec: ModelSpec, base: ModelSpec, onnx_path: Path | None, confi
         # keeps two identical cases two items, as in `compare --rerun`.
         case = replace(_case(model, backend, config, settings), model=measured.ref, options=((SIDE_OPTION, side),))
         items.append(PlanItem(measured, (case,)))
-    done, why_not = run_group(items, lambda _index, _case, _phase: None)
+    done, decision, why_not = decided_group(items, config.decision_params())
     seconds = time.perf_counter() - start
     if why_not is not None:
         return Outcome(name, "fail", f"not measured: {why_not}", (), seconds)
     label = f"{spec.name} {backend} fp32 b{config.batch}"
-    change = paired_change(done[0][1], done[1][1], label, config.threshold, config.alpha)
+    change = apply_decision(paired_change(done[0][1], done[1][1], label, config.threshold, config.alpha), decision)
     return Outcome(name, _latency_status(change), describe_change(change, config), tuple(change.notes), seconds, change)
 
 
 def _latency_status(change: CaseChange) -> str:
     if change.ratio is None or change.verdict == "precision differs":
         return "fail"  # not measured: a gate that cannot measure must not pass silently
-    return "fail" if change.regression else "pass"
+    return "fail" if change.regression or change.undecided else "pass"
 
 
 def describe_change(change: CaseChange, config: CheckConfig) -> str:
-    """One line: the ratio with its interval, p, and what it means against the threshold."""
+    """One line: the ratio with its interval, p, and what it means against the threshold (with a sequential
+    decision: its outcome, the ratio and interval it reached, its rounds and why it stopped)."""
     if change.ratio is None:
         return "; ".join(change.notes) or f"not measured ({change.verdict})"
+    if change.decision is not None:
+        verdicts = {
+            "slower": f"decided slower by the {config.threshold:.0%} threshold",
+            "faster": f"decided faster by the {config.threshold:.0%} threshold",
+            "same": f"decided: no {config.threshold:.0%} change",
+            "unknown": "undecided within the budget, which fails the gate (docs/regression-gate.md)",
+        }
+        return f"{verdicts.get(change.verdict, change.verdict)}: {change.decision.summary()}"
     low, high = change.ratio_ci95 or (change.ratio, change.ratio)
     figures = (
         f"new/base P50 {change.ratio:.3f}x [95% CI {low:.3f}, {high:.3f}] over {change.replicates[0]} interleaved "

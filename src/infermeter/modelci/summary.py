@@ -41,7 +41,8 @@ def render_markdown(report: CheckReport) -> str:
     baseline = f" against baseline `{config.baseline}`" if config.baseline else " (no baseline)"
     lines.append(
         f"`{config.model}`{baseline} · engines {', '.join(config.backends)} · latency gate on "
-        f"{config.gate_backend}: fails on a significant slowdown beyond {config.threshold:.0%} (alpha {config.alpha:g})"
+        f"{config.gate_backend}: fails on a slowdown of {config.threshold:.0%} decided by a sequential test "
+        f"(alpha {config.alpha:g}, beta {config.beta:g}), or when undecided after {config.budget_rounds} rounds"
     )
     lines += ["", "| check | result | detail |", "|---|---|---|"]
     for outcome in report.outcomes:
@@ -80,6 +81,11 @@ def render_junit(report: CheckReport) -> str:
         case = ET.SubElement(
             suite, "testcase", classname="infermeter.check", name=outcome.name, time=f"{outcome.seconds:.3f}"
         )
+        decision = outcome.change.decision if outcome.change is not None else None
+        if decision is not None:  # the sequential decision's record, machine-readable (docs/regression-gate.md)
+            properties = ET.SubElement(case, "properties")
+            for key, value in decision.to_dict().items():
+                ET.SubElement(properties, "property", name=f"decision.{key}", value=str(value))
         if outcome.status == "fail":
             failure = ET.SubElement(case, "failure", message=outcome.reason)
             failure.text = "\n".join((outcome.reason, *outcome.details))

@@ -160,6 +160,8 @@ _STYLES = {
     "slower": "red",
     "faster": "green",
     "not significant": "dim",
+    "same": "dim",
+    "unknown": "yellow",
     "unreplicated": "yellow",
     "precision differs": "yellow",
 }
@@ -216,11 +218,23 @@ def print_comparison(comparison: Comparison, console: Console = stdout) -> None:
             console.print(
                 f"{side}: {escape(f'{case.model} {case.backend} {case.precision} b{case.batch} ({case.id})')}"
             )
-    regressions = comparison.regressions
-    if regressions:
+    _print_gate(comparison, console)
+
+
+def _print_gate(comparison: Comparison, console: Console) -> None:
+    """The gate's last line: the regressions (decided or judged), the undecided changes, or neither."""
+    regressions, undecided = comparison.regressions, comparison.undecided
+    if regressions and all(c.decision is not None for c in regressions):
+        console.print(f"[red]{len(regressions)} regression(s)[/]: decided slower by {comparison.threshold:.0%}")
+    elif regressions:
         console.print(
             f"[red]{len(regressions)} regression(s)[/]: more than {comparison.threshold:.0%} slower, and significant "
             "(unreplicated: beyond the known noise)"
         )
-    else:
+    if undecided:
+        console.print(
+            f"[yellow]{len(undecided)} undecided[/] (unknown: the budget of rounds ran out), which fails the gate: "
+            "raise --budget-rounds or quiet the machine (docs/regression-gate.md)"
+        )
+    if not regressions and not undecided:
         console.print("no significant regression beyond the threshold")

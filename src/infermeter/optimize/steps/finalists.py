@@ -12,13 +12,21 @@ parity evidence: the same graph on the same engine. The advice then ranks the co
 the admissible candidates that were not finalists are out, "eliminated in the first round", since each was slower
 than every finalist when first measured. What the advice and the deployment record is the original case's
 identity with the group's figures (`deployable`).
+
+With the latency objective the group is a race (`decision_race`): every pair of finalists has a sequential test
+on their per-round ratios (`RACE`: δ 5%, α 0.01 over the whole race, β 0.05), a finalist decided slower than
+another by δ stops being timed and is out ("dropped in the race"), and the group ends once one is left or the rest
+are decided the same. Throughput is not raced: a round's medians are latencies, which rank candidates of
+different batch sizes the wrong way.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from infermeter.advise.pick import Exclusion, advise
+from infermeter.compare.decision import DecisionParams
 from infermeter.optimize.candidates import (
     GROUP_CASE_OVERHEAD_S,
     GROUP_TIME_FACTOR,
@@ -29,9 +37,14 @@ from infermeter.optimize.steps.log import begin, finish, note, skip
 from infermeter.results.records import Accuracy, AccuracyError, OptimizeStep, ParityRecord, read_record, write_record
 from infermeter.results.schema import CaseResult
 
+if TYPE_CHECKING:
+    from infermeter.compare.decision_race import RaceJudge
+
 ROUND_OPTION, ROUND_VALUE = FINALIST_TAG
 # Objectives a group's timed rounds decide; peak memory does not drift with the machine's speed.
 TIMED_OBJECTIVES = ("latency", "throughput")
+# The race's decision: the issue's 5% pick tolerance as δ; no budget but the group's --max-time (MAX_ROUNDS).
+RACE = DecisionParams(budget_rounds=200)
 
 
 def first_round(run: Run) -> list[CaseResult]:
@@ -82,19 +95,21 @@ def step_finalists(run: Run) -> None:
         skip(run, "finalists", "re-measuring the finalists together", reason)
         finish(run, "finalists", "skipped")
         return
-    copies = _measure_together(run, finalists, timed_s)
-    if copies is None:
+    raced = _measure_together(run, finalists, timed_s)
+    if raced is None:
         finish(run, "finalists", "skipped")
         return
+    copies, dropped = raced
     eliminated = [c for c in ranked if c.id not in {f.id for f in finalists}]
     details.update(
         {
             "originals": [c.id for c in finalists],
             "copies": [c.id for c in copies],
             "eliminated": [c.id for c in eliminated],
+            "dropped": dropped,
         }
     )
-    for line in _summary(finalists, copies, run.request.objective):
+    for line in [*_summary(finalists, copies, run.request.objective), *dropped.values()]:
         note(run, "finalists", line)
     finish(run, "finalists")
 
@@ -121,9 +136,13 @@ def _time_per_finalist_s(run: Run, count: int) -> tuple[float, str | None]:
     return min(wanted_s, fits_s), None
 
 
-def _measure_together(run: Run, finalists: list[CaseResult], timed_s: float) -> list[CaseResult] | None:
+def _measure_together(
+    run: Run, finalists: list[CaseResult], timed_s: float
+) -> tuple[list[CaseResult], dict[str, str]] | None:
     """The finalists' copies, each timed for at most `timed_s`, measured as one interleaved group (first-round
-    best first: the paired ratios are over it); None when the group could not run (the reason is in the journal)."""
+    best first: the paired ratios are over it), raced for the latency objective; with the copies dropped in the
+    race (copy id -> why). None when the group could not run (the reason is in the journal)."""
+    from infermeter.compare.decision_race import RaceJudge
     from infermeter.measure.interleave import run_group
     from infermeter.measure.plan import PlanItem
 
@@ -135,7 +154,12 @@ def _measure_together(run: Run, finalists: list[CaseResult], timed_s: float) -> 
         items.append(PlanItem(spec, (replace(planned, options=options, settings=settings),)))
     labels = ", ".join(case_variant_label(c) for c in finalists)
     note(run, "finalists", f"measuring {len(items)} finalists together, each timed for up to {timed_s:.1f} s: {labels}")
-    done, reason = run_group(items, lambda _index, _case, phase: None)
+    judge = (
+        RaceJudge(replace(RACE, min_rounds=min(max(2, run.request.settings.rounds), RACE.budget_rounds)))
+        if _raced(run)
+        else None
+    )
+    done, reason = run_group(items, lambda _index, _case, phase: None, until=judge)
     if reason is not None:
         skip(run, "finalists", "re-measuring the finalists together", reason)
         return None
@@ -152,7 +176,23 @@ def _measure_together(run: Run, finalists: list[CaseResult], timed_s: float) -> 
         run.journal.add_case("finalists", copy.id)
         copies.append(copy)
     run.save()
-    return copies
+    return copies, _dropped(judge, copies)
+
+
+def _raced(run: Run) -> bool:
+    return run.request.objective == "latency"
+
+
+def _dropped(judge: RaceJudge | None, copies: list[CaseResult]) -> dict[str, str]:
+    """Copy id -> why, for the copies the race dropped (the judge's indices are over the copies that were timed)."""
+    if judge is None:
+        return {}
+    timed = [copy for copy in copies if copy.rounds_p50_ms]
+    return {
+        timed[d.index].id: f"{case_variant_label(timed[d.index])}: dropped in the race, decided slower than "
+        f"{case_variant_label(timed[d.by])}: {d.decision.summary()}"
+        for d in judge.drops
+    }
 
 
 def _summary(finalists: list[CaseResult], copies: list[CaseResult], objective: str) -> list[str]:
@@ -198,15 +238,16 @@ def final_pool(run: Run, cases: list[CaseResult]) -> tuple[list[CaseResult], lis
         return cases, []
     by_id = {c.id: c for c in cases}
     eliminated = set(details.get("eliminated", []))
+    dropped: dict[str, str] = details.get("dropped", {})
     pool = [c for c in cases if c.id not in eliminated and c.id not in originals]
-    pool += [
-        deployable(copy, by_id[original])
-        for copy, original in zip(copies, originals, strict=True)
-        if copy and original in by_id
-    ]
+    pairs = [(copy, original) for copy, original in zip(copies, originals, strict=True) if copy and original in by_id]
+    pool += [deployable(copy, by_id[original]) for copy, original in pairs if copy.id not in dropped]
     reason = (f"not a finalist: slower than the {len(originals)} best when first measured, so not measured again "
               "with them")  # fmt: skip
-    return pool, [Exclusion(by_id[i], [reason]) for i in details.get("eliminated", []) if i in by_id]
+    out = [Exclusion(by_id[i], [reason]) for i in details.get("eliminated", []) if i in by_id]
+    return pool, out + [
+        Exclusion(by_id[original], [dropped[copy.id]]) for copy, original in pairs if copy.id in dropped
+    ]
 
 
 def finalists_lines(run: Run, pick: CaseResult | None, runner_up: CaseResult | None) -> list[str]:
