@@ -1,6 +1,7 @@
 """infermeter: measure, compare and optimize ML inference across frameworks, honestly.
 
-The public Python API (docs/python-api.md): `bench(...)` runs what `infermeter bench` runs and returns `Results`.
+The public Python API (docs/python-api.md): `bench(...)` runs what `infermeter bench` runs and returns `Results`;
+`explain(...)` returns `infermeter explain`'s record.
 Nothing heavy is imported here: frameworks load only inside the backend that needs them.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "__version__",
     "bench",
     "comparison_table",
+    "explain",
     "latency_stats",
     "load_results",
     "read_results",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from infermeter.api import bench
+    from infermeter.api import bench, explain
     from infermeter.case import Case, MeasureSettings
     from infermeter.measure.worker import run_isolated as run_case
     from infermeter.models.spec import resolve_model
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "bench": "infermeter.api",
+    "explain": "infermeter.api",
     "Results": "infermeter.view",
     "CaseRow": "infermeter.view",
     "load_results": "infermeter.view",

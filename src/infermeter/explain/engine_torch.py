@@ -1,4 +1,4 @@
-"""torch eager's profile for explain: one scope per module (forward pre/post hooks reading a monotonic clock,
+"""torch eager's (backend `torch`) profile for explain: one scope per module (forward pre/post hooks reading a monotonic clock,
 synchronous on CPU), each module's self time (its scope minus its child modules' scopes), matched to the ONNX
 nodes the exporter made inside that module: from the torch.export-based exporter's `pkg.torch.onnx.name_scopes`
 metadata, or from the TorchScript-based exporter's node names (`/layer1/layer1.0/conv1/Conv`)."""
@@ -20,36 +20,33 @@ WARMUP_RUNS = 3
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 
 
-def scope_path(name: str, metadata: dict[str, str]) -> list[str]:
-    """The module path (qualified-name parts) an exported node sits in: the exporter's name_scopes (their last
-    entry is the operator), else the scopes of a TorchScript-exported name, where a part may repeat its parent
-    (`layer1` / `layer1.0` / `conv1` is the module `layer1.0.conv1`)."""
+def scope_candidates(name: str, metadata: dict[str, str]) -> list[str]:
+    """The modules an exported node may sit in, deepest first: the exporter's name_scopes (qualified module
+    names, the last entry the operator), else the scopes of a TorchScript-exported name, where a part may repeat
+    its parent (`/layer1/layer1.0/conv1/Conv` sits in `layer1.0.conv1`)."""
     if NAME_SCOPES in metadata:
         try:
             scopes = [str(s) for s in ast.literal_eval(metadata[NAME_SCOPES])]
         except (ValueError, SyntaxError):
             scopes = []
-        return ".".join(s for s in scopes[:-1] if s).split(".") if len(scopes) > 1 else []
-    path = ""
+        return list(reversed(scopes[:-1]))
+    paths, path = [], ""
     for part in name.strip("/").split("/")[:-1]:
         path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
-    return path.split(".") if path else []
+        paths.append(path)
+    return list(reversed(paths))
 
 
-def module_of(path: list[str], modules: set[str]) -> str:
-    """The deepest module of `modules` on `path` ("" is the model itself)."""
-    for end in range(len(path), 0, -1):
-        candidate = ".".join(path[:end])
-        if candidate in modules:
-            return candidate
-    return ""
+def module_of(candidates: list[str], modules: set[str]) -> str:
+    """The first (deepest) candidate that is a module of the model ("" is the model itself)."""
+    return next((c for c in candidates if c in modules), "")
 
 
 def nodes_by_module(original: OriginalGraph, modules: set[str]) -> dict[str, list[str]]:
     """The original nodes grouped by the module each was exported from."""
     grouped: dict[str, list[str]] = defaultdict(list)
     for node in original.names:
-        grouped[module_of(scope_path(node, original.metadata[node]), modules)].append(node)
+        grouped[module_of(scope_candidates(node, original.metadata[node]), modules)].append(node)
     return grouped
 
 

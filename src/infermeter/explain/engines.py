@@ -19,7 +19,7 @@ from infermeter.explain.records import EngineProfile, Unit
 from infermeter.models.spec import ModelSpec
 
 # The engines with a per-unit profiler here, by backend name.
-PROFILERS = ("onnxruntime", "openvino", "torch-eager")
+PROFILERS = ("onnxruntime", "openvino", "torch")
 WARMUP_RUNS = 3
 
 
@@ -127,6 +127,7 @@ def profile_engine(engine: str, job: EngineJob) -> EngineProfile:
             return profile
         profile.units = _ort_units(job, case, profile) if engine == "onnxruntime" else _session_units(job, case, profile)
         profile.profiled = True
+        profile.unit_kind = "module" if engine == "torch" else "kernel"
     except Exception as exc:
         profile.error = describe_exception(exc)
     return profile

@@ -39,16 +39,18 @@ def _is_arithmetic(unit: Unit) -> bool:
     return any(word in unit.op_type for word in words)
 
 
-def _fusion_findings(blocks: list[Block]) -> list[Finding]:
-    """Blocks of several nodes that one engine runs as one unit and another as several."""
+def _fusion_findings(blocks: list[Block], kernel_engines: set[str]) -> list[Finding]:
+    """Blocks of several nodes that one engine runs as one kernel and another as several (engines whose units
+    are module scopes, not kernels, say nothing about fusion)."""
     found = []
     for block in blocks:
-        if len(block.nodes) < 2 or len(block.units) < 2:
+        units = {e: n for e, n in block.units.items() if e in kernel_engines}
+        if len(block.nodes) < 2 or len(units) < 2:
             continue
-        fused = [e for e, n in block.units.items() if n == 1]
-        split = [e for e, n in block.units.items() if n > 1]
+        fused = [e for e, n in units.items() if n == 1]
+        split = [e for e, n in units.items() if n > 1]
         for engine in fused:
-            others = ", ".join(f"{e} runs {block.units[e]} units" for e in split)
+            others = ", ".join(f"{e} runs {units[e]} kernels" for e in split)
             if not others:
                 continue
             ops = "+".join(block.op_types)
@@ -79,7 +81,7 @@ def _engine_findings(profile: EngineProfile, blocks: list[Block], data_movement_
 def findings(profiles: list[EngineProfile], blocks: list[Block], data_movement: dict[str, float]) -> list[Finding]:
     """All findings, ranked by the time each explains (largest first)."""
     block_of = {node: block.label for block in blocks for node in block.nodes}
-    found = _fusion_findings(blocks)
+    found = _fusion_findings(blocks, {p.engine for p in profiles if p.profiled and p.unit_kind == "kernel"})
     for profile in profiles:
         if profile.profiled:
             found += _unit_findings(profile, block_of)

@@ -34,6 +34,8 @@ class EngineProfile:
     units: list[Unit] = field(default_factory=list)
     profiled: bool = False
     precision: str = ""
+    # "kernel" when a unit is what the engine ran (fusions show), "module" when it is a framework scope (torch).
+    unit_kind: str = "kernel"
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
