@@ -1,0 +1,75 @@
+"""Alignment and mapping without engines: the common partition of several engines' units, gap filling, the torch
+exporters' scope names, and ONNX Runtime's boundary mapping of a fused node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import helper
+
+from infermeter.explain.align import align, fill_gaps
+from infermeter.explain.engine_ort import OptimizedGraph, map_node
+from infermeter.explain.engine_torch import module_of, scope_candidates
+from infermeter.explain.original import name_nodes, original_graph
+from infermeter.explain.records import Unit
+from explain.builders import conv_bn_relu_model
+
+
+def _unit(name: str, *nodes: str, time_us: float = 1.0) -> Unit:
+    return Unit(name, nodes, time_us, name, "Op")
+
+
+def test_blocks_are_unions_of_whole_units_on_every_engine(tmp_path: Path) -> None:
+    original = original_graph(onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=2))))
+    fused = [_unit("a", "conv0", "bn0", "relu0"), _unit("b", "conv1", "bn1"), _unit("c", "relu1", "pool")]
+    split = [_unit(n, n) for n in original.names[:-2]] + [_unit("d", "pool", "flatten")]
+    alignment = align({"fused": fused, "split": split}, original)
+    assert alignment.blocks == [["conv0", "bn0", "relu0"], ["conv1", "bn1"], ["relu1", "pool", "flatten"]]
+    for units in (fused, split):
+        for unit in units:  # a unit never straddles two blocks
+            assert sum(bool(set(unit.nodes) & set(block)) for block in alignment.blocks) == 1
+    assert alignment.coverage("fused", len(original.names)) == 6 / 8  # flatten is in no unit of `fused`
+
+
+def test_a_renamed_node_joins_the_unit_that_holds_all_its_neighbours(tmp_path: Path) -> None:
+    original = original_graph(onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=1))))
+    # OpenVINO names a Conv it merged a BatchNormalization into after a Multiply: conv0 is in no unit by name.
+    units = fill_gaps([_unit("Multiply_12", "bn0", "relu0"), _unit("pool", "pool"), _unit("flat", "flatten")], original)
+    assert set(units[0].nodes) == {"conv0", "bn0", "relu0"}
+
+
+def test_scopes_of_both_torch_exporters() -> None:
+    modules = {"", "layer1", "layer1.0", "layer1.0.conv1", "fc"}
+    scripted = scope_candidates("/layer1/layer1.0/conv1/Conv", {})
+    assert module_of(scripted, modules) == "layer1.0.conv1"
+    assert module_of(scope_candidates("/layer1/layer1.0/Add", {}), modules) == "layer1.0"
+    exported = {"pkg.torch.onnx.name_scopes": "['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d']"}
+    assert module_of(scope_candidates("node_conv2d", exported), modules) == "layer1.0.conv1"
+    assert module_of(scope_candidates("/Flatten", {}), modules) == ""
+
+
+def test_a_fused_node_maps_back_through_its_boundary_tensors(tmp_path: Path) -> None:
+    original = original_graph(onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=1))))
+    # What ONNX Runtime's NCHWc transformer saves: a fused Conv named after its output, between reorders.
+    nodes = [
+        helper.make_node("ReorderInput", ["x"], ["x_nchwc"], name="ReorderInput"),
+        helper.make_node("Conv", ["x_nchwc", "w0", "cb0"], ["t"], name="r0_nchwc", domain="com.microsoft.nchwc"),
+        helper.make_node("ReorderOutput", ["t"], ["r0"], name="ReorderOutput"),
+        helper.make_node("GlobalAveragePool", ["r0"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["y"], name="flatten"),
+    ]
+    path = tmp_path / "opt.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "o", [], [])), str(path))
+    opt = OptimizedGraph(path)
+    assert set(map_node(opt, original, "r0_nchwc")) == {"conv0", "bn0", "relu0"}
+    assert map_node(opt, original, "pool") == ("pool",)
+    assert map_node(opt, original, "ReorderOutput") == ()
+
+
+def test_unnamed_nodes_are_named_by_op_type_and_position(tmp_path: Path) -> None:
+    model = onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=1, named=False)))
+    assert name_nodes(model) == 5
+    assert [n.name for n in model.graph.node] == ["Conv_0", "BatchNormalization_1", "Relu_2", "GlobalAveragePool_3",
+                                                  "Flatten_4"]  # fmt: skip
+    assert name_nodes(model) == 0
