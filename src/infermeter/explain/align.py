@@ -29,10 +29,10 @@ class UnionFind:
 
 
 def fill_gaps(units: list[Unit], original: OriginalGraph) -> list[Unit]:
-    """`units` with each original node no unit names attached to the unit that holds all its graph neighbours
-    (a node an engine folded into a neighbour and renamed, as OpenVINO does with a Conv it merges a
-    BatchNormalization into): repeated until nothing changes. A node whose neighbours sit in different units
-    stays unmapped on this engine."""
+    """`units` with each original node no unit names attached to the unit that holds all the nodes reading its
+    outputs (a node an engine folded into its consumer and renamed, as OpenVINO does with a Conv it merges a
+    BatchNormalization into; a graph output: the unit of its inputs' makers), repeated until nothing changes. A
+    node read by several units stays unmapped on this engine."""
     owner = {node: index for index, unit in enumerate(units) for node in unit.nodes}
     extra: dict[int, list[str]] = {}
     changed = True

@@ -41,10 +41,10 @@ class OriginalGraph:
         return self.producer.get(name)
 
     def neighbours(self, node: str) -> set[str]:
-        """The nodes that read this node's outputs or make its (non-constant) inputs."""
+        """The nodes that read this node's outputs; for a node whose outputs no node reads (a graph output), the
+        nodes that make its inputs."""
         found = {c for t in self.outputs[node] for c in self.consumers.get(t, [])}
-        found |= {self.producer[t] for t in self.inputs[node] if t in self.producer}
-        return found
+        return found or {self.producer[t] for t in self.inputs[node] if t in self.producer}
 
 
 def original_graph(model: Any) -> OriginalGraph:
