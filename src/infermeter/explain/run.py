@@ -95,7 +95,7 @@ def summarize(profile: EngineProfile, original: OriginalGraph, covered: set[str]
     moving = sum(u.time_us for u in profile.units if u.kind == "data_movement") if profile.profiled else None
     rest = profile.p50_us - attributed if profile.p50_us is not None and attributed is not None else None
     notes = list(profile.notes)
-    if rest is not None and rest < 0:
+    if rest is not None and rest <= -0.5:  # below the profilers' 1 µs resolution it is noise
         notes.append(f"unattributed is negative ({rest:.0f} µs): the units sum to more than the timed P50 "
                      "(the profiler's own overhead, or units that overlap)")  # fmt: skip
     coverage = len(covered) / len(original.names) if profile.profiled and original.names else None
