@@ -51,13 +51,16 @@ def conv_bn_relu_model(path: Path, channels: int = 16, blocks: int = 3, named: b
     nodes, inits, source, width = [], [], "x", 3
     for i in range(blocks):
         inits += [_const(f"w{i}", (channels, width, 3, 3)), _const(f"cb{i}", (channels,))]
-        inits += [numpy_helper.from_array(np.abs(RNG.standard_normal(channels)).astype(np.float32) + 0.5, f"{k}{i}")
-                  for k in ("g", "v")]  # fmt: skip
+        inits += [
+            numpy_helper.from_array(np.abs(RNG.standard_normal(channels)).astype(np.float32) + 0.5, f"{k}{i}")
+            for k in ("g", "v")
+        ]
         inits += [_const(f"beta{i}", (channels,)), _const(f"mu{i}", (channels,))]
         nodes += [
             helper.make_node("Conv", [source, f"w{i}", f"cb{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
-            helper.make_node("BatchNormalization", [f"c{i}", f"g{i}", f"beta{i}", f"mu{i}", f"v{i}"], [f"n{i}"],
-                             name=f"bn{i}"),  # fmt: skip
+            helper.make_node(
+                "BatchNormalization", [f"c{i}", f"g{i}", f"beta{i}", f"mu{i}", f"v{i}"], [f"n{i}"], name=f"bn{i}"
+            ),
             helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"),
         ]
         source, width = f"r{i}", channels

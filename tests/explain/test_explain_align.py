@@ -8,12 +8,12 @@ from pathlib import Path
 import onnx
 from onnx import helper
 
+from explain.builders import conv_bn_relu_model
 from infermeter.explain.align import align, fill_gaps
 from infermeter.explain.engine_ort import OptimizedGraph, map_node
 from infermeter.explain.engine_torch import module_of, scope_candidates
 from infermeter.explain.original import name_nodes, original_graph
 from infermeter.explain.records import Unit
-from explain.builders import conv_bn_relu_model
 
 
 def _unit(name: str, *nodes: str, time_us: float = 1.0) -> Unit:
@@ -70,6 +70,11 @@ def test_a_fused_node_maps_back_through_its_boundary_tensors(tmp_path: Path) -> 
 def test_unnamed_nodes_are_named_by_op_type_and_position(tmp_path: Path) -> None:
     model = onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=1, named=False)))
     assert name_nodes(model) == 5
-    assert [n.name for n in model.graph.node] == ["Conv_0", "BatchNormalization_1", "Relu_2", "GlobalAveragePool_3",
-                                                  "Flatten_4"]  # fmt: skip
+    assert [n.name for n in model.graph.node] == [
+        "Conv_0",
+        "BatchNormalization_1",
+        "Relu_2",
+        "GlobalAveragePool_3",
+        "Flatten_4",
+    ]
     assert name_nodes(model) == 0

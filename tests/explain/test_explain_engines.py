@@ -16,7 +16,7 @@ from infermeter.explain.run import ExplainRequest, explain_model
 
 pytestmark = pytest.mark.slow
 ITERATIONS = 8
-TORCH_MODEL = '''
+TORCH_MODEL = """
 import torch
 
 
@@ -42,7 +42,7 @@ class Net(torch.nn.Module):
 
 def make():
     return Net().eval(), (torch.randn(1, 3, 8, 8),)
-'''
+"""
 
 
 def _explain(model: Path | str, engines: str, **more: object) -> ExplainRecord:

@@ -48,10 +48,7 @@ def fill_gaps(units: list[Unit], original: OriginalGraph) -> list[Unit]:
                 owner[node] = index
                 extra.setdefault(index, []).append(node)
                 changed = True
-    return [
-        replace(u, nodes=(*u.nodes, *extra[i])) if i in extra else u
-        for i, u in enumerate(units)
-    ]  # fmt: skip
+    return [replace(u, nodes=(*u.nodes, *extra[i])) if i in extra else u for i, u in enumerate(units)]
 
 
 @dataclass

@@ -43,17 +43,19 @@ def make_blocks(
         times = {e: sum(u.time_us for u in per_engine.get(e, [])) for e in profiled}
         difference = max(times.values()) - min(times.values()) if len(times) > 1 else 0.0
         flops = sum(flops_by_node.get(n, 0) for n in nodes) if flops_by_node else None
-        blocks.append(Block(
-            nodes=nodes,
-            op_types=sorted({original.op_types[n] for n in nodes}),
-            time_us=times,
-            kernels={e: _kernel_text(per_engine.get(e, [])) for e in profiled},
-            share={e: t / p50[e] for e, t in times.items() if p50[e]},  # type: ignore[operator]
-            units={e: sum(u.executed for u in per_engine.get(e, [])) for e in profiled},
-            difference_us=difference,
-            difference_share=0.0,
-            flops=flops,
-        ))  # fmt: skip
+        blocks.append(
+            Block(
+                nodes=nodes,
+                op_types=sorted({original.op_types[n] for n in nodes}),
+                time_us=times,
+                kernels={e: _kernel_text(per_engine.get(e, [])) for e in profiled},
+                share={e: t / p50[e] for e, t in times.items() if p50[e]},  # type: ignore[operator]
+                units={e: sum(u.executed for u in per_engine.get(e, [])) for e in profiled},
+                difference_us=difference,
+                difference_share=0.0,
+                flops=flops,
+            )
+        )
         _add_rates(blocks[-1], peak_gflops)
     total = sum(b.difference_us for b in blocks)
     for block in blocks:

@@ -26,38 +26,68 @@ def _cell(block: Block, engine: str) -> str:
 def blocks_table(record: ExplainRecord, top: int) -> Table:
     """The blocks table: one row per top block, one summing the rest."""
     engines = record.profiled_engines()
-    table = Table(title=f"blocks by difference (top {top} of {len(record.blocks)})", header_style="bold",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"blocks by difference (top {top} of {len(record.blocks)})", header_style="bold", title_justify="left"
+    )
     for column in ("block", "ops", *(f"{e} µs (share)" for e in engines), "diff µs", "diff share", "kernels"):
         table.add_column(column, justify="left" if column in ("block", "ops", "kernels") else "right")
     for block in record.blocks[:top]:
         kernels = " | ".join(f"{e}: {block.kernels[e][:KERNEL_CHARS]}" for e in engines if block.kernels.get(e))
-        table.add_row(escape(block.label), escape("+".join(block.op_types)), *(_cell(block, e) for e in engines),
-                      _us(block.difference_us), f"{block.difference_share:.0%}", escape(kernels))  # fmt: skip
+        table.add_row(
+            escape(block.label),
+            escape("+".join(block.op_types)),
+            *(_cell(block, e) for e in engines),
+            _us(block.difference_us),
+            f"{block.difference_share:.0%}",
+            escape(kernels),
+        )
     rest = record.blocks[top:]
     if rest:
         sums = [sum(b.time_us.get(e, 0.0) for b in rest) for e in engines]
-        table.add_row(f"({len(rest)} more blocks)", "", *(_us(s) for s in sums),
-                      _us(sum(b.difference_us for b in rest)), f"{sum(b.difference_share for b in rest):.0%}", "")  # fmt: skip
+        table.add_row(
+            f"({len(rest)} more blocks)",
+            "",
+            *(_us(s) for s in sums),
+            _us(sum(b.difference_us for b in rest)),
+            f"{sum(b.difference_share for b in rest):.0%}",
+            "",
+        )
     return table
 
 
 def engines_table(record: ExplainRecord) -> Table:
     """One row per engine: its P50 and what its profile accounts for."""
     table = Table(title="engines", header_style="bold", title_justify="left")
-    for column in ("engine", "precision", "P50 µs", "attributed µs", "data movement µs", "unattributed µs", "nodes aligned"):
+    for column in (
+        "engine",
+        "precision",
+        "P50 µs",
+        "attributed µs",
+        "data movement µs",
+        "unattributed µs",
+        "nodes aligned",
+    ):
         table.add_column(column, justify="left" if column in ("engine", "precision") else "right")
     for e in record.engines:
         coverage = "—" if e.coverage is None else f"{e.coverage:.0%}"
-        table.add_row(escape(e.engine), escape(e.precision or "—"), _us(e.p50_us), _us(e.attributed_us),
-                      _us(e.data_movement_us), _us(e.unattributed_us), coverage)  # fmt: skip
+        table.add_row(
+            escape(e.engine),
+            escape(e.precision or "—"),
+            _us(e.p50_us),
+            _us(e.attributed_us),
+            _us(e.data_movement_us),
+            _us(e.unattributed_us),
+            coverage,
+        )
     return table
 
 
 def print_record(record: ExplainRecord, console: Console, top: int = 10) -> None:
     """The whole record on `console`."""
-    console.print(f"[bold]{escape(record.model)}[/]  batch {record.batch}  ·  {record.threads} thread(s)  ·  "
-                  f"{record.precision}  ·  {record.node_count} nodes  ·  {record.iterations} iterations per run")  # fmt: skip
+    console.print(
+        f"[bold]{escape(record.model)}[/]  batch {record.batch}  ·  {record.threads} thread(s)  ·  "
+        f"{record.precision}  ·  {record.node_count} nodes  ·  {record.iterations} iterations per run"
+    )
     if record.profiled_engines():
         console.print(blocks_table(record, top))
     console.print(engines_table(record))

@@ -108,7 +108,9 @@ def map_node(opt: OptimizedGraph | None, original: OriginalGraph, name: str) -> 
     return ()
 
 
-def ort_units(events: list[dict[str, Any]], iterations: int, opt: OptimizedGraph | None, original: OriginalGraph) -> list[Unit]:
+def ort_units(
+    events: list[dict[str, Any]], iterations: int, opt: OptimizedGraph | None, original: OriginalGraph
+) -> list[Unit]:
     """The units of one profile: every kernel that ran, mapped to original nodes."""
     units = []
     for name, (op_type, provider, time_us) in kernel_times(events, iterations).items():

@@ -1,7 +1,8 @@
-"""torch eager's (backend `torch`) profile for explain: one scope per module (forward pre/post hooks reading a monotonic clock,
-synchronous on CPU), each module's self time (its scope minus its child modules' scopes), matched to the ONNX
-nodes the exporter made inside that module: from the torch.export-based exporter's `pkg.torch.onnx.name_scopes`
-metadata, or from the TorchScript-based exporter's node names (`/layer1/layer1.0/conv1/Conv`)."""
+"""torch eager's profile for explain (backend `torch`): one scope per module (forward pre/post hooks reading a
+monotonic clock, synchronous on CPU), each module's self time (its scope minus its child modules' scopes),
+matched to the ONNX nodes the exporter made inside that module: from the torch.export-based exporter's
+`pkg.torch.onnx.name_scopes` metadata, or from the TorchScript-based exporter's node names
+(`/layer1/layer1.0/conv1/Conv`)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ class ScopeClock:
         self.self_us: dict[str, list[float]] = defaultdict(list)
         self._stack: list[list[float]] = []
         self._handles = []
-        self.children = {name: [f"{name}.{c}" if name else c for c, _ in m.named_children()] for name, m in model.named_modules()}
+        self.children = {
+            name: [f"{name}.{c}" if name else c for c, _ in m.named_children()] for name, m in model.named_modules()
+        }
         for name, module in model.named_modules():
             self._handles.append(module.register_forward_pre_hook(self._enter))
             self._handles.append(module.register_forward_hook(self._leave(name)))

@@ -125,7 +125,9 @@ def profile_engine(engine: str, job: EngineJob) -> EngineProfile:
         if engine not in PROFILERS:
             profile.notes.append(f"{engine} gives no per-unit profile here: end-to-end time only")
             return profile
-        profile.units = _ort_units(job, case, profile) if engine == "onnxruntime" else _session_units(job, case, profile)
+        profile.units = (
+            _ort_units(job, case, profile) if engine == "onnxruntime" else _session_units(job, case, profile)
+        )
         profile.profiled = True
         profile.unit_kind = "module" if engine == "torch" else "kernel"
     except Exception as exc:

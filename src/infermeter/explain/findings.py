@@ -4,6 +4,7 @@ a dominating block, and the engines' own warnings."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from infermeter.explain.records import Block, EngineProfile, Finding, Unit
@@ -25,13 +26,18 @@ def _unit_findings(profile: EngineProfile, block_of: dict[str, str]) -> list[Fin
         if unit.provider and unit.provider != main:
             text = f"{where} fell back from {main} to {unit.provider}: {unit.time_us:.0f} µs there"
             found.append(Finding(block, profile.engine, "provider_fallback", text, unit.time_us))
-        if unit.executed and any(m in unit.kernel.lower().split() or f"{m}_" in unit.kernel.lower() for m in ("ref",)):
+        if unit.executed and is_reference(unit.kernel):
             text = f"{where} ran a reference (unoptimized) kernel, {unit.kernel}: {unit.time_us:.0f} µs"
             found.append(Finding(block, profile.engine, "reference_kernel", text, unit.time_us))
         if reduced and unit.kind == "compute" and unit.precision == "fp32" and _is_arithmetic(unit):
             text = f"{where} runs in fp32 inside a {profile.precision} graph (an FP32 island): {unit.time_us:.0f} µs"
             found.append(Finding(block, profile.engine, "fp32_island", text, unit.time_us))
     return found
+
+
+def is_reference(kernel: str) -> bool:
+    """True for a kernel text naming a reference implementation (OpenVINO's `ref`, `ref_any_f32`...)."""
+    return "ref" in re.split(r"[\s_(),;]+", kernel.lower()) or "reference" in kernel.lower()
 
 
 def _is_arithmetic(unit: Unit) -> bool:
@@ -68,13 +74,22 @@ def _engine_findings(profile: EngineProfile, blocks: list[Block], data_movement_
         text = f"{profile.engine} added {len(moves)} layout conversions/reorders: {data_movement_us:.0f} µs{share}"
         found.append(Finding("", profile.engine, "layout_conversions", text, data_movement_us))
     for block in blocks:
-        share = block.share.get(profile.engine, 0.0)
-        if share >= DOMINANT_SHARE:
-            text = f"block {block.label} takes {share:.0%} of {profile.engine}'s end-to-end time"
+        fraction = block.share.get(profile.engine, 0.0)
+        if fraction >= DOMINANT_SHARE:
+            text = f"block {block.label} takes {fraction:.0%} of {profile.engine}'s end-to-end time"
             found.append(Finding(block.label, profile.engine, "block_dominates", text, block.time_us[profile.engine]))
+    return found + warning_findings(profile, blocks)
+
+
+def warning_findings(profile: EngineProfile, blocks: list[Block]) -> list[Finding]:
+    """Each distinct warning the engine gave, quoted once with its count, with the blocks whose nodes it names."""
+    found = []
     for line, count in Counter(profile.warnings).items():
         times = f" ({count} times)" if count > 1 else ""
-        found.append(Finding("", profile.engine, "engine_warning", f'{profile.engine} said{times}: "{line}"', 0.0))
+        named = [b.label for b in blocks if any(re.search(rf"\b{re.escape(n)}\b", line) for n in b.nodes)]
+        where = f"; it concerns block(s) {', '.join(named[:5])}" if named else ""
+        text = f'{profile.engine} said{times}: "{line}"{where}'
+        found.append(Finding(named[0] if named else "", profile.engine, "engine_warning", text, 0.0))
     return found
 
 
@@ -87,5 +102,5 @@ def findings(profiles: list[EngineProfile], blocks: list[Block], data_movement: 
             found += _unit_findings(profile, block_of)
             found += _engine_findings(profile, blocks, data_movement.get(profile.engine, 0.0))
         else:
-            found += [Finding("", profile.engine, "engine_warning", f'{profile.engine} said: "{w}"') for w in profile.warnings]
+            found += warning_findings(profile, blocks)
     return sorted(found, key=lambda f: -f.time_us)

@@ -60,13 +60,19 @@ def _named_model(request: ExplainRequest, folder: Path, notes: list[str]) -> tup
     named, renamed = named_copy(Path(path), folder)
     if renamed:
         if spec.kind != "onnx":
-            raise UsageError(f"{request.model}: {renamed} nodes of its ONNX form have no name, and only an .onnx file can be renamed")
-        notes.append(f"{renamed} unnamed nodes were named <OpType>_<index> (graph order) before the engines loaded the model")
+            raise UsageError(
+                f"{request.model}: {renamed} nodes of its ONNX form have no name, and only an .onnx file can be renamed"
+            )
+        notes.append(
+            f"{renamed} unnamed nodes were named <OpType>_<index> (graph order) before the engines loaded the model"
+        )
         spec = resolve_model(str(named))
     return spec, original_graph(onnx.load(str(named), load_external_data=False))
 
 
-def _flops(spec: ModelSpec, request: ExplainRequest, original: OriginalGraph, notes: list[str]) -> dict[str, int] | None:
+def _flops(
+    spec: ModelSpec, request: ExplainRequest, original: OriginalGraph, notes: list[str]
+) -> dict[str, int] | None:
     if not request.flops:
         return None
     try:
@@ -96,12 +102,26 @@ def summarize(profile: EngineProfile, original: OriginalGraph, covered: set[str]
     rest = profile.p50_us - attributed if profile.p50_us is not None and attributed is not None else None
     notes = list(profile.notes)
     if rest is not None and rest <= -0.5:  # below the profilers' 1 µs resolution it is noise
-        notes.append(f"unattributed is negative ({rest:.0f} µs): the units sum to more than the timed P50 "
-                     "(the profiler's own overhead, or units that overlap)")  # fmt: skip
+        notes.append(
+            f"unattributed is negative ({rest:.0f} µs): the units sum to more than the timed P50 "
+            "(the profiler's own overhead, or units that overlap)"
+        )
     coverage = len(covered) / len(original.names) if profile.profiled and original.names else None
     left = [n for n in original.names if n not in covered] if profile.profiled else []
-    return EngineSummary(profile.engine, profile.p50_us, attributed, moving, rest, profile.profiled,
-                         profile.precision, coverage, left, notes, list(profile.warnings), profile.error)  # fmt: skip
+    return EngineSummary(
+        profile.engine,
+        profile.p50_us,
+        attributed,
+        moving,
+        rest,
+        profile.profiled,
+        profile.precision,
+        coverage,
+        left,
+        notes,
+        list(profile.warnings),
+        profile.error,
+    )
 
 
 def explain_model(request: ExplainRequest) -> ExplainRecord:
@@ -113,8 +133,15 @@ def explain_model(request: ExplainRequest) -> ExplainRecord:
     with tempfile.TemporaryDirectory(prefix="infermeter-explain-") as folder:
         spec, original = _named_model(request, Path(folder), notes)
         feeds = generate_feeds(spec.inputs, resolve_shapes(spec.inputs, request.batch, request.inputs), 1)[0]
-        case = Case(model=spec.ref, backend="", precision=request.precision, batch=request.batch,
-                    threads=request.threads, input_shapes=request.inputs, options=request.options)  # fmt: skip
+        case = Case(
+            model=spec.ref,
+            backend="",
+            precision=request.precision,
+            batch=request.batch,
+            threads=request.threads,
+            input_shapes=request.inputs,
+            options=request.options,
+        )
         job = EngineJob(spec, feeds, original, case, request.iterations)
         profiles = [profile_engine(engine, job) for engine in request.engines]
         flops = _flops(spec, request, original, notes)
@@ -125,5 +152,16 @@ def explain_model(request: ExplainRequest) -> ExplainRecord:
     blocks = make_blocks(alignment, profiles, original, flops, peak)
     summaries = [summarize(p, original, alignment.covered.get(p.engine, set())) for p in profiles]
     moving = {s.engine: s.data_movement_us or 0.0 for s in summaries}
-    return ExplainRecord(request.model, request.batch, request.threads, request.precision, request.iterations,
-                         summaries, blocks, findings(profiles, blocks, moving), len(original.names), notes, peak)  # fmt: skip
+    return ExplainRecord(
+        request.model,
+        request.batch,
+        request.threads,
+        request.precision,
+        request.iterations,
+        summaries,
+        blocks,
+        findings(profiles, blocks, moving),
+        len(original.names),
+        notes,
+        peak,
+    )
