@@ -21,7 +21,9 @@ from infermeter.cli.options import BACKEND, INPUT, OPTION, RESHAPE, THREADS
 @OPTION
 @click.option("--profile-iterations", type=int, default=30, show_default=True,
               help="Iterations of each engine's timed run and of its profiled run (median per unit).")  # fmt: skip
-@click.option("--top", type=int, default=10, show_default=True, help="How many blocks to list (the rest summed).")
+@click.option(
+    "--top-blocks", type=int, default=10, show_default=True, help="How many blocks to list (the rest summed)."
+)
 @click.option("--no-flops", is_flag=True, help="Skip FLOPs and GFLOP/s per block.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the record as JSON (explain.json).")
 def explain_cmd(
@@ -34,7 +36,7 @@ def explain_cmd(
     reshape: tuple[str, ...],
     option: tuple[str, ...],
     profile_iterations: int,
-    top: int,
+    top_blocks: int,
     no_flops: bool,
     output: Path | None,
 ) -> None:
@@ -62,7 +64,7 @@ def explain_cmd(
         flops=not no_flops,
     )
     record = explain_model(request)
-    print_record(record, stdout, max(top, 1))
+    print_record(record, stdout, max(top_blocks, 1))
     if output is not None:
         write_record(record, output)
         stderr.print(f"record: {output}")

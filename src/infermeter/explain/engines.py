@@ -5,6 +5,7 @@ profiler keep their P50 row; an engine that fails keeps its error, in one line."
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,8 +19,6 @@ from infermeter.explain.original import OriginalGraph
 from infermeter.explain.records import EngineProfile, Unit
 from infermeter.models.spec import ModelSpec
 
-# The engines with a per-unit profiler here, by backend name.
-PROFILERS = ("onnxruntime", "openvino", "torch")
 WARMUP_RUNS = 3
 
 
@@ -91,22 +90,43 @@ def _ort_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Unit]
     return profile_ort(factory, feeds, job.iterations, job.original)
 
 
-def _session_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Unit]:
-    """OpenVINO's or torch eager's units, from the backend's own session loaded with profiling on."""
+def _session_units(job: EngineJob, case: Case) -> tuple[Any, Any]:
+    """The backend's own session loaded with its profiling options on, and the job's feeds prepared for it."""
     options = get_backend(case.backend).profiling_options or ()
     profiled = replace(case, options=tuple(sorted((dict(case.options) | dict(options)).items())))
     session = _open(job, profiled, EngineProfile(case.backend))  # its warnings were read from the timed load
+    return session, session.prepare(job.feeds)
+
+
+def _ov_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Unit]:
+    """OpenVINO's primitives, from the backend's session compiled with PERF_COUNT on."""
+    from infermeter.explain.engine_ov import ov_units
+
+    session, prepared = _session_units(job, case)
     try:
-        prepared = session.prepare(job.feeds)
-        if case.backend == "openvino":
-            from infermeter.explain.engine_ov import ov_units
+        return ov_units(session, prepared, job.iterations, job.original)
+    finally:
+        session.close()
 
-            return ov_units(session, prepared, job.iterations, job.original)
-        from infermeter.explain.engine_torch import torch_units
 
+def _torch_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Unit]:
+    """torch eager's module scopes, from the backend's session (its module, hooked for the profiled runs)."""
+    from infermeter.explain.engine_torch import torch_units
+
+    session, prepared = _session_units(job, case)
+    try:
         return torch_units(session._module, lambda: session.run(prepared), job.iterations, job.original)
     finally:
         session.close()
+
+
+# Per `Backend.unit_profiler` key: how its units are read, and whether a unit is a kernel the engine ran (fusions
+# show) or a framework scope.
+PROFILERS: dict[str, tuple[Callable[[EngineJob, Case, EngineProfile], list[Unit]], str]] = {
+    "ort-kernels": (_ort_units, "kernel"),
+    "ov-primitives": (_ov_units, "kernel"),
+    "torch-modules": (_torch_units, "module"),
+}
 
 
 def profile_engine(engine: str, job: EngineJob) -> EngineProfile:
@@ -122,14 +142,12 @@ def profile_engine(engine: str, job: EngineJob) -> EngineProfile:
             profile.error = reason
             return profile
         _timed(job, case, profile)
-        if engine not in PROFILERS:
+        if backend.unit_profiler not in PROFILERS:
             profile.notes.append(f"{engine} gives no per-unit profile here: end-to-end time only")
             return profile
-        profile.units = (
-            _ort_units(job, case, profile) if engine == "onnxruntime" else _session_units(job, case, profile)
-        )
+        read, profile.unit_kind = PROFILERS[backend.unit_profiler]
+        profile.units = read(job, case, profile)
         profile.profiled = True
-        profile.unit_kind = "module" if engine == "torch" else "kernel"
     except Exception as exc:
         profile.error = describe_exception(exc)
     return profile

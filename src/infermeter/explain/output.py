@@ -20,9 +20,13 @@ def write_record(record: ExplainRecord, path: Path) -> None:
 
 def profilers_here() -> list[str]:
     """The engines with a per-unit profiler that can run here."""
-    from infermeter.backends.registry import get_backend
+    from infermeter.backends.registry import backend_names, get_backend
 
-    return [name for name in PROFILERS if get_backend(name).available() is None]
+    return [
+        name
+        for name in backend_names()
+        if get_backend(name).unit_profiler in PROFILERS and get_backend(name).available() is None
+    ]
 
 
 def check_profiled(record: ExplainRecord) -> None:
