@@ -210,9 +210,8 @@ def main() -> None:
         print(f"{row['model']} {row['pair']} t{row['threads']} {row['engine']}: attributed/P50 {ratio}, "
               f"coverage {coverage}{' ' + row['error'] if row['error'] else ''}")  # fmt: skip
     for row in report.planted:
-        print(
-            f"planted {row['engine']}: first {row['ranks_first']}, share {row['share']}, saving {row['ablation_saving']}"
-        )
+        share, saving = row["share"], row["ablation_saving"]
+        print(f"planted {row['engine']}: ranks first {row['ranks_first']}, share {share}, ablation saving {saving}")
     print(f"wall: {report.wall}")
     print(f"gap: {report.gap['torch_p50_us']} vs {report.gap['torchscript_p50_us']} µs ({report.gap['torchscript']})")
     print(f"figures: {args.output}" + (" (smoke run: the figures mean nothing)" if args.smoke else ""))
