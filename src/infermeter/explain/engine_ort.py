@@ -63,21 +63,35 @@ def _out_tensor(opt: OptimizedGraph, original: OriginalGraph, tensor: str, depth
     return None
 
 
+def original_outputs(opt: OptimizedGraph, original: OriginalGraph, node: str) -> list[str]:
+    """The original tensors an optimized node makes: its outputs that kept their names (followed through
+    data-movement nodes), and the tensor its name comes from (the NCHWc transformer names a node
+    `<original output tensor>_nchwc`)."""
+    found = [t for t in (_out_tensor(opt, original, o) for o in opt.outputs.get(node, [])) if t]
+    for suffix in NAME_SUFFIXES:
+        stem = node.split(suffix)[0] if suffix in node else None
+        if stem is not None and stem in original.producer and stem not in found:
+            found.append(stem)
+    return found
+
+
 def _in_tensor(opt: OptimizedGraph, original: OriginalGraph, tensor: str, depth: int = 4) -> str | None:
-    """The original tensor an optimized node's input comes from, followed back through data movement."""
+    """The original tensor an optimized node's input stands for: itself, else (followed back through data
+    movement) what the node making it makes in the original graph."""
     if tensor in original.producer or tensor in original.constants or tensor not in opt.producer:
         return tensor
     maker = opt.producer[tensor]
     if depth and is_data_movement(opt.op_types[maker]) and opt.inputs[maker]:
         return _in_tensor(opt, original, opt.inputs[maker][0], depth - 1)
-    return None
+    made = original_outputs(opt, original, maker)
+    return made[0] if made else None
 
 
 def boundary_nodes(opt: OptimizedGraph, original: OriginalGraph, node: str) -> tuple[str, ...]:
     """The original nodes between an optimized node's input and output tensors: walk back from the makers of its
     outputs (as original tensors) and stop at its inputs, at constants and at graph inputs."""
     stops = {t for t in (_in_tensor(opt, original, i) for i in opt.inputs.get(node, [])) if t}
-    todo = [t for t in (_out_tensor(opt, original, o) for o in opt.outputs.get(node, [])) if t]
+    todo = original_outputs(opt, original, node)
     found: list[str] = []
     while todo:
         tensor = todo.pop()

@@ -102,11 +102,34 @@ def torch_units(module: Any, run: Callable[[], object], iterations: int, origina
     finally:
         clock.remove()
     types = {name: type(m).__name__ for name, m in module.named_modules()}
-    units = []
+    return merged_units(per_run, grouped, types, clock.children)
+
+
+def merged_units(
+    per_run: dict[str, list[float]],
+    grouped: dict[str, list[str]],
+    types: dict[str, str],
+    children: dict[str, list[str]],
+) -> list[Unit]:
+    """One unit per module with exported nodes, in the order the modules finished. A leaf module with no node of
+    its own (the exporter folded it into the next one, as a Conv into the BatchNormalization after it, or
+    dropped it, as an Identity) joins the next module that has nodes, so that its time lands on them; container
+    modules with no node keep their self time as a unit of no node (Python between their children)."""
+    units: list[Unit] = []
+    pending: list[tuple[str, list[float]]] = []
     for name, times in per_run.items():
         nodes = tuple(grouped.get(name, ()))
-        if not nodes and not clock.children.get(name):
-            continue  # a leaf module with no exported node (an identity the exporter dropped)
-        kernel = f"{types[name]} (eager)"
-        units.append(Unit(name or "(model)", nodes, float(np.median(times)), kernel, types[name], "", "compute"))
+        if not nodes and not children.get(name):
+            pending.append((name, times))
+            continue
+        if nodes and pending:
+            folded = [n for n, _ in pending]
+            times = [sum(t) for t in zip(times, *(t for _, t in pending), strict=False)]
+            kernel = "+".join(types[n] for n in [*folded, name]) + " (eager)"
+            name, pending = "+".join([*folded, name]), []
+        else:
+            kernel = f"{types[name]} (eager)"
+        label = name or "(model)"
+        units.append(Unit(label, nodes, float(np.median(times)), kernel, types.get(name, kernel), "", "compute"))
+    units += [Unit(n, (), float(np.median(t)), f"{types[n]} (eager)", types[n]) for n, t in pending]
     return units
