@@ -11,7 +11,7 @@ from onnx import helper
 from explain.builders import conv_bn_relu_model
 from infermeter.explain.align import align, fill_gaps
 from infermeter.explain.engine_ort import OptimizedGraph, map_node
-from infermeter.explain.engine_torch import module_of, scope_candidates
+from infermeter.explain.engine_torch import merged_units, module_of, scope_candidates
 from infermeter.explain.original import name_nodes, original_graph
 from infermeter.explain.records import Unit
 
@@ -78,3 +78,34 @@ def test_unnamed_nodes_are_named_by_op_type_and_position(tmp_path: Path) -> None
         "Flatten_4",
     ]
     assert name_nodes(model) == 0
+
+
+def test_chained_nchwc_nodes_stop_at_each_others_tensors(tmp_path: Path) -> None:
+    original = original_graph(onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=2))))
+    # Two NCHWc convolutions back to back, the tensor between them never leaving the NCHWc layout: each is
+    # named after the original tensor it makes (`r0_nchwc` makes r0).
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "cb0"], ["t0"], name="r0_nchwc", domain="com.microsoft.nchwc"),
+        helper.make_node("Conv", ["t0", "w1", "cb1"], ["t1"], name="r1_nchwc", domain="com.microsoft.nchwc"),
+        helper.make_node("ReorderOutput", ["t1"], ["r1"], name="ReorderOutput"),
+    ]
+    path = tmp_path / "opt.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "o", [], [])), str(path))
+    opt = OptimizedGraph(path)
+    assert set(map_node(opt, original, "r0_nchwc")) == {"conv0", "bn0", "relu0"}
+    assert set(map_node(opt, original, "r1_nchwc")) == {"conv1", "bn1", "relu1"}
+
+
+def test_a_module_the_exporter_folded_joins_the_next_modules_unit() -> None:
+    # The exporter folded conv into the BatchNormalization after it: its Conv node sits in `bn`'s scope.
+    per_run = {"conv": [10.0, 12.0], "bn": [1.0, 1.0], "relu": [2.0, 2.0], "": [3.0, 3.0]}
+    grouped = {"bn": ["node_Conv_1"], "relu": ["node_relu"]}
+    types = {"conv": "Conv2d", "bn": "BatchNorm2d", "relu": "ReLU", "": "Net"}
+    children = {"": ["conv", "bn", "relu"], "conv": [], "bn": [], "relu": []}
+    units = merged_units(per_run, grouped, types, children)
+    assert [(u.name, u.nodes, u.time_us) for u in units] == [
+        ("conv+bn", ("node_Conv_1",), 12.0),
+        ("relu", ("node_relu",), 2.0),
+        ("(model)", (), 3.0),
+    ]
+    assert units[0].kernel == "Conv2d+BatchNorm2d (eager)"
