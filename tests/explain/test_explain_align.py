@@ -5,15 +5,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import helper
 
 from explain.builders import conv_bn_relu_model
 from infermeter.explain.align import align, fill_gaps
-from infermeter.explain.engine_ort import OptimizedGraph, map_node
+from infermeter.explain.engine_ort import OptimizedGraph, ort_units
+from infermeter.explain.engine_ov import recover_unnamed
 from infermeter.explain.engine_torch import merged_units, module_of, scope_candidates
-from infermeter.explain.original import name_nodes, original_graph
+from infermeter.explain.original import OriginalGraph, name_nodes, original_graph
 from infermeter.explain.records import Unit
+
+
+def _ort_mapping(opt: OptimizedGraph, original: OriginalGraph) -> dict[str, tuple[str, ...]]:
+    """What ort_units maps each node of `opt` to, from a profile where every node ran once."""
+    events = [
+        {"cat": "Node", "name": f"{name}_kernel_time", "dur": 5, "args": {"op_name": op, "provider": "CPU"}}
+        for name, op in opt.op_types.items()
+    ]
+    return {unit.name: unit.nodes for unit in ort_units(events, 1, opt, original)}
 
 
 def _unit(name: str, *nodes: str, time_us: float = 1.0) -> Unit:
@@ -61,10 +72,10 @@ def test_a_fused_node_maps_back_through_its_boundary_tensors(tmp_path: Path) -> 
     ]
     path = tmp_path / "opt.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "o", [], [])), str(path))
-    opt = OptimizedGraph(path)
-    assert set(map_node(opt, original, "r0_nchwc")) == {"conv0", "bn0", "relu0"}
-    assert map_node(opt, original, "pool") == ("pool",)
-    assert map_node(opt, original, "ReorderOutput") == ()
+    mapping = _ort_mapping(OptimizedGraph(path), original)
+    assert set(mapping["r0_nchwc"]) == {"conv0", "bn0", "relu0"}
+    assert mapping["pool"] == ("pool",)
+    assert mapping["ReorderOutput"] == () and mapping["ReorderInput"] == ()
 
 
 def test_unnamed_nodes_are_named_by_op_type_and_position(tmp_path: Path) -> None:
@@ -91,9 +102,9 @@ def test_chained_nchwc_nodes_stop_at_each_others_tensors(tmp_path: Path) -> None
     ]
     path = tmp_path / "opt.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "o", [], [])), str(path))
-    opt = OptimizedGraph(path)
-    assert set(map_node(opt, original, "r0_nchwc")) == {"conv0", "bn0", "relu0"}
-    assert set(map_node(opt, original, "r1_nchwc")) == {"conv1", "bn1", "relu1"}
+    mapping = _ort_mapping(OptimizedGraph(path), original)
+    assert set(mapping["r0_nchwc"]) == {"conv0", "bn0", "relu0"}
+    assert set(mapping["r1_nchwc"]) == {"conv1", "bn1", "relu1"}
 
 
 def test_a_module_the_exporter_folded_joins_the_next_modules_unit() -> None:
@@ -109,3 +120,22 @@ def test_a_module_the_exporter_folded_joins_the_next_modules_unit() -> None:
         ("(model)", (), 3.0),
     ]
     assert units[0].kernel == "Conv2d+BatchNorm2d (eager)"
+
+
+def test_shape_computations_are_told_apart(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Concat", ["s", "k"], ["dims"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "dims"], ["y"], name="reshape"),
+    ]
+    graph = helper.make_graph(nodes, "g", [], [], [onnx.numpy_helper.from_array(np.array([1], np.int64), "k")])
+    assert original_graph(helper.make_model(graph)).shape_nodes() == {"shape", "concat"}
+
+
+def test_a_unit_with_made_up_names_gets_the_nodes_before_its_named_readers(tmp_path: Path) -> None:
+    original = original_graph(onnx.load(str(conv_bn_relu_model(tmp_path / "m.onnx", blocks=2))))
+    # OpenVINO's `MVN_35`-style name: nothing in it is an original node; its reader `conv1` is named.
+    units = [_unit("conv0", "conv0"), _unit("MVN_35"), _unit("conv1", "conv1", "bn1", "relu1")]
+    units[1].kind = units[0].kind = units[2].kind = "compute"
+    found = recover_unnamed(units, {"conv0": ["MVN_35"], "MVN_35": ["conv1"]}, original)
+    assert set(found[1].nodes) == {"bn0", "relu0"}

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.backends.onnxruntime_profile import KERNEL_SUFFIX, WARMUP_RUNS, op_precision
-from infermeter.explain.original import OriginalGraph, is_data_movement
+from infermeter.explain.original import OriginalGraph, is_data_movement, walk_back
 from infermeter.explain.records import Unit
 
 # Suffixes ONNX Runtime's optimizers add to the name of a node they rewrite (NCHWc, fusions, quantized forms).
@@ -46,6 +46,10 @@ class OptimizedGraph:
         self.inputs = {n.name: [t for t in n.input if t] for n in model.graph.node}
         self.outputs = {n.name: [t for t in n.output if t] for n in model.graph.node}
         self.op_types = {n.name: n.op_type for n in model.graph.node}
+        # A fused convolution's post-ops: its `activation` attribute, and a fourth input when it adds a residual.
+        self.activation = {
+            n.name: next((a.s.decode() for a in n.attribute if a.name == "activation"), "") for n in model.graph.node
+        }
         self.producer = {t: n for n, ts in self.outputs.items() for t in ts}
         self.consumers: dict[str, list[str]] = {}
         for node, tensors in self.inputs.items():
@@ -53,25 +57,66 @@ class OptimizedGraph:
                 self.consumers.setdefault(tensor, []).append(node)
 
 
+# Operators ONNX Runtime inserts to change a layout (a node of this type with a name of its own is layout work).
+LAYOUT_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+
+
+def moves_data(op_type: str, node: str, original: OriginalGraph) -> bool:
+    """True for a node of the optimized graph that only moves data: a reorder or copy, or a layout operator
+    ONNX Runtime added (named after no original node)."""
+    added = node not in original.op_types and _stem(node, original) is None
+    return is_data_movement(op_type) or (op_type in LAYOUT_OPS and added)
+
+
+def _stem(name: str, original: OriginalGraph) -> str | None:
+    """The original node a rewritten node is named after: ONNX Runtime names a fusion `<original>/<Fusion>`
+    (`node_MatMul_37/MatMulAddFusion`)."""
+    while "/" in name:
+        name = name.rsplit("/", 1)[0]
+        if name in original.op_types:
+            return name
+    return None
+
+
 def _out_tensor(opt: OptimizedGraph, original: OriginalGraph, tensor: str, depth: int = 4) -> str | None:
     """The original tensor an optimized node's output becomes, followed through data-movement nodes."""
     if tensor in original.producer:
         return tensor
     readers = opt.consumers.get(tensor, [])
-    if depth and len(readers) == 1 and is_data_movement(opt.op_types[readers[0]]):
+    if depth and len(readers) == 1 and moves_data(opt.op_types[readers[0]], readers[0], original):
         return next((t for t in (_out_tensor(opt, original, o, depth - 1) for o in opt.outputs[readers[0]]) if t), None)
     return None
+
+
+def fused_chain(opt: OptimizedGraph, original: OriginalGraph, node: str, tensor: str) -> list[str]:
+    """The original nodes a fused convolution runs past the Conv that makes `tensor`: the Add of its residual
+    input (when it has a fourth input) and its activation (its `activation` attribute), each taken only when the
+    tensor so far flows into it alone."""
+    if original.op_types.get(original.producer.get(tensor, "")) != "Conv" or opt.op_types.get(node) != "Conv":
+        return []
+    wanted = (["Add"] if len(opt.inputs.get(node, [])) > 3 else []) + [opt.activation.get(node) or ""]
+    passed: list[str] = []
+    for op_type in (w for w in wanted if w):
+        readers = original.consumers.get(tensor, [])
+        if len(readers) != 1 or original.op_types[readers[0]] != op_type:
+            break
+        passed.append(readers[0])
+        tensor = original.outputs[readers[0]][0]
+    return passed
 
 
 def original_outputs(opt: OptimizedGraph, original: OriginalGraph, node: str) -> list[str]:
     """The original tensors an optimized node makes: its outputs that kept their names (followed through
     data-movement nodes), and the tensor its name comes from (the NCHWc transformer names a node
-    `<original output tensor>_nchwc`)."""
+    `<original output tensor>_nchwc`; for a fused convolution, that of its Conv, followed to the chain's end)."""
     found = [t for t in (_out_tensor(opt, original, o) for o in opt.outputs.get(node, [])) if t]
     for suffix in NAME_SUFFIXES:
         stem = node.split(suffix)[0] if suffix in node else None
-        if stem is not None and stem in original.producer and stem not in found:
-            found.append(stem)
+        if stem is not None and stem in original.producer:
+            chain = fused_chain(opt, original, node, stem)
+            end = original.outputs[chain[-1]][0] if chain else stem
+            if end not in found:
+                found.append(end)
     return found
 
 
@@ -81,40 +126,21 @@ def _in_tensor(opt: OptimizedGraph, original: OriginalGraph, tensor: str, depth:
     if tensor in original.producer or tensor in original.constants or tensor not in opt.producer:
         return tensor
     maker = opt.producer[tensor]
-    if depth and is_data_movement(opt.op_types[maker]) and opt.inputs[maker]:
+    if depth and moves_data(opt.op_types[maker], maker, original) and opt.inputs[maker]:
         return _in_tensor(opt, original, opt.inputs[maker][0], depth - 1)
     made = original_outputs(opt, original, maker)
     return made[0] if made else None
 
 
-def boundary_nodes(opt: OptimizedGraph, original: OriginalGraph, node: str) -> tuple[str, ...]:
-    """The original nodes between an optimized node's input and output tensors: walk back from the makers of its
-    outputs (as original tensors) and stop at its inputs, at constants and at graph inputs."""
-    stops = {t for t in (_in_tensor(opt, original, i) for i in opt.inputs.get(node, [])) if t}
-    todo = original_outputs(opt, original, node)
-    found: list[str] = []
-    while todo:
-        tensor = todo.pop()
-        maker = original.producer.get(tensor)
-        if tensor in stops or maker is None or maker in found:
-            continue
-        found.append(maker)
-        todo.extend(t for t in original.inputs[maker] if t not in original.constants)
-        if len(found) > 64:  # a boundary that does not close: no mapping rather than half the graph
-            return ()
-    return tuple(found)
-
-
-def map_node(opt: OptimizedGraph | None, original: OriginalGraph, name: str) -> tuple[str, ...]:
-    """The original nodes an optimized node stands for: its own name where it survives, else the original
-    nodes inside its boundary in the optimized graph, else the name before an optimizer's suffix (a node or the
-    tensor it makes); () when none finds any. Data-movement nodes ONNX Runtime added map to nothing."""
-    if name in original.op_types:
-        return (name,)
-    if opt is not None and name in opt.inputs and not is_data_movement(opt.op_types[name]):
-        found = boundary_nodes(opt, original, name)
-        if found:
-            return found
+def anchors(opt: OptimizedGraph | None, original: OriginalGraph, name: str) -> tuple[str, ...]:
+    """The original nodes an optimized node names: its own name where it survives (with the post-ops of a fused
+    convolution), else the node it is named after (`<node>/<Fusion>`), else the node making the tensor its name
+    carries (`<tensor>_nchwc`)."""
+    if name in original.op_types:  # a fused convolution keeps its Conv's name
+        return (name, *(fused_chain(opt, original, name, original.outputs[name][0]) if opt is not None else ()))
+    stem = _stem(name, original)
+    if stem is not None:
+        return (stem,)
     for suffix in NAME_SUFFIXES:
         node = original.node_for(name.split(suffix)[0]) if suffix in name else None
         if node is not None:
@@ -122,16 +148,31 @@ def map_node(opt: OptimizedGraph | None, original: OriginalGraph, name: str) -> 
     return ()
 
 
+def boundary_nodes(opt: OptimizedGraph, original: OriginalGraph, node: str, claimed: set[str]) -> tuple[str, ...]:
+    """The original nodes between an optimized node's input and output tensors: walk back from what it makes (as
+    original tensors) to what it reads, stopping at nodes other units name."""
+    stops = {t for t in (_in_tensor(opt, original, i) for i in opt.inputs.get(node, [])) if t}
+    return walk_back(original, original_outputs(opt, original, node), stops, claimed)
+
+
 def ort_units(
     events: list[dict[str, Any]], iterations: int, opt: OptimizedGraph | None, original: OriginalGraph
 ) -> list[Unit]:
-    """The units of one profile: every kernel that ran, mapped to original nodes."""
+    """The units of one profile: every kernel that ran, mapped to original nodes: first the nodes each names
+    (`anchors`), then, for a kernel whose name is not an original node's, the nodes inside its boundary that no
+    other kernel names. Layout nodes ONNX Runtime added (reorders, its own transposes) map to nothing."""
+    times = kernel_times(events, iterations)
+    moving = {n for n, (op, _, _) in times.items() if moves_data(op, n, original)}
+    named = {n: anchors(opt, original, n) for n in times if n not in moving}
     units = []
-    for name, (op_type, provider, time_us) in kernel_times(events, iterations).items():
-        kind = "data_movement" if is_data_movement(op_type) else "compute"
+    for name, (op_type, provider, time_us) in times.items():
+        nodes = named.get(name, ())
+        if opt is not None and name in named and name not in original.op_types and name in opt.inputs:
+            claimed = {c for other, found in named.items() if other != name for c in found}
+            nodes = tuple(dict.fromkeys((*nodes, *boundary_nodes(opt, original, name, claimed))))
+        kind = "data_movement" if name in moving else "compute"
         precision = op_precision(op_type)
         kernel = f"{op_type} ({provider.removesuffix('ExecutionProvider')}, {precision})"
-        nodes = map_node(opt, original, name)
         units.append(Unit(name, nodes, time_us, kernel, op_type, precision, kind, provider=provider))
     return units
 

@@ -4,11 +4,13 @@ runtime model (`get_runtime_model()`) the `originalLayersNames` each primitive f
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from infermeter.backends.openvino_profile import WARMUP_RUNS, precision_word
-from infermeter.explain.original import OriginalGraph, is_data_movement
+from infermeter.explain.original import OriginalGraph, is_data_movement, walk_back
 from infermeter.explain.records import Unit
 
 # Layers that are the model's ends or its constants, not work.
@@ -17,15 +19,46 @@ BOOKKEEPING = ("Parameter", "Result", "Input", "Output", "Const", "Constant")
 REFERENCE_MARKS = ("ref", "reference")
 
 
-def runtime_layers(compiled: Any) -> dict[str, tuple[list[str], str]]:
-    """Per runtime-model layer (friendly name): the original layer names it holds and its runtime precision."""
-    layers = {}
+def runtime_layers(compiled: Any) -> tuple[dict[str, tuple[list[str], str]], dict[str, list[str]]]:
+    """Per runtime-model layer (friendly name): the original layer names it holds and its runtime precision; and
+    which layers read each layer's outputs."""
+    layers, readers = {}, defaultdict(list)
     for op in compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
         names = info["originalLayersNames"].astype(str) if "originalLayersNames" in info else ""
         precision = info["runtimePrecision"].astype(str) if "runtimePrecision" in info else ""
         layers[op.get_friendly_name()] = ([n for n in names.split(",") if n], precision)
-    return layers
+        for value in op.inputs():
+            readers[value.get_source_output().get_node().get_friendly_name()].append(op.get_friendly_name())
+    return layers, dict(readers)
+
+
+def recover_unnamed(units: list[Unit], readers: dict[str, list[str]], original: OriginalGraph) -> list[Unit]:
+    """Units whose original layer names are all made up (OpenVINO's `MVN_35` for a decomposed LayerNormalization)
+    get the original nodes that feed the nearest named units reading them and that no other unit names: the
+    nodes between this unit's named neighbours."""
+    by_name = {u.name: u for u in units}
+    claimed = {n for u in units for n in u.nodes}
+    result = []
+    for unit in units:
+        if unit.nodes or not unit.executed or unit.kind != "compute":
+            result.append(unit)
+            continue
+        todo, tensors = list(readers.get(unit.name, [])), []
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen or len(seen) > 8:
+                continue
+            seen.add(name)
+            reader = by_name.get(name)
+            if reader is not None and reader.nodes:
+                tensors += [t for node in reader.nodes for t in original.inputs[node] if t not in original.constants]
+            else:
+                todo += readers.get(name, [])
+        found = walk_back(original, tensors, set(), claimed)
+        result.append(replace(unit, nodes=found) if found else unit)
+    return result
 
 
 def _nodes(names: list[str], original: OriginalGraph) -> tuple[str, ...]:
@@ -69,7 +102,7 @@ def ov_units(session: Any, prepared: Any, iterations: int, original: OriginalGra
     """The units of an `OpenVinoSession` compiled with PERF_COUNT on: one per primitive (its mean over the
     profiled iterations: the plugin keeps no per-run figure), optimized-out ones kept at zero time (their nodes are
     accounted for, they cost nothing)."""
-    layers = runtime_layers(session.compiled_model)
+    layers, readers = runtime_layers(session.compiled_model)
     units = []
     per_node = counters(session.infer_request, lambda: session.run(prepared), iterations)
     for name, (layer_type, exec_type, status, mean_us) in per_node.items():
@@ -82,4 +115,4 @@ def ov_units(session: Any, prepared: Any, iterations: int, original: OriginalGra
         text = f"{layer_type} {exec_type} ({word})" if executed else f"{layer_type} (optimized out)"
         time_us = mean_us if executed else 0.0
         units.append(Unit(name, _nodes(names or [name], original), time_us, text, layer_type, word, kind, executed))
-    return units
+    return recover_unnamed(units, readers, original)

@@ -40,11 +40,42 @@ class OriginalGraph:
             return name
         return self.producer.get(name)
 
+    def shape_nodes(self) -> set[str]:
+        """The nodes that compute only from shapes and constants (Shape, and what reads only Shape results and
+        constants): at static shapes an engine folds them at load, so they run in no unit."""
+        found: set[str] = set()
+        for node in self.names:  # graph order: a node's makers come first
+            made = [self.producer.get(t) for t in self.inputs[node] if t not in self.constants]
+            if self.op_types[node] == "Shape" or (made and all(m in found for m in made)):
+                found.add(node)
+        return found
+
     def neighbours(self, node: str) -> set[str]:
         """The nodes that read this node's outputs; for a node whose outputs no node reads (a graph output), the
         nodes that make its inputs."""
         found = {c for t in self.outputs[node] for c in self.consumers.get(t, [])}
         return found or {self.producer[t] for t in self.inputs[node] if t in self.producer}
+
+
+# Past this many nodes a boundary walk has not closed: it maps nothing rather than half the graph.
+WALK_LIMIT = 64
+
+
+def walk_back(original: OriginalGraph, tensors: list[str], stops: set[str], claimed: set[str]) -> tuple[str, ...]:
+    """The original nodes between `tensors` and their sources: walk back from the nodes making them, stopping at
+    `stops` (tensors), constants, graph inputs and `claimed` nodes (another unit's); () when it does not close
+    within WALK_LIMIT nodes."""
+    todo, found = list(tensors), []
+    while todo:
+        tensor = todo.pop()
+        maker = original.producer.get(tensor)
+        if tensor in stops or maker is None or maker in found or maker in claimed:
+            continue
+        found.append(maker)
+        todo.extend(t for t in original.inputs[maker] if t not in original.constants)
+        if len(found) > WALK_LIMIT:
+            return ()
+    return tuple(found)
 
 
 def original_graph(model: Any) -> OriginalGraph:

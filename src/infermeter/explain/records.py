@@ -45,7 +45,8 @@ class EngineProfile:
 class EngineSummary:
     """An engine's row of the record: end-to-end P50, the time its units account for, the part of that which
     moves data (reorders, layout conversions, memcpy), and the rest of the P50 (negative: units overlap or the
-    profiler's own runs were slower than the timed ones)."""
+    profiler's own runs were slower than the timed ones). `coverage` is the share of the original nodes the engine
+    accounts for: in its units, or folded at load (`folded_nodes`: shape computations no unit ran)."""
 
     engine: str
     p50_us: float | None
@@ -56,6 +57,7 @@ class EngineSummary:
     precision: str
     coverage: float | None
     uncovered_nodes: list[str]
+    folded_nodes: list[str]
     notes: list[str]
     warnings: list[str]
     error: str | None

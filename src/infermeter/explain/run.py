@@ -106,8 +106,10 @@ def summarize(profile: EngineProfile, original: OriginalGraph, covered: set[str]
             f"unattributed is negative ({rest:.0f} µs): the units sum to more than the timed P50 "
             "(the profiler's own overhead, or units that overlap)"
         )
-    coverage = len(covered) / len(original.names) if profile.profiled and original.names else None
-    left = [n for n in original.names if n not in covered] if profile.profiled else []
+    folded = sorted(original.shape_nodes() - covered, key=original.names.index) if profile.profiled else []
+    accounted = len(covered) + len(folded)
+    coverage = accounted / len(original.names) if profile.profiled and original.names else None
+    left = [n for n in original.names if n not in covered and n not in folded] if profile.profiled else []
     return EngineSummary(
         profile.engine,
         profile.p50_us,
@@ -118,6 +120,7 @@ def summarize(profile: EngineProfile, original: OriginalGraph, covered: set[str]
         profile.precision,
         coverage,
         left,
+        folded,
         notes,
         list(profile.warnings),
         profile.error,
