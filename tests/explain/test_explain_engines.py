@@ -89,6 +89,10 @@ def test_the_record_has_the_promised_keys(tmp_path: Path) -> None:
         assert {"nodes", "op_types", "time_us", "kernels", "share"} <= set(block)
         assert set(block["time_us"]) == {"onnxruntime", "openvino"}
     assert all({"block", "engine", "code", "text"} <= set(f) for f in data["findings"])
+    write_record(record, tmp_path / "explain.html")
+    page = (tmp_path / "explain.html").read_text()
+    assert 'id="chart-explain-blocks"' in page and 'id="explain-engines"' in page
+    assert all(block.label in page for block in record.blocks)
 
 
 def test_torch_eager_units_are_its_modules(tmp_path: Path) -> None:

@@ -25,7 +25,12 @@ from infermeter.cli.options import BACKEND, INPUT, OPTION, RESHAPE, THREADS
     "--top-blocks", type=int, default=10, show_default=True, help="How many blocks to list (the rest summed)."
 )
 @click.option("--no-flops", is_flag=True, help="Skip FLOPs and GFLOP/s per block.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the record as JSON (explain.json).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Write the record: explain.json (JSON), or explain.html (a report page with bars per block).",
+)
 def explain_cmd(
     model: str,
     backend: tuple[str, ...],

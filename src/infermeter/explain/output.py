@@ -13,8 +13,13 @@ from infermeter.files import write_text_atomically
 
 
 def write_record(record: ExplainRecord, path: Path) -> None:
-    """The record as JSON at `path` (folders made as needed)."""
+    """The record at `path` (folders made as needed): a page of the HTML report for `.html`, else JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in (".html", ".htm"):
+        from infermeter.report.explain_html import render_explain_html
+
+        write_text_atomically(path, render_explain_html(record))
+        return
     write_text_atomically(path, json.dumps(record.to_dict(), indent=2, ensure_ascii=False))
 
 
