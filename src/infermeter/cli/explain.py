@@ -68,7 +68,7 @@ def explain_cmd(
         iterations=profile_iterations,
         flops=not no_flops,
     )
-    record = explain_model(request)
+    record = explain_model(request, lambda line: stderr.print(f"[dim]{line}[/]"))
     print_record(record, stdout, max(top_blocks, 1))
     if output is not None:
         write_record(record, output)

@@ -96,9 +96,16 @@ def print_record(record: ExplainRecord, console: Console, top: int = 10) -> None
             console.print(f"[red]{escape(e.engine)}[/]: {escape(e.error)}", soft_wrap=True)
         for note in e.notes:
             console.print(f"[dim]{escape(e.engine)}: {escape(note)}[/]", soft_wrap=True)
+        if e.folded_nodes:
+            console.print(
+                f"[dim]{escape(e.engine)}: {len(e.folded_nodes)} shape computation node(s) folded at load, "
+                "in no unit[/]",
+                soft_wrap=True,
+            )
         if e.uncovered_nodes:
             listed = ", ".join(e.uncovered_nodes[:8]) + (" …" if len(e.uncovered_nodes) > 8 else "")
             console.print(f"[dim]{escape(e.engine)}: not aligned: {escape(listed)}[/]", soft_wrap=True)
+    _print_rates(record, console, top)
     if record.findings:
         console.print("[bold]findings[/] (by the time each explains)")
         for finding in record.findings:
@@ -106,3 +113,18 @@ def print_record(record: ExplainRecord, console: Console, top: int = 10) -> None
             console.print(f"  {escape(finding.code)}{where}: {escape(finding.text)}", soft_wrap=True)
     for note in record.notes:
         console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
+
+
+def _print_rates(record: ExplainRecord, console: Console, top: int) -> None:
+    """Achieved GFLOP/s of the top blocks that do arithmetic, per engine (and of the machine's cached peak)."""
+    rows = [b for b in record.blocks[:top] if b.gflops_per_s]
+    if not rows:
+        return
+    peak = f" (peak {record.peak_gflops:,.0f} GFLOP/s cached by `infermeter peak`)" if record.peak_gflops else ""
+    console.print(f"[bold]achieved GFLOP/s[/]{peak}")
+    for block in rows:
+        rates = ", ".join(
+            f"{e} {r:,.1f}" + (f" ({block.peak_fraction[e]:.0%} of peak)" if e in block.peak_fraction else "")
+            for e, r in block.gflops_per_s.items()
+        )
+        console.print(f"  {escape(block.label)}: {escape(rates)}", soft_wrap=True)

@@ -71,7 +71,10 @@ def _engine_findings(profile: EngineProfile, blocks: list[Block], data_movement_
     moves = [u for u in profile.units if u.kind == "data_movement" and u.executed]
     if moves and data_movement_us > 0:
         share = f" ({data_movement_us / profile.p50_us:.0%} of its P50)" if profile.p50_us else ""
-        text = f"{profile.engine} added {len(moves)} layout conversions/reorders: {data_movement_us:.0f} µs{share}"
+        text = (
+            f"{profile.engine} ran {len(moves)} data-movement units the model does not have (reorders, layout "
+            f"changes, conversions, copies): {data_movement_us:.0f} µs{share}"
+        )
         found.append(Finding("", profile.engine, "layout_conversions", text, data_movement_us))
     for block in blocks:
         fraction = block.share.get(profile.engine, 0.0)

@@ -4,6 +4,7 @@ the original nodes, the blocks and findings made into an `ExplainRecord`."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +128,9 @@ def summarize(profile: EngineProfile, original: OriginalGraph, covered: set[str]
     )
 
 
-def explain_model(request: ExplainRequest) -> ExplainRecord:
-    """Time and profile every engine on the model, align their units and make the record."""
+def explain_model(request: ExplainRequest, progress: Callable[[str], None] | None = None) -> ExplainRecord:
+    """Time and profile every engine on the model, align their units and make the record (`progress` hears
+    which engine is being timed and profiled)."""
     check_request(request)
     from infermeter.models.inputs import generate_feeds, resolve_shapes
 
@@ -146,7 +148,11 @@ def explain_model(request: ExplainRequest) -> ExplainRecord:
             options=request.options,
         )
         job = EngineJob(spec, feeds, original, case, request.iterations)
-        profiles = [profile_engine(engine, job) for engine in request.engines]
+        profiles = []
+        for engine in request.engines:
+            if progress is not None:
+                progress(f"{engine}: timing, then profiling ({request.iterations} runs each)")
+            profiles.append(profile_engine(engine, job))
         flops = _flops(spec, request, original, notes)
     for profile in profiles:
         profile.units = fill_gaps(profile.units, original)
