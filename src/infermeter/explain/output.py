@@ -16,7 +16,7 @@ def write_record(record: ExplainRecord, path: Path) -> None:
     """The record at `path` (folders made as needed): a page of the HTML report for `.html`, else JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() in (".html", ".htm"):
-        from infermeter.report.explain_html import render_explain_html
+        from infermeter.explain.html import render_explain_html
 
         write_text_atomically(path, render_explain_html(record))
         return

@@ -63,6 +63,23 @@ def _engine_rows(record: ExplainRecord) -> list[list[str]]:
     return rows
 
 
+def _blocks_table(record: ExplainRecord) -> str:
+    engines = record.profiled_engines()
+    rows = [
+        [
+            b.label,
+            "+".join(b.op_types),
+            *(f"{b.time_us.get(e, 0.0):,.1f}" for e in engines),
+            _us(b.difference_us),
+            f"{b.difference_share:.0%}",
+            " | ".join(f"{e}: {k}" for e, k in b.kernels.items() if k),
+        ]
+        for b in record.blocks
+    ]
+    columns = ["block", "ops", *(f"{e} µs" for e in engines), "diff µs", "diff share", "kernels"]
+    return _table(columns, rows, "explain-blocks")
+
+
 def render_explain_html(record: ExplainRecord) -> str:
     """The whole page as text (UTF-8 when written)."""
     from infermeter.extras import require_extra
@@ -95,7 +112,6 @@ def render_explain_html(record: ExplainRecord) -> str:
                 config={"displaylogo": False},
             )
         )
-    parts.append("</section><h2>Engines</h2>")
     columns = [
         "engine",
         "precision",
@@ -106,26 +122,8 @@ def render_explain_html(record: ExplainRecord) -> str:
         "nodes aligned",
         "notes",
     ]
-    parts.append(_table(columns, _engine_rows(record), "explain-engines"))
-    block_rows = [
-        [
-            b.label,
-            "+".join(b.op_types),
-            *(f"{b.time_us.get(e, 0.0):,.1f}" for e in record.profiled_engines()),
-            _us(b.difference_us),
-            f"{b.difference_share:.0%}",
-            " | ".join(f"{e}: {k}" for e, k in b.kernels.items() if k),
-        ]
-        for b in record.blocks
-    ]
-    parts.append("<h2>Blocks</h2>")
-    parts.append(
-        _table(
-            ["block", "ops", *(f"{e} µs" for e in record.profiled_engines()), "diff µs", "diff share", "kernels"],
-            block_rows,
-            "explain-blocks",
-        )
-    )
+    parts += ["</section><h2>Engines</h2>", _table(columns, _engine_rows(record), "explain-engines")]
+    parts += ["<h2>Blocks</h2>", _blocks_table(record)]
     if record.findings:
         parts.append('<h2>Findings</h2><ul class="notes" id="explain-findings">')
         parts += [f"<li><strong>{escape(f.code)}</strong> {escape(f.text)}</li>" for f in record.findings]
