@@ -41,10 +41,13 @@ def check_request(request: ExplainRequest) -> None:
 
     if len(request.engines) < 2:
         raise UsageError("explain compares engines: give at least two with -b (e.g. -b onnxruntime,openvino)")
+    repeated = sorted({e for e in request.engines if request.engines.count(e) > 1})
+    if repeated:
+        raise UsageError(f"-b names {', '.join(repeated)} more than once: give each engine once")
     unknown = [e for e in request.engines if e not in backend_names()]
     if unknown:
         raise UsageError(f"unknown backend {', '.join(unknown)} (known: {', '.join(backend_names())})")
-    for value, flag in ((request.batch, "--batch"), (request.iterations, "--iterations")):
+    for value, flag in ((request.batch, "--batch"), (request.iterations, "--profile-iterations")):
         if value <= 0:
             raise UsageError(f"{flag} {value} must be positive")
 
