@@ -120,6 +120,7 @@ def test_a_module_the_exporter_folded_joins_the_next_modules_unit() -> None:
         ("(model)", (), 3.0),
     ]
     assert units[0].kernel == "Conv2d+BatchNorm2d (eager)"
+    assert units[0].parts == (("Conv2d", 11.0), ("BatchNorm2d", 1.0))
 
 
 def test_shape_computations_are_told_apart(tmp_path: Path) -> None:

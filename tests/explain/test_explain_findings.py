@@ -45,6 +45,16 @@ def test_each_kind_of_finding_names_its_block_and_ranks_by_time() -> None:
     assert [f.time_us for f in found] == sorted((f.time_us for f in found), reverse=True)
 
 
+def test_modules_eager_runs_apart_are_a_finding() -> None:
+    eager = EngineProfile("torch", 300.0, profiled=True, precision="fp32", unit_kind="module")
+    parts = (("Conv2d", 80.0), ("BatchNorm2d", 20.0))
+    eager.units = [Unit("conv+bn", ("conv0",), 100.0, "Conv2d+BatchNorm2d (eager)", "BatchNorm2d", parts=parts)]
+    block = _block(["conv0"], {"torch": 100.0}, {"torch": 1}, {"torch": 300.0})
+    (found,) = [f for f in findings([eager], [block], {}) if f.code == "separate_modules"]
+    assert found.block == "conv0" and found.time_us == 20.0
+    assert "Conv2d 80 µs + BatchNorm2d 20 µs as separate modules" in found.text
+
+
 def test_reference_kernels_are_told_from_their_names() -> None:
     assert is_reference("Eltwise ref_any_f32 (fp32)") and is_reference("MVN ref (fp32)")
     assert not is_reference("Convolution brgconv_avx512_f32 (fp32)") and not is_reference("Reorder (fp32)")

@@ -122,14 +122,17 @@ def merged_units(
         if not nodes and not children.get(name):
             pending.append((name, times))
             continue
+        parts: tuple[tuple[str, float], ...] = ()
         if nodes and pending:
-            folded = [n for n, _ in pending]
-            times = [sum(t) for t in zip(times, *(t for _, t in pending), strict=False)]
-            kernel = "+".join(types[n] for n in [*folded, name]) + " (eager)"
-            name, pending = "+".join([*folded, name]), []
+            members = [*pending, (name, times)]
+            parts = tuple((types[n], float(np.median(t))) for n, t in members)
+            times = [sum(t) for t in zip(*(t for _, t in members), strict=False)]
+            kernel = "+".join(types[n] for n, _ in members) + " (eager)"
+            name, pending = "+".join(n for n, _ in members), []
         else:
             kernel = f"{types[name]} (eager)"
         label = name or "(model)"
-        units.append(Unit(label, nodes, float(np.median(times)), kernel, types.get(name, kernel), "", "compute"))
+        op_type = types.get(name, kernel)
+        units.append(Unit(label, nodes, float(np.median(times)), kernel, op_type, "", "compute", parts=parts))
     units += [Unit(n, (), float(np.median(t)), f"{types[n]} (eager)", types[n]) for n, t in pending]
     return units

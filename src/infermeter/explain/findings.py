@@ -29,10 +29,22 @@ def _unit_findings(profile: EngineProfile, block_of: dict[str, str]) -> list[Fin
         if unit.executed and is_reference(unit.kernel):
             text = f"{where} ran a reference (unoptimized) kernel, {unit.kernel}: {unit.time_us:.0f} µs"
             found.append(Finding(block, profile.engine, "reference_kernel", text, unit.time_us))
+        if len(unit.parts) > 1:
+            found.append(_separate_modules(profile.engine, block, unit))
         if reduced and unit.kind == "compute" and unit.precision == "fp32" and _is_arithmetic(unit):
             text = f"{where} runs in fp32 inside a {profile.precision} graph (an FP32 island): {unit.time_us:.0f} µs"
             found.append(Finding(block, profile.engine, "fp32_island", text, unit.time_us))
     return found
+
+
+def _separate_modules(engine: str, block: str, unit: Unit) -> Finding:
+    """torch eager runs as several modules what the exported graph (and so the other engines) has as one node:
+    a Conv the exporter folded a BatchNormalization into. The time it explains is the cheapest module's: the
+    pass a fused kernel saves."""
+    listed = " + ".join(f"{kind} {time_us:.0f} µs" for kind, time_us in unit.parts)
+    saved = min(time_us for _, time_us in unit.parts)
+    text = f"{engine} runs {listed} as separate modules; the exported graph folds them into one node"
+    return Finding(block, engine, "separate_modules", text, saved)
 
 
 def is_reference(kernel: str) -> bool:

@@ -22,6 +22,8 @@ class Unit:
     kind: str = "other"
     executed: bool = True
     provider: str = ""
+    # A torch unit made of several modules (one the exporter folded into the next): each module's type and µs.
+    parts: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass
