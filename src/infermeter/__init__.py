@@ -1,6 +1,7 @@
 """infermeter: measure, compare and optimize ML inference across frameworks, honestly.
 
-The public Python API (docs/python-api.md): `bench(...)` runs what `infermeter bench` runs and returns `Results`.
+The public Python API (docs/python-api.md): `bench(...)` runs what `infermeter bench` runs and returns `Results`;
+`explain(...)` returns `infermeter explain`'s record.
 Nothing heavy is imported here: frameworks load only inside the backend that needs them.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "__version__",
     "bench",
     "comparison_table",
+    "explain",
     "latency_stats",
     "load_results",
     "read_results",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from infermeter.api.calls import bench
+    from infermeter.api.calls import bench, explain
     from infermeter.api.results_view import CaseRow, Results, comparison_table, load_results
     from infermeter.core.case import Case, MeasureSettings
     from infermeter.figures.latency_stats import latency_stats
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "bench": "infermeter.api.calls",
+    "explain": "infermeter.api.calls",
     "Results": "infermeter.api.results_view",
     "CaseRow": "infermeter.api.results_view",
     "load_results": "infermeter.api.results_view",

@@ -1,4 +1,5 @@
-"""The Python API: `infermeter.bench(...)` runs what `infermeter bench` runs and returns `Results`.
+"""The Python API: `infermeter.bench(...)` runs what `infermeter bench` runs and returns `Results`;
+`infermeter.explain(...)` returns what `infermeter explain` prints, as its record.
 
 It builds the same `BenchRequest` the CLI builds from its flags, so the matrix, the checks, the default model and
 backends, the isolated workers, the interleaved rounds, the stop rule and the results file are the CLI's own
@@ -227,3 +228,43 @@ def bench(
     sweep = new_sweep(path, matrix, False, isolate, [_call_text(arguments)], collect_environment())
     run = run_bench(sweep, display, roofline=roofline, history=history)
     return Results(run.results, run.path, allow_mixed_precision)
+
+
+def explain(
+    model: str | Path,
+    backends: Names,
+    *,
+    batch: int = 1,
+    precision: str = "fp32",
+    threads: int = 0,
+    options: Mapping[str, object] | Sequence[str] | None = None,
+    inputs: SizesArg = None,
+    reshape: SizesArg = None,
+    iterations: int = 30,
+    flops: bool = True,
+    output: str | Path | None = None,
+) -> Any:
+    """Explain, as `infermeter explain` does, where each of `backends` (two or more) spends its time on `model`:
+    returns the `ExplainRecord` (its `to_dict()` is the JSON of `-o`), written to `output` when given. Engines
+    that fail or give no per-unit profile keep their row with the reason; UsageError for bad arguments."""
+    from infermeter.explain.output import write_record
+    from infermeter.explain.run import ExplainRequest, explain_model
+    from infermeter.models.input_flags import parse_input_override
+    from infermeter.results.env import default_threads
+
+    request = ExplainRequest(
+        model=str(model),
+        engines=_names(backends),
+        batch=batch,
+        precision=precision,
+        threads=threads or default_threads(),
+        inputs=_sizes(inputs, "inputs", parse_input_override),
+        reshape=_sizes(reshape, "reshape", lambda text: parse_input_override(text, "reshape")),
+        options=_options(options),
+        iterations=iterations,
+        flops=flops,
+    )
+    record = explain_model(request)
+    if output is not None:
+        write_record(record, Path(output))
+    return record

@@ -138,6 +138,9 @@ class Backend(BackendInfo):
     # How `quantize --to fp16|bf16` keeps chosen layers in FP32 on this engine: a key of
     # `quantize.fallback_engines.FALLBACK_PATHS` (None: no reduced-precision fallback path here).
     precision_fallback: ClassVar[str | None] = None
+    # How `infermeter explain` profiles this engine per unit: a key of `explain.engines.PROFILERS` ("ort-kernels",
+    # "ov-primitives", "torch-modules"); None: no per-unit profile there, end-to-end time only.
+    unit_profiler: ClassVar[str | None] = None
     # Options that make a session collect per-node counters (`Session.layer_profile`); None: no per-node profile.
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = None
     # True when `load` reads the model's ONNX form (`models.convert.onnx_for`): a sweep exports it once, before

@@ -166,6 +166,7 @@ class OnnxRuntimeBackend(Backend):
     int8_quantizer: ClassVar[str | None] = "ort-qdq"
     precision_fallback: ClassVar[str | None] = "ort-fp16-graph"
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = ((PROFILE.key, "on"),)
+    unit_profiler: ClassVar[str | None] = "ort-kernels"
     # int8: a QDQ graph runs as it is, a float model is quantized on the fly (`quantizers.onthefly`); no x86 fp16/bf16.
     precisions: ClassVar[tuple[str, ...]] = ("fp32", "int8")
 

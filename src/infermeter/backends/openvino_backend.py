@@ -171,6 +171,7 @@ class OpenVinoBackend(Backend):
     precisions = ("fp32", "bf16", "fp16", "int8")
     int8_quantizer = "nncf"
     profiling_options = ((PERF_COUNT.key, "on"),)
+    unit_profiler: ClassVar[str | None] = "ov-primitives"
     description = "OpenVINO CPU plugin (precision hint set and read back)"
 
     @classmethod

@@ -152,6 +152,7 @@ class TorchEagerBackend(TorchFamilyBackend):
     description = "PyTorch eager, torch.inference_mode"
     options = (AUTOCAST, FP32_MODULES)
     precision_fallback = "torch-autocast"
+    unit_profiler = "torch-modules"
     reference_options = ()  # the parity reference of every model with a PyTorch form
 
     def load(self, model: ModelSpec, case: Case, artifact: Artifact | None = None) -> Session:

@@ -15,6 +15,7 @@ from infermeter.cli import bench as bench_cmd
 from infermeter.cli import check as check_cmd
 from infermeter.cli import compare as compare_cmd
 from infermeter.cli import deploy as deploy_cmd
+from infermeter.cli import explain as explain_cmd
 from infermeter.cli import export as export_cmd
 from infermeter.cli import history as history_cmd
 from infermeter.cli import info
@@ -50,6 +51,7 @@ app.add_command(info.models)
 app.add_command(export_cmd.export)
 app.add_command(check_cmd.check)
 app.add_command(inspect_cmd.inspect_cmd)
+app.add_command(explain_cmd.explain_cmd)
 app.add_command(peak_cmd.peak)
 app.add_command(parity_cmd.parity)
 app.add_command(serve_cmd.serve)
