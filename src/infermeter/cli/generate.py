@@ -18,6 +18,7 @@ from rich.table import Table
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import SLO
+from infermeter.machine.environment import new_results_file
 from infermeter.results.records import Distribution, GenerationCase, GenerationSummary, GgufQuality, read_record
 from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
@@ -77,10 +78,9 @@ def generation_table(results: list[CaseResult], title: str, label: str = "backen
 
 
 def _results_file() -> ResultsFile:
-    from infermeter.machine.environment import collect_environment
 
     created = now_iso()
-    return ResultsFile(created=created, environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
+    return new_results_file(["infermeter", *sys.argv[1:]], created=created)
 
 
 def _save(path: Path | None, results: ResultsFile) -> None:

@@ -3,6 +3,7 @@ batching → the pick, with a live account of each step and a deployable output 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -282,6 +283,7 @@ def optimize(
     batches = parse_positive_ints(batch, "--batch") or _default_batches(model, constraints.objective, reshaped)
     folder = output or Path(f"optimize-{Path(model).stem.replace(':', '-')}")
     request = OptimizeRequest(
+        command=("infermeter", *sys.argv[1:]),
         model=model,
         output=folder.resolve(),
         device=device,

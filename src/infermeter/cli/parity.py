@@ -22,7 +22,6 @@ from infermeter.models.inputs import Feeds, shared_dim_conflicts
 from infermeter.models.resolve import resolve_model
 from infermeter.models.spec import ModelSpec
 from infermeter.parity import ParityRecord, Tolerance
-from infermeter.results.schema import now_iso
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "unavailable": "yellow"}
 _STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "unavailable": "SKIP"}
@@ -75,24 +74,10 @@ def _print_localization(backend: str, loc: dict[str, Any]) -> None:
 
 
 def _write(path: Path, spec: ModelSpec, cases: list[Case], records: list[ParityRecord]) -> None:
-    from infermeter.machine.environment import collect_environment
-    from infermeter.measure.execute import blank_result
-    from infermeter.parity import set_case_parity
+    from infermeter.api.parity import parity_results_file
     from infermeter.results.io import write_results
-    from infermeter.results.schema import ResultsFile
 
-    results = ResultsFile(
-        created=now_iso(),
-        environment=collect_environment(),
-        command=["infermeter", *sys.argv[1:]],
-    )
-    status_map = {"pass": "ok", "fail": "ok", "error": "failed", "unavailable": "unavailable"}
-    for case, record in zip(cases, records, strict=True):
-        result = blank_result(spec, case, status_map[record.status], None if record.status == "pass" else record.reason)
-        result.precision_effective = record.precision_effective
-        set_case_parity(result, record)
-        results.cases.append(result)
-    write_results(path, results)
+    write_results(path, parity_results_file(spec, cases, records, ["infermeter", *sys.argv[1:]]))
 
 
 @dataclass(frozen=True, kw_only=True)

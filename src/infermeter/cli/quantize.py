@@ -15,7 +15,6 @@ from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.quantize_flags import COMMON_PARAMS, TO_ONLY, Int8Flags, StudyFlags
 from infermeter.core.errors import UsageError
 from infermeter.figures.number_format import format_number
-from infermeter.results.schema import now_iso
 
 if TYPE_CHECKING:
     from infermeter.quantize.request import QuantizeOutcome, QuantizeRequest
@@ -208,15 +207,7 @@ def frontier_table(outcome: QuantizeOutcome, max_drop_pct: float) -> Table:
 
 def _write_results(outcome: QuantizeOutcome, model: str, path: Path) -> None:
     """The timed variants as a results file, each case carrying the study's warnings."""
-    from infermeter.machine.environment import collect_environment
-    from infermeter.quantize.pipeline import outcome_results
+    from infermeter.quantize.pipeline import outcome_results_file
     from infermeter.results.io import write_results
-    from infermeter.results.schema import ResultsFile
 
-    cases = outcome_results(outcome, model)
-    for case in cases:
-        case.warnings = [*case.warnings, *outcome.warnings]
-    file = ResultsFile(
-        created=now_iso(), environment=collect_environment(), cases=cases, command=["infermeter", *sys.argv[1:]]
-    )
-    write_results(path, file)
+    write_results(path, outcome_results_file(outcome, model, ["infermeter", *sys.argv[1:]]))

@@ -20,6 +20,7 @@ import ray
 from infermeter.cluster import MACHINE_LABEL
 from infermeter.cluster.session import label_value
 from infermeter.cluster.units import Unit
+from infermeter.machine.environment import new_results_file
 from infermeter.results.records import NodeRecord, write_record
 
 
@@ -46,14 +47,14 @@ def run_here(unit: Unit, start: NodeStart) -> list[dict[str, Any]]:
     from infermeter.measure.benchrun import SilentDisplay, prepare_onnx
     from infermeter.measure.isolation import set_thread_environment
     from infermeter.measure.sweep import run_sweep
-    from infermeter.results.schema import ResultsFile, case_to_dict, now_iso
+    from infermeter.results.schema import case_to_dict
 
     # Ray set this worker's OMP_NUM_THREADS to the task's CPU request (1 for none): the unit's own count instead,
     # so that the exports here and the environment recorded say what the cases run with (each case's worker sets
     # it again before any framework loads, as it does locally).
     set_thread_environment(unit.threads)
     environment = collect_environment()
-    results = ResultsFile(created=now_iso(), environment=environment)
+    results = new_results_file((), environment)
     if not unit.cold_start:  # a cold start measures the conversion itself
         prepare_onnx(unit.items, SilentDisplay())
     run_sweep(list(unit.items), results, None, unit.isolate, build_first=not unit.cold_start)

@@ -11,9 +11,10 @@ from typing import Any
 
 from infermeter.core.errors import ResultsError
 from infermeter.llm.plan import GenerationItem, GenerationMatrix, generation_plan, matrix_from_dict, matrix_to_dict
+from infermeter.machine.environment import new_results_file
 from infermeter.measure.benchrun import BenchDisplay
 from infermeter.measure.planfile import PLAN_KEY, PLAN_VERSION, record_resumption
-from infermeter.results.schema import CaseResult, ResultsFile, now_iso
+from infermeter.results.schema import CaseResult, ResultsFile
 
 TASK = "generate"
 
@@ -89,7 +90,7 @@ def new_generation_sweep(
     """A fresh results file for `matrix`, its plan stored in it."""
     plan = GenerationPlan(matrix, tuple(command), isolate)
     items = plan.items()
-    results = ResultsFile(created=now_iso(), environment=environment, command=list(command))
+    results = new_results_file(command, environment)
     store_generation_plan(results, plan)
     return GenerationSweep(results, path, plan, items, items)
 

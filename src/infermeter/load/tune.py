@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from infermeter.load.driver import RunSettings, prepare_target, run_once
 from infermeter.load.verdict import LoadSummary, summarize
+from infermeter.machine.environment import new_results_file
 from infermeter.results.records import TunePoint, write_record
 from infermeter.results.schema import ResultsFile
 from infermeter.serve.server import spawn_server
@@ -155,7 +156,6 @@ def tuning_results(
     `tune.pick`: the file `infermeter deploy --load` takes its dynamic batching and instance count from."""
     from infermeter.backends.registry import backend_names, get_backend
     from infermeter.load.verdict import case_result
-    from infermeter.machine.environment import collect_environment
 
     version = get_backend(backend).version() if backend in backend_names() else None
     cases = []
@@ -170,4 +170,6 @@ def tuning_results(
             case = case_result(summary, model, backend, version, precision, None, options, started, "tune-batching")
             write_record(case, TunePoint(policy.label(), pick=result is pick and summary is result.best))
             cases.append(case)
-    return ResultsFile(created=started, environment=collect_environment(), cases=cases)
+    file = new_results_file((), created=started)
+    file.cases = cases
+    return file

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import psutil
 
 from infermeter.backends.registry import framework_distributions
 from infermeter.results.env import THREAD_VARIABLES, cpu_model_and_flags, gpus
+from infermeter.results.schema import ResultsFile, now_iso
 
 # Distributions recorded besides every backend's own (`Backend.distribution`, from the registry): the tools that
 # convert and quantize models on the way to a backend.
@@ -52,3 +54,16 @@ def collect_environment() -> dict[str, Any]:
         "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "gpu": gpus(),
     }
+
+
+def new_results_file(
+    command: Sequence[str], environment: dict[str, Any] | None = None, created: str | None = None
+) -> ResultsFile:
+    """The one way a results file starts: at `created` (default now), with this machine's environment (or
+    `environment`, collected earlier or on another node) and the command that made it, handed in by the caller (the
+    library never reads `sys.argv`)."""
+    return ResultsFile(
+        created=created or now_iso(),
+        environment=collect_environment() if environment is None else environment,
+        command=list(command),
+    )

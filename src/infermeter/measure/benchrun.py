@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from infermeter.core.errors import InfermeterError, ResultsError, UsageError
 from infermeter.core.interrupts import deferred_interrupts, terminate_as_interrupt
+from infermeter.machine.environment import new_results_file
 from infermeter.machine.speed_probe import SpeedTrace
 from infermeter.measure.plan import Matrix, PlanItem
 from infermeter.measure.planfile import StoredPlan, record_resumption, remaining, store_plan, stored_plan
 from infermeter.models.spec import ModelSpec
-from infermeter.results.schema import CaseResult, ResultsFile, now_iso
+from infermeter.results.schema import CaseResult, ResultsFile
 
 if TYPE_CHECKING:
     from infermeter.measure.sweep import SweepEvent
@@ -93,7 +94,7 @@ def new_sweep(
     """A fresh results file for `matrix`, its plan stored in it."""
     plan = StoredPlan((matrix,), tuple(command), cold_start, isolate)
     items = plan.items()  # a bad shape fails here, before anything is written
-    results = ResultsFile(created=now_iso(), environment=environment, command=list(command))
+    results = new_results_file(command, environment)
     store_plan(results, plan)
     return Sweep(results, path, plan, items, items)
 

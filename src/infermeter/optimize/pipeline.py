@@ -3,7 +3,6 @@ of one case. The steps themselves live in `optimize.steps`; `run_optimize` runs 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from infermeter.core.case import Case
 from infermeter.core.errors import UsageError
+from infermeter.machine.environment import new_results_file
 from infermeter.measure.plan import PlanItem
 from infermeter.models.reshape import reshape_notes
 from infermeter.models.resolve import resolve_model
@@ -19,7 +19,7 @@ from infermeter.optimize.candidates import Budget, GainLog, finalists_reserve_s
 from infermeter.optimize.journal import Journal
 from infermeter.optimize.request import OptimizeRequest
 from infermeter.results.records import OptimizeStep, write_record
-from infermeter.results.schema import CaseResult, ResultsFile, now_iso
+from infermeter.results.schema import CaseResult, ResultsFile
 
 RESULTS_NAME = "results.json"
 ARTIFACTS = "artifacts"
@@ -200,7 +200,6 @@ class Run:
 def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
     """Resolve the model and open the output folder: a fresh results file, or the one of an earlier run of the
     same request (resume). A folder holding another model's run is refused."""
-    from infermeter.machine.environment import collect_environment
     from infermeter.results.io import read_results
 
     spec = resolve_model(request.model, request.reshape)
@@ -224,9 +223,8 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
             )
         emit(OptimizeEvent("note", "start", f"resuming {path}: {len(results.cases)} case(s) already measured"))
     else:
-        created = now_iso()
-        results = ResultsFile(created=created, environment=collect_environment())
-    results.command = ["infermeter", *sys.argv[1:]]
+        results = new_results_file(request.command)
+    results.command = list(request.command)
     journal = Journal(results)
     journal.data["model"] = request.model
     journal.data["request"] = request.to_dict()

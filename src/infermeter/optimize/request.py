@@ -97,6 +97,7 @@ class OptimizeRequest:
     # The best this many admissible candidates are measured again together, interleaved, before the pick (fewer
     # than 2: the pick is the first measurement's best); see optimize.steps_finalists.
     finalists: int = DEFAULT_FINALISTS
+    command: tuple[str, ...] = ()  # the command line that asked for it, for the results file (the CLI hands it in)
 
     @property
     def batch(self) -> int:

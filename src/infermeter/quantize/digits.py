@@ -1,13 +1,12 @@
 """A real, offline accuracy case: a small CNN trained in seconds on scikit-learn's digits (1,797 real 8x8
 handwritten digits that ship inside scikit-learn), deterministically (seeded, CPU, single thread).
 
-`python -m infermeter.quantize.digits OUT_DIR` writes `digits_cnn.onnx`, `train.npz` and `test.npz` (arrays
+`write_case(OUT_DIR)` (run by benchmarks/quantize_digits.py and the tests) writes `digits_cnn.onnx`, `train.npz` and `test.npz` (arrays
 `input` and `labels`), ready for `infermeter quantize OUT_DIR/digits_cnn.onnx --calib train.npz --eval test.npz`.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,9 +125,3 @@ def write_case(folder: Path, epochs: int = DEFAULT_EPOCHS, seed: int = 0) -> tup
     np.savez(train_path, input=data.x_train, labels=data.y_train)
     np.savez(test_path, input=data.x_test, labels=data.y_test)
     return model_path, train_path, test_path, accuracy(model, data.x_test, data.y_test)
-
-
-if __name__ == "__main__":
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "digits-case")
-    paths = write_case(out, int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_EPOCHS)
-    print(f"model {paths[0]}, train {paths[1]}, test {paths[2]}; FP32 torch top-1 on the test split {paths[3]:.4f}")

@@ -6,7 +6,7 @@ the chosen model are the INT8 study optimize runs too (`quantize.study_data`, `q
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 
@@ -35,7 +35,7 @@ from infermeter.quantize.study import (
 )
 from infermeter.quantize.study_data import DataFlags, StudyData, choose_study_data
 from infermeter.results.records import QuantizedVariant, write_record
-from infermeter.results.schema import CaseResult
+from infermeter.results.schema import CaseResult, ResultsFile
 
 
 def study_data(request: QuantizeRequest, spec: ModelSpec) -> StudyData:
@@ -287,3 +287,14 @@ def outcome_results(outcome: QuantizeOutcome, model: str) -> list[CaseResult]:
         write_record(case, QuantizedVariant(row.role, row.label, model, str(row.path), list(row.float_nodes)))
         cases.append(case)
     return cases
+
+
+def outcome_results_file(outcome: QuantizeOutcome, model: str, command: Sequence[str]) -> ResultsFile:
+    """The timed variants of a quantize run as a results file, each case carrying the study's warnings."""
+    from infermeter.machine.environment import new_results_file
+
+    results = new_results_file(command)
+    results.cases = outcome_results(outcome, model)
+    for case in results.cases:
+        case.warnings = [*case.warnings, *outcome.warnings]
+    return results
