@@ -1,8 +1,9 @@
 """A real, offline accuracy case: a small CNN trained in seconds on scikit-learn's digits (1,797 real 8x8
 handwritten digits that ship inside scikit-learn), deterministically (seeded, CPU, single thread).
 
-`write_case(OUT_DIR)` (run by benchmarks/quantize_digits.py and the tests) writes `digits_cnn.onnx`, `train.npz` and `test.npz` (arrays
-`input` and `labels`), ready for `infermeter quantize OUT_DIR/digits_cnn.onnx --calib train.npz --eval test.npz`.
+`write_case(OUT_DIR)` (run by benchmarks/quantize_digits.py and the tests) writes `digits_cnn.onnx`, `train.npz`
+and `test.npz` (arrays `input` and `labels`), ready for
+`infermeter quantize OUT_DIR/digits_cnn.onnx --calib train.npz --eval test.npz`.
 """
 
 from __future__ import annotations
