@@ -36,8 +36,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from typing import Any
 
-from infermeter.compare.verdict import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from infermeter.core.errors import UsageError
+
+# The gate's defaults: a false alarm at most 1 time in 100, a slowdown of 5% the one to catch (compare's
+# --alpha and --threshold, check's too).
+DEFAULT_ALPHA = 0.01
+DEFAULT_THRESHOLD = 0.05
 
 RULE = "GSPRT: two one-sided Wald SPRTs on paired log-ratios, Gaussian, variance estimated (as Fishtest)"
 # β at δ as Fishtest runs it (α = β = 0.05). α stays compare's --alpha (0.01): the gate's false-alarm rate is

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from infermeter.compare.decision import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from infermeter.compare.pairing import pair_cases, pairing_note
 from infermeter.figures.metric_registry import GATES, gate_metric
 from infermeter.figures.replicates import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from infermeter.compare.decision import Decision
 
 METRICS = GATES  # the registry's gateable metrics (p50, p99, throughput), each with its `statistic` below
-DEFAULT_ALPHA = 0.01
-DEFAULT_THRESHOLD = 0.05
 # Below this many samples a P99 rests on fewer than 5 samples beyond it (see stats.min_samples_for).
 MIN_P99_SAMPLES = 500
 UNREPLICATED = (
