@@ -1,2 +1,1 @@
-"""Picking a configuration from measured cases (`pick`) under the user's limits (`constraints`), and its cost side
-(`tradeoff`)."""
+"""Picking a configuration from measured cases (`pick`), and its cost side (`tradeoff`)."""
