@@ -94,32 +94,96 @@ def test_the_name_branch_check_sees_a_branch(tmp_path: Path) -> None:
     assert [line for line, _ in name_branches(module, {"openvino", "torch", "tflite"})] == [2, 6]
 
 
-CLI_FUNCTION_MAX_LINES = 60  # issue 30: the CLI stays thin; work that needs more lines belongs in the library
+FILE_MAX_LINES = 350  # issue 45: small files and small functions, over the whole package
+FUNCTION_MAX_LINES = 60  # issue 30 held the CLI to this; issue 45 the library too
+
+# Functions over the limit, by "path:name" (package-relative); other branches edit these files now:
+# split after the merge of the explain and engine-truths branches
+LONG_FUNCTIONS_ALLOWED = ("api/calls.py:bench", "quantize/fallback/engines.py:openvino_study")
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _span(node: ast.AST) -> int:
+    assert isinstance(node, ast.stmt) and node.end_lineno is not None
+    return node.end_lineno - node.lineno + 1
+
+
+def _nested_span(node: ast.AST) -> int:
+    """Lines of the functions and classes nested directly in `node` (at any depth of its statements, not inside
+    another function or class)."""
+    return sum(
+        _span(child) if isinstance(child, _SCOPES) else _nested_span(child) for child in ast.iter_child_nodes(node)
+    )
+
+
+def own_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's own lines: its span (decorators excluded, docstring included) minus the spans of the functions
+    and classes nested directly in it, which are measured on their own (a factory of short handlers is short)."""
+    return _span(function) - _nested_span(function)
 
 
 def long_functions(path: Path, limit: int) -> Iterator[tuple[str, int]]:
-    """(name, lines) of every function in `path` longer than `limit` lines, its docstring included."""
+    """(name, own lines) of every function in `path`, nested ones included, with more than `limit` own lines."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            assert node.end_lineno is not None
-            lines = node.end_lineno - node.lineno + 1
+            lines = own_lines(node)
             if lines > limit:
                 yield node.name, lines
 
 
-def test_no_cli_function_is_longer_than_60_lines() -> None:
+def long_file(path: Path, limit: int) -> int | None:
+    """The line count of `path` when it is over `limit`, else None."""
+    lines = len(path.read_text().splitlines())
+    return lines if lines > limit else None
+
+
+def test_no_file_is_longer_than_350_lines() -> None:
     found = [
-        f"{path.relative_to(PACKAGE.parent)}: {name} has {lines} lines"
-        for path in sorted((PACKAGE / "cli").rglob("*.py"))
-        for name, lines in long_functions(path, CLI_FUNCTION_MAX_LINES)
+        f"{path.relative_to(PACKAGE.parent)}: {lines} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := long_file(path, FILE_MAX_LINES)) is not None
     ]
-    assert not found, "CLI functions over 60 lines (move the work into the library):\n" + "\n".join(found)
+    assert not found, "files over 350 lines (split them by concept):\n" + "\n".join(found)
 
 
-def test_the_length_check_sees_a_long_function(tmp_path: Path) -> None:
+def test_no_function_is_longer_than_60_lines() -> None:
+    found, allowed_seen = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for name, lines in long_functions(path, FUNCTION_MAX_LINES):
+            key = f"{path.relative_to(PACKAGE).as_posix()}:{name}"
+            if key in LONG_FUNCTIONS_ALLOWED:
+                allowed_seen.add(key)
+            else:
+                found.append(f"{key} has {lines} own lines")
+    assert not found, "functions over 60 lines (split them along a seam; the CLI's work goes to the library):\n" + (
+        "\n".join(found)
+    )
+    stale = sorted(set(LONG_FUNCTIONS_ALLOWED) - allowed_seen)
+    assert not stale, f"allowed functions that are no longer long (remove them from the list): {stale}"
+
+
+def test_the_length_checks_see_a_long_function_and_a_long_file(tmp_path: Path) -> None:
     source = tmp_path / "long.py"
     source.write_text("def long():\n" + "    x = 1\n" * 70)
-    assert list(long_functions(source, CLI_FUNCTION_MAX_LINES)) == [("long", 71)]
+    assert list(long_functions(source, FUNCTION_MAX_LINES)) == [("long", 71)]
+    assert long_file(source, FILE_MAX_LINES) is None
+    source.write_text("x = 1\n" * 351)
+    assert long_file(source, FILE_MAX_LINES) == 351
+    assert long_file(source, 351) is None
+
+
+def test_a_function_is_measured_without_the_functions_and_classes_nested_in_it(tmp_path: Path) -> None:
+    handler = "    def handler_{i}():\n" + "        x = 1\n" * 40
+    factory = "def factory():\n" + "".join(handler.format(i=i) for i in range(3))
+    factory += "    class Holder:\n" + "        y = 2\n" * 40
+    factory += "    if True:\n        def in_a_branch():\n" + "            z = 3\n" * 40
+    factory += "    return handler_0\n"
+    source = tmp_path / "factory.py"
+    source.write_text(factory)
+    assert list(long_functions(source, FUNCTION_MAX_LINES)) == []  # each part is short, the factory's own 3 lines
+    source.write_text(factory.replace("    return handler_0\n", "    w = 0\n" * 60 + "    return handler_0\n"))
+    assert list(long_functions(source, FUNCTION_MAX_LINES)) == [("factory", 63)]
 
 
 WIDE_RECORD_FIELDS = 6  # issue 45: a record wider than this is built by keyword after its first two fields

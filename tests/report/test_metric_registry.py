@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crafted_results import make_case, make_results
-from infermeter.advise.pick import CHECKS
+from infermeter.advise.constraints import CHECKS
 from infermeter.api.results_view import Results
 from infermeter.compare.verdict import METRICS as COMPARE_METRICS
 from infermeter.compare.verdict import compare_results

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
+from infermeter.advise.constraints import Binding, Constraints, binding_constraints, violation_text, violations
 from infermeter.advise.tradeoff import (
     CaseCost,
     case_costs,
@@ -16,7 +17,6 @@ from infermeter.advise.tradeoff import (
     shortfall_text,
     traded_line,
 )
-from infermeter.figures.metric_registry import Metric, metric
 from infermeter.report.groups import machine_of
 from infermeter.report.pareto import pareto_front
 from infermeter.report.summary import case_label, format_ms, parity_failed
@@ -27,90 +27,11 @@ OBJECTIVES = ("latency", "throughput", "memory")
 
 
 @dataclass(frozen=True)
-class Constraints:
-    """Limits a case must meet; None means no limit. `max_accuracy_drop_pct` reads the case's `Accuracy` record."""
-
-    max_p99_ms: float | None = None
-    max_memory_mb: float | None = None
-    max_load_s: float | None = None
-    min_throughput: float | None = None
-    max_accuracy_drop_pct: float | None = None
-
-
-@dataclass(frozen=True)
-class _Check:
-    """A constraint flag on one metric of the registry (its name, unit and better direction say how it is judged:
-    a lower-is-better metric has an upper limit)."""
-
-    flag: str
-    attribute: str
-    metric: Metric
-
-    @property
-    def what(self) -> str:
-        return self.metric.name
-
-    @property
-    def unit(self) -> str:
-        return self.metric.suffix
-
-    @property
-    def upper(self) -> bool:
-        """True: the value must be <= the limit; False: >= the limit."""
-        return self.metric.better == "lower"
-
-    def value(self, case: CaseResult) -> float | None:
-        return self.metric.value(case)
-
-
-def accuracy_drop(case: CaseResult) -> float | None:
-    """The accuracy drop (points) recorded on a case, or None when it carries no accuracy measurement."""
-    accuracy = read_record(case, Accuracy)
-    return None if accuracy is None else accuracy.drop_pct
-
-
-# Not a table metric (the table has a parity column instead), so not in the registry: declared here the same way.
-_ACCURACY_DROP = Metric(
-    "accuracy_drop_pct", "accuracy drop", header="accuracy drop", unit="%", better="lower", read=accuracy_drop
-)
-CHECKS = (
-    _Check("--max-p99-ms", "max_p99_ms", metric("p99_ms")),
-    _Check("--max-memory-mb", "max_memory_mb", metric("peak_rss_mb")),
-    _Check("--max-load-s", "max_load_s", metric("load_s")),
-    _Check("--min-throughput", "min_throughput", metric("throughput")),
-    _Check("--max-accuracy-drop", "max_accuracy_drop_pct", _ACCURACY_DROP),
-)
-
-
-@dataclass(frozen=True)
 class Exclusion:
     """A measured case that cannot be picked, and every reason why."""
 
     case: CaseResult
     reasons: list[str]
-
-
-@dataclass(frozen=True)
-class Binding:
-    """A constraint that keeps every case out: the best value a case reaches against the limit."""
-
-    flag: str
-    limit: float
-    best_value: float
-    best_case: CaseResult
-    gap_pct: float  # how far the best case is off the limit, in percent of the limit
-    alone: bool  # True when relaxing this constraint alone would admit a case
-
-    @property
-    def message(self) -> str:
-        """One sentence naming the constraint and the distance."""
-        check = next(c for c in CHECKS if c.flag == self.flag)
-        scope = "the best case that meets every other constraint" if self.alone else "the best case"
-        direction = "over" if check.upper else "under"
-        return (
-            f"{self.flag} {self.limit:g} is binding: {scope}, {case_label(self.best_case)}, has {check.what} "
-            f"{self.best_value:,.4g}{check.unit} ({self.gap_pct:.0f}% {direction} the limit)"
-        )
 
 
 @dataclass(frozen=True)
@@ -148,29 +69,6 @@ def _rank_key(objective: str) -> Callable[[CaseResult], tuple[float, float]]:
     return lambda c: (_p50(c), c.latency_ms.p99 if c.latency_ms else float("inf"))
 
 
-def _violations(case: CaseResult, constraints: Constraints) -> list[tuple[_Check, float | None, float]]:
-    out: list[tuple[_Check, float | None, float]] = []
-    for check in CHECKS:
-        limit = getattr(constraints, check.attribute)
-        if limit is None:
-            continue
-        value = check.value(case)
-        if value is None:
-            if check.attribute != "max_accuracy_drop_pct":  # no accuracy data: not excluded, flagged as unverified
-                out.append((check, None, limit))
-        elif (value > limit) if check.upper else (value < limit):
-            out.append((check, value, limit))
-    return out
-
-
-def _violation_text(check: _Check, value: float | None, limit: float) -> str:
-    if value is None:
-        return f"{check.what} was not measured, so {check.flag} {limit:g} cannot be verified"
-    ratio = value / limit if limit else float("inf")
-    how = f"{ratio:.1f}x the limit" if check.upper else f"{value / limit:.0%} of the minimum" if limit else ""
-    return f"its {check.what} {value:,.4g}{check.unit} breaks {check.flag} {limit:g} ({how})"
-
-
 def describe(case: CaseResult) -> str:
     """`P50 0.50 ms, P99 0.56 ms, 2,000/s, 150 MB, load 0.40 s` for one case."""
     stats = case.latency_ms
@@ -182,6 +80,35 @@ def describe(case: CaseResult) -> str:
     if case.load_s is not None:
         parts.append(f"load {case.load_s:.2f} s")
     return ", ".join(parts)
+
+
+def _sort_out(
+    cases: Sequence[CaseResult], constraints: Constraints
+) -> tuple[list[CaseResult], list[CaseResult], list[Exclusion]]:
+    """(candidates, eligible, excluded): the ok real cases that meet every constraint; those whose outputs are
+    trusted (what the constraints are judged on); and every other case with its reasons."""
+    excluded: list[Exclusion] = []
+    candidates: list[CaseResult] = []
+    eligible: list[CaseResult] = []
+    for case in cases:
+        if not case.ok:
+            excluded.append(Exclusion(case, [f"{case.status}: {case.error or 'no measurement'}"]))
+            continue
+        if case.synthetic:
+            # The null backend's figures are whatever it was told to produce: never a deployment to recommend.
+            excluded.append(Exclusion(case, [f"{case.backend} is a synthetic backend: it runs no model"]))
+            continue
+        reasons = []
+        if parity_failed(case):
+            reasons.append("its outputs failed the parity check against the reference")
+        else:
+            eligible.append(case)
+        reasons += [violation_text(*v) for v in violations(case, constraints)]
+        if reasons:
+            excluded.append(Exclusion(case, reasons))
+        else:
+            candidates.append(case)
+    return candidates, eligible, excluded
 
 
 def advise(
@@ -199,38 +126,14 @@ def advise(
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     constraints = constraints or Constraints()
-    excluded: list[Exclusion] = []
-    candidates: list[CaseResult] = []
-    eligible: list[CaseResult] = []  # ok and parity not failed: what the constraints are judged on
-    for case in cases:
-        if not case.ok:
-            excluded.append(Exclusion(case, [f"{case.status}: {case.error or 'no measurement'}"]))
-            continue
-        if case.synthetic:
-            # The null backend's figures are whatever it was told to produce: never a deployment to recommend.
-            excluded.append(Exclusion(case, [f"{case.backend} is a synthetic backend: it runs no model"]))
-            continue
-        reasons = []
-        if parity_failed(case):
-            reasons.append("its outputs failed the parity check against the reference")
-        else:
-            eligible.append(case)
-        reasons += [_violation_text(*v) for v in _violations(case, constraints)]
-        if reasons:
-            excluded.append(Exclusion(case, reasons))
-        else:
-            candidates.append(case)
+    candidates, eligible, excluded = _sort_out(cases, constraints)
     excluded += ruled_out
-    priced = [*cases, *(e.case for e in ruled_out)]
-    key = _rank_key(objective)
-    ranked = sorted(candidates, key=key)
-    points = [(_p50(c), c.throughput or 0.0, c.peak_rss_mb or float("inf")) for c in ranked]
-    pareto = [ranked[i] for i in pareto_front(points, maximize=(False, True, False))]
+    costs = case_costs([*cases, *(e.case for e in ruled_out)], price_per_hour)
+    ranked = sorted(candidates, key=_rank_key(objective))
     if not ranked:
-        binding = _binding(eligible, constraints)
+        binding = binding_constraints(eligible, constraints)
         lines = [f"No case meets the constraints ({len(eligible)} ok case(s) with trusted outputs measured)."]
         lines += [b.message for b in binding]
-        costs = case_costs(priced, price_per_hour)
         return Advice(
             objective,
             constraints,
@@ -243,6 +146,8 @@ def advise(
             price_per_hour=price_per_hour,
             costs=costs,
         )
+    points = [(_p50(c), c.throughput or 0.0, c.peak_rss_mb or float("inf")) for c in ranked]
+    pareto = [ranked[i] for i in pareto_front(points, maximize=(False, True, False))]
     advice = Advice(
         objective,
         constraints,
@@ -252,7 +157,7 @@ def advise(
         excluded=excluded,
         explanation=[],
         price_per_hour=price_per_hour,
-        costs=case_costs(priced, price_per_hour),
+        costs=costs,
     )
     advice.explanation.extend(_explain(ranked[0], ranked, pareto, cases, excluded, objective))
     advice.explanation.extend(_trade(advice, cases))
@@ -271,7 +176,7 @@ def _trade(advice: Advice, cases: Sequence[CaseResult]) -> list[str]:
         shortfalls = ["failed the parity check against the reference"] if parity_failed(best) else []
         shortfalls += [
             shortfall_text(check.what, value, check.unit, limit, check.flag, check.upper)
-            for check, value, limit in _violations(best, advice.constraints)
+            for check, value, limit in violations(best, advice.constraints)
         ]
         lines.append(traded_line(pick, best, shortfalls, advice.objective, advice.cost_of))
     if advice.price_per_hour is not None:
@@ -345,25 +250,3 @@ def _per_machine(ranked: list[CaseResult], objective: str) -> list[str]:
         return []
     ranks = "; ".join(f"{machine}: {case_label(case)} ({describe(case)})" for machine, case in best.items())
     return [f"Best per machine class, by {objective}: {ranks}."]
-
-
-def _binding(eligible: list[CaseResult], constraints: Constraints) -> list[Binding]:
-    active = [c for c in CHECKS if getattr(constraints, c.attribute) is not None]
-    found: list[Binding] = []
-    for check in active:
-        limit = float(getattr(constraints, check.attribute))
-        others = Constraints(**{**constraints.__dict__, check.attribute: None})
-        pool = [c for c in eligible if not _violations(c, others) and check.value(c) is not None]
-        alone = bool(pool)
-        if not pool:
-            pool = [c for c in eligible if check.value(c) is not None]
-        if not pool:
-            continue
-        best = (min if check.upper else max)(pool, key=lambda c: check.value(c) or 0.0)
-        value = check.value(best)
-        assert value is not None
-        if (value <= limit) if check.upper else (value >= limit):
-            continue  # this constraint is met by its best case: not what keeps cases out
-        gap = abs(value - limit) / limit * 100 if limit else float("inf")
-        found.append(Binding(check.flag, limit, value, best, gap, alone))
-    return sorted(found, key=lambda b: (not b.alone, b.gap_pct))

@@ -186,11 +186,58 @@ def _batching_origin(serving: dict[str, Any]) -> str:
     )
 
 
+def _settings_table(chosen: dict[str, Any], serving: dict[str, Any]) -> list[str]:
+    """The "Exact settings" table: the artifact, engine, precision, shapes, threads, options and batching chosen."""
+    return [
+        "| setting | value |",
+        "|---|---|",
+        f"| model artifact | `{chosen['model']}`"
+        + (f" (sha256 `{chosen['sha256'][:16]}…`)" if chosen["sha256"] else "")
+        + " |",
+        f"| backend | {chosen['backend']} {chosen['backend_version'] or ''} |",
+        f"| precision | {chosen['precision']} (effective: {chosen['precision_effective']}; backend asked for "
+        f"{chosen['backend_precision']}) |",
+        f"| shapes | {chosen['shape_mode']}, batch {chosen['batch']}, inputs "
+        + ", ".join(f"{k} {v}" for k, v in chosen["input_shapes"].items())
+        + " |",
+        f"| threads | {chosen['threads']} |",
+        f"| backend options | {', '.join(f'{k}={v}' for k, v in chosen['options'].items()) or 'defaults'} |",
+        f"| batching (serve) | max-batch {serving['max_batch']}, max-delay {serving['max_delay_ms']:g} ms, "
+        f"{serving.get('workers', 1)} worker(s); {_batching_origin(serving)} |",
+    ]
+
+
+def _measured_table(manifest: dict[str, Any]) -> list[str]:
+    """The "Measured" table: pick, runner-up, fallback and baseline, each with its speedup over the baseline."""
+    baseline = manifest.get("baseline")
+    base_p50 = baseline["measured"]["p50_ms"] if baseline else None
+    return [
+        "| configuration | P50 ms | P99 ms | throughput/s | peak MB | load s | first inference ms | accuracy | "
+        "speedup vs baseline (P50) |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
+        _row("pick", manifest["chosen"], base_p50),
+        _row("runner-up", manifest.get("runner_up"), base_p50),
+        _row("fallback", manifest.get("fallback"), base_p50),
+        _row("baseline", baseline, base_p50),
+    ]
+
+
+def _fallback_section(fallback: dict[str, Any] | None, folder: Path, serving: dict[str, Any]) -> list[str]:
+    """How to serve the ONNX Runtime FP32 fallback, or why there is none."""
+    if not fallback:
+        return ["No ONNX Runtime FP32 configuration was measured in this run (see report.html for why)."]
+    return [
+        "ONNX Runtime FP32 on the verified export: the most portable configuration measured here. Serve it with",
+        "",
+        "```",
+        serve_command(folder, fallback, {"max_batch": serving["max_batch"], "max_delay_ms": serving["max_delay_ms"]}),
+        "```",
+    ]
+
+
 def render_deploy_md(manifest: dict[str, Any], folder: Path, caveats: list[str]) -> str:
     """DEPLOY.md from the manifest (whose figures come from the results file) and the run's caveats."""
     chosen, serving = manifest["chosen"], manifest["serving"]
-    baseline = manifest.get("baseline")
-    base_p50 = baseline["measured"]["p50_ms"] if baseline else None
     lines = [
         f"# Deploying {manifest['source_model']}",
         "",
@@ -212,31 +259,11 @@ def render_deploy_md(manifest: dict[str, Any], folder: Path, caveats: list[str])
         "",
         "## Exact settings",
         "",
-        "| setting | value |",
-        "|---|---|",
-        f"| model artifact | `{chosen['model']}`"
-        + (f" (sha256 `{chosen['sha256'][:16]}…`)" if chosen["sha256"] else "")
-        + " |",
-        f"| backend | {chosen['backend']} {chosen['backend_version'] or ''} |",
-        f"| precision | {chosen['precision']} (effective: {chosen['precision_effective']}; backend asked for "
-        f"{chosen['backend_precision']}) |",
-        f"| shapes | {chosen['shape_mode']}, batch {chosen['batch']}, inputs "
-        + ", ".join(f"{k} {v}" for k, v in chosen["input_shapes"].items())
-        + " |",
-        f"| threads | {chosen['threads']} |",
-        f"| backend options | {', '.join(f'{k}={v}' for k, v in chosen['options'].items()) or 'defaults'} |",
-        f"| batching (serve) | max-batch {serving['max_batch']}, max-delay {serving['max_delay_ms']:g} ms, "
-        f"{serving.get('workers', 1)} worker(s); {_batching_origin(serving)} |",
+        *_settings_table(chosen, serving),
         "",
         "## Measured",
         "",
-        "| configuration | P50 ms | P99 ms | throughput/s | peak MB | load s | first inference ms | accuracy | "
-        "speedup vs baseline (P50) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
-        _row("pick", chosen, base_p50),
-        _row("runner-up", manifest.get("runner_up"), base_p50),
-        _row("fallback", manifest.get("fallback"), base_p50),
-        _row("baseline", baseline, base_p50),
+        *_measured_table(manifest),
         "",
         "## Caveats",
         "",
@@ -244,18 +271,6 @@ def render_deploy_md(manifest: dict[str, Any], folder: Path, caveats: list[str])
         "",
         "## Fallback",
         "",
+        *_fallback_section(manifest.get("fallback"), folder, serving),
     ]
-    fallback = manifest.get("fallback")
-    if fallback:
-        lines += [
-            "ONNX Runtime FP32 on the verified export: the most portable configuration measured here. Serve it with",
-            "",
-            "```",
-            serve_command(
-                folder, fallback, {"max_batch": serving["max_batch"], "max_delay_ms": serving["max_delay_ms"]}
-            ),
-            "```",
-        ]
-    else:
-        lines.append("No ONNX Runtime FP32 configuration was measured in this run (see report.html for why).")
     return "\n".join(lines) + "\n"

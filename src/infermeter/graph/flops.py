@@ -167,8 +167,8 @@ def _kernel_size(node: NodeInfo) -> int:
     return math.prod(int(k) for k in kernel) if kernel else 1
 
 
-def node_cost(view: GraphView, node: NodeInfo, counted: bool = True) -> NodeCost:
-    """The cost of one node under the module's conventions (`counted` False: its shapes are unknown)."""
+def _work(view: GraphView, node: NodeInfo) -> tuple[str, int, int, bool]:
+    """(kind, MACs, FLOPs beyond 2 per MAC, estimated) of `node`: what its operator computes."""
     op = node.op_type
     out_numel = sum(_numel(view, name) for name in node.outputs if name)
     first_out = _numel(view, node.outputs[0]) if node.outputs and node.outputs[0] else 0
@@ -203,6 +203,12 @@ def node_cost(view: GraphView, node: NodeInfo, counted: bool = True) -> NodeCost
         kind = "data"
     else:
         kind, extra_flops, estimated = "other", out_numel, True
+    return kind, macs, extra_flops, estimated
+
+
+def _traffic(view: GraphView, node: NodeInfo) -> tuple[int, int, int]:
+    """(activation bytes in, weight bytes in, bytes out) of `node`, each distinct input counted once."""
+    op = node.op_type
     activation_in = 0
     weight_in = 0
     if op not in ("Shape", "Size"):
@@ -216,10 +222,17 @@ def node_cost(view: GraphView, node: NodeInfo, counted: bool = True) -> NodeCost
     bytes_out = sum(view.nbytes(name) for name in node.outputs if name)
     if op == "Constant":  # a constant's value is a weight, read by its consumers; producing it moves nothing
         bytes_out = 0
+    return activation_in, weight_in, bytes_out
+
+
+def node_cost(view: GraphView, node: NodeInfo, counted: bool = True) -> NodeCost:
+    """The cost of one node under the module's conventions (`counted` False: its shapes are unknown)."""
+    kind, macs, extra_flops, estimated = _work(view, node)
+    activation_in, weight_in, bytes_out = _traffic(view, node)
     return NodeCost(
         index=node.index,
         name=node.name or f"node#{node.index}",
-        op_type=op,
+        op_type=node.op_type,
         kind=kind,
         macs=macs,
         flops=2 * macs + extra_flops,

@@ -125,20 +125,76 @@ def _finished(event: dict[str, Any]) -> bool:
     return any(choice.get("finish_reason") for choice in event.get("choices") or [])
 
 
+@dataclass
+class _Stream:
+    """What one streamed response has shown so far: an arrival time per chunk with text, the server's usage
+    block, and whether the stream ended properly ([DONE] or a finish_reason)."""
+
+    token_times: list[float] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+
+
+async def _read_stream(response: Any, stream: _Stream) -> tuple[str, str] | None:
+    """Read the server-sent events of `response` into `stream`; (error kind, message) when one is a failure."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            stream.done = True
+            break
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return "bad_payload", data
+        if "error" in event:
+            return "stream_error_event", json.dumps(event["error"])
+        if _chunk_text(event):
+            stream.token_times.append(time.perf_counter())
+        if event.get("usage"):
+            stream.usage = event["usage"]
+        if _finished(event):
+            stream.done = True
+    return None
+
+
+def _completed(start: float, end: float, stream: _Stream) -> RequestTiming:
+    """The record of a stream that ended properly: a success, or `no_output` when no chunk carried text."""
+    if not stream.token_times:
+        return RequestTiming(
+            start,
+            end,
+            token_times_s=(),
+            chunk_tokens=(),
+            prompt_tokens=0,
+            reported_output_tokens=None,
+            error_kind="no_output",
+            error="no output tokens",
+        )
+    reported = stream.usage.get("completion_tokens")
+    return RequestTiming(
+        start_s=start,
+        end_s=end,
+        token_times_s=tuple(stream.token_times),
+        chunk_tokens=(),
+        prompt_tokens=int(stream.usage.get("prompt_tokens") or 0),
+        reported_output_tokens=int(reported) if reported else None,
+    )
+
+
 async def stream_request(client: Any, settings: EndpointSettings, index: int) -> RequestTiming:
     """Send request `index` and time its stream; every failure becomes a RequestTiming with an error kind."""
     import httpx
 
-    token_times: list[float] = []
-    usage: dict[str, Any] = {}
-    done = False
+    stream = _Stream()
     start = time.perf_counter()
 
     def failed(kind: str, message: str) -> RequestTiming:
         return RequestTiming(
             start,
             time.perf_counter(),
-            token_times_s=tuple(token_times),
+            token_times_s=tuple(stream.token_times),
             chunk_tokens=(),
             prompt_tokens=0,
             reported_output_tokens=None,
@@ -154,25 +210,9 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
             if response.status_code != 200:
                 body = (await response.aread()).decode(errors="replace")
                 return failed(f"http_{response.status_code}", body)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    return failed("bad_payload", data)
-                if "error" in event:
-                    return failed("stream_error_event", json.dumps(event["error"]))
-                if _chunk_text(event):
-                    token_times.append(time.perf_counter())
-                if event.get("usage"):
-                    usage = event["usage"]
-                if _finished(event):
-                    done = True
+            failure = await _read_stream(response, stream)
+            if failure is not None:
+                return failed(*failure)
     except httpx.ConnectError as exc:
         return failed("connect", str(exc))
     except httpx.TimeoutException as exc:
@@ -180,28 +220,9 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.StreamError) as exc:
         return failed("stream_dropped", str(exc) or type(exc).__name__)
     end = time.perf_counter()
-    if not done:
+    if not stream.done:
         return failed("stream_dropped", "the stream ended without [DONE] or a finish_reason")
-    if not token_times:
-        return RequestTiming(
-            start,
-            end,
-            token_times_s=(),
-            chunk_tokens=(),
-            prompt_tokens=0,
-            reported_output_tokens=None,
-            error_kind="no_output",
-            error="no output tokens",
-        )
-    reported = usage.get("completion_tokens")
-    return RequestTiming(
-        start_s=start,
-        end_s=end,
-        token_times_s=tuple(token_times),
-        chunk_tokens=(),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        reported_output_tokens=int(reported) if reported else None,
-    )
+    return _completed(start, end, stream)
 
 
 async def run_level(settings: EndpointSettings, concurrency: int) -> list[RequestTiming]:

@@ -93,6 +93,38 @@ def _auth(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+def _metadata_inputs(metadata: dict[str, Any]) -> list[InputSpec]:
+    """The model's inputs as the server's metadata declares them, each free dim named for its own input."""
+    inputs = []
+    for entry in metadata.get("inputs", []):
+        if entry.get("datatype") not in DATATYPES:
+            raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
+        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
+        dims = tuple(
+            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
+            for axis, d in enumerate(entry["shape"])
+        )
+        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], shape=dims))
+    return inputs
+
+
+def _http_requests(
+    base: str, name: str, feed_sets: list[dict[str, Any]], use_json: bool, headers: dict[str, str]
+) -> list[bytes]:
+    """A whole HTTP request (binary-tensor or JSON body) to the model's infer endpoint for each set of feeds."""
+    path = f"/v2/models/{name}/infer"
+    parts = urlsplit(base)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    requests = []
+    for feeds in feed_sets:
+        if use_json:
+            body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
+        else:
+            body, extra = encode_binary_request(feeds)
+        requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
+    return requests
+
+
 def prepare_target(
     url: str,
     model_name: str | None = None,
@@ -120,16 +152,7 @@ def prepare_target(
         name, metadata = grpc_model_metadata(address, name, api_key)
     else:
         base, name, metadata = _http_metadata(url, model_name, headers)
-    inputs = []
-    for entry in metadata.get("inputs", []):
-        if entry.get("datatype") not in DATATYPES:
-            raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
-        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
-        dims = tuple(
-            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
-            for axis, d in enumerate(entry["shape"])
-        )
-        inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], shape=dims))
+    inputs = _metadata_inputs(metadata)
     feed_sets, notes, source = _request_feeds(metadata, inputs, batch, input_shapes, input_values, data, seed, distinct)
     if grpc:
         from infermeter.serve.grpc_protocol import encode_grpc_request
@@ -145,16 +168,7 @@ def prepare_target(
             data=source,
             call_metadata=call_metadata(api_key),
         )
-    path = f"/v2/models/{name}/infer"
-    parts = urlsplit(base)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    requests = []
-    for feeds in feed_sets:
-        if use_json:
-            body, extra = encode_json_request(feeds), {"Content-Type": "application/json"}
-        else:
-            body, extra = encode_binary_request(feeds)
-        requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
+    requests = _http_requests(base, name, feed_sets, use_json, headers)
     return LoadTarget(base, name, metadata=metadata, requests=requests, batch=batch, notes=notes, data=source)
 
 

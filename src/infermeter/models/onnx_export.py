@@ -157,6 +157,55 @@ def _output_axes(module: Any, args: tuple[Any, ...], spec: ModelSpec, axes: Dyna
     return result
 
 
+def _run_exporter(
+    model: Any, args: tuple[Any, ...], target: Path, spec: ModelSpec, axes: DynamicAxes | None, opset: int, dynamo: bool
+) -> None:
+    """One call of torch's ONNX exporter (`dynamo`: the torch.export-based one), its warnings silenced."""
+    import torch
+
+    with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        warnings.simplefilter("ignore")
+        extra: dict[str, Any] = {"external_data": False, "optimize": True} if dynamo else {}
+        torch.onnx.export(
+            model,
+            args,
+            str(target),
+            input_names=[item.name for item in spec.inputs],
+            output_names=list(spec.output_names),
+            dynamic_axes=axes,
+            opset_version=opset,
+            dynamo=dynamo,
+            verbose=False,
+            **extra,
+        )
+
+
+def _export_error(
+    spec: ModelSpec,
+    opset: int,
+    module: Any,
+    args: tuple[Any, ...],
+    attempts: list[tuple[str, str]],
+    unsupported: str | None,
+) -> ExportError:
+    """The error when every exporter failed: the unsupported operator and where the model calls it, when known."""
+    tried = "; ".join(f"{name}: {reason}" for name, reason in attempts)
+    origins: tuple[str, ...] = ()
+    if unsupported:
+        from infermeter.models.op_origin import operator_origins
+
+        origins = tuple(operator_origins(module, args, unsupported))
+        called = f", called in {'; '.join(origins)}" if origins else ""
+        message = (
+            f"could not export {spec.ref!r} to ONNX: operator {unsupported} is not supported by the ONNX exporters "
+            f"(opset {opset}){called}; replace it with standard torch ops or register an ONNX translation for it "
+            f"[{tried}]"
+        )
+    else:
+        message = f"could not export {spec.ref!r} to ONNX: {tried}"
+    return ExportError(message, unsupported, attempts, origins)
+
+
 def export_to_onnx(
     spec: ModelSpec,
     target: Path,
@@ -184,7 +233,6 @@ def export_to_onnx(
         module = load_torch_module(spec)
     feeds = trace_feeds(spec)[0]
     args = tuple(torch.from_numpy(feeds[item.name]) for item in spec.inputs)
-    input_names = [item.name for item in spec.inputs]
     output_axes = _output_axes(module, args, spec, axes)
     # The exporters log a warning per op they cannot register and print progress; neither is for our users.
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
@@ -197,37 +245,10 @@ def export_to_onnx(
             attempts.append((label, "a .pt2 program has no TorchScript form"))
             continue
         try:
-            with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-                warnings.simplefilter("ignore")
-                extra: dict[str, Any] = {"external_data": False, "optimize": True} if dynamo else {}
-                torch.onnx.export(
-                    program if program is not None else module,
-                    args,
-                    str(target),
-                    input_names=input_names,
-                    output_names=list(spec.output_names),
-                    dynamic_axes=None if program is not None else {**axes, **output_axes},
-                    opset_version=opset,
-                    dynamo=dynamo,
-                    verbose=False,
-                    **extra,
-                )
+            dynamic = None if program is not None else {**axes, **output_axes}
+            _run_exporter(program if program is not None else module, args, target, spec, dynamic, opset, dynamo)
             return ExportOutcome(label, attempts[0][1] if attempts else None, axes)
         except Exception as exc:
             attempts.append((label, summarize_exception(exc)))
             unsupported = unsupported or unsupported_operator(exc)
-    tried = "; ".join(f"{name}: {reason}" for name, reason in attempts)
-    origins: tuple[str, ...] = ()
-    if unsupported:
-        from infermeter.models.op_origin import operator_origins
-
-        origins = tuple(operator_origins(module, args, unsupported))
-        called = f", called in {'; '.join(origins)}" if origins else ""
-        message = (
-            f"could not export {spec.ref!r} to ONNX: operator {unsupported} is not supported by the ONNX exporters "
-            f"(opset {opset}){called}; replace it with standard torch ops or register an ONNX translation for it "
-            f"[{tried}]"
-        )
-    else:
-        message = f"could not export {spec.ref!r} to ONNX: {tried}"
-    raise ExportError(message, unsupported, attempts, origins)
+    raise _export_error(spec, opset, module, args, attempts, unsupported)

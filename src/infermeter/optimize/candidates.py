@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from infermeter.advise.pick import accuracy_drop
+from infermeter.advise.constraints import accuracy_drop
 from infermeter.report.summary import case_label, parity_failed
 from infermeter.results.records import AccuracyError, ParityRecord, read_record
 from infermeter.results.schema import CaseResult

@@ -103,6 +103,41 @@ def _topk_agreement(ref: np.ndarray, cand: np.ndarray, k: int) -> float:
     return float(np.mean(overlap) / k)
 
 
+def _cosine(r: np.ndarray, c: np.ndarray) -> float:
+    """Cosine similarity of two flat vectors: 1 when both are zero, 0 when only one is."""
+    norm_r, norm_c = float(np.linalg.norm(r)), float(np.linalg.norm(c))
+    if norm_r == 0 and norm_c == 0:
+        return 1.0
+    if norm_r == 0 or norm_c == 0:
+        return 0.0
+    return float(np.clip(np.dot(r, c) / (norm_r * norm_c), -1.0, 1.0))
+
+
+def _sqnr_db(r: np.ndarray, diff: np.ndarray) -> float:
+    """Signal to quantization-noise ratio in dB: inf without noise, -inf without signal."""
+    signal, noise = float(np.sum(r * r)), float(np.sum(diff * diff))
+    if noise == 0:
+        return math.inf
+    if signal == 0:
+        return -math.inf
+    return 10 * math.log10(signal / noise)
+
+
+def _outside_tolerance(
+    r: np.ndarray, diff: np.ndarray, scale: float, exact: bool, tolerance: Tolerance | None
+) -> tuple[float | None, int]:
+    """(worst diff/bound ratio, values outside the bound): exact outputs allow no difference; float outputs are
+    held to an elementwise `tolerance` when there is one (else nothing is outside and there is no ratio)."""
+    if exact:
+        return None, int(np.sum(diff > 0))
+    if tolerance is None or not tolerance.elementwise:
+        return None, 0
+    bound = (tolerance.atol or 0.0) * scale + (tolerance.rtol or 0.0) * np.abs(r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(diff == 0, 0.0, diff / bound)
+    return (float(np.max(ratios)) if ratios.size else 0.0), int(np.sum(diff > bound))
+
+
 def compare_output(name: str, ref: np.ndarray, cand: np.ndarray, tolerance: Tolerance | None = None) -> OutputMetrics:
     """Metrics of `cand` against `ref` (definitions in the module docstring). Integer and boolean outputs are
     required to match exactly; float outputs are measured against `tolerance` when given."""
@@ -125,30 +160,8 @@ def compare_output(name: str, ref: np.ndarray, cand: np.ndarray, tolerance: Tole
     scale = float(np.max(np.abs(r))) if r.size else 0.0
     scale = scale if scale > 0 else 1.0
     rel = diff / (np.abs(r) + REL_FLOOR * scale)
-    norm_r, norm_c = float(np.linalg.norm(r)), float(np.linalg.norm(c))
-    if norm_r == 0 and norm_c == 0:
-        cosine = 1.0
-    elif norm_r == 0 or norm_c == 0:
-        cosine = 0.0
-    else:
-        cosine = float(np.clip(np.dot(r, c) / (norm_r * norm_c), -1.0, 1.0))
-    signal, noise = float(np.sum(r * r)), float(np.sum(diff * diff))
-    if noise == 0:
-        sqnr_db = math.inf
-    elif signal == 0:
-        sqnr_db = -math.inf
-    else:
-        sqnr_db = 10 * math.log10(signal / noise)
-    worst_ratio: float | None = None
-    outside = 0
-    if exact:
-        outside = int(np.sum(diff > 0))
-    elif tolerance is not None and tolerance.elementwise:
-        bound = (tolerance.atol or 0.0) * scale + (tolerance.rtol or 0.0) * np.abs(r)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.where(diff == 0, 0.0, diff / bound)
-        worst_ratio = float(np.max(ratios)) if ratios.size else 0.0
-        outside = int(np.sum(diff > bound))
+    cosine, sqnr_db = _cosine(r, c), _sqnr_db(r, diff)
+    worst_ratio, outside = _outside_tolerance(r, diff, scale, exact, tolerance)
     top1 = top5 = None
     if ref.ndim == 2 and ref.shape[1] >= 2 and ref.dtype.kind == "f" and nonfinite_mismatch == 0:
         ref2, cand2 = ref.astype(np.float64), cand.astype(np.float64)

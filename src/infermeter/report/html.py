@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 
 from infermeter.figures.metric_registry import NUMERIC_COLUMNS
@@ -10,6 +11,7 @@ from infermeter.report.chart_list import report_charts
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
 from infermeter.report.summary import group_warnings
+from infermeter.results.schema import CaseWarning
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
@@ -49,13 +51,65 @@ def _plotly_js() -> str:
     return get_plotlyjs().replace("</script", "<\\/script")
 
 
+def _sources_lines(report: MergedReport) -> list[str]:
+    """One line per results file (name, date, cases, command, speed drift), then a warning per differing environment."""
+    lines: list[str] = []
+    for source in report.files:
+        command = " ".join(source.results.command)
+        lines.append(
+            f'<p class="meta"><code>{escape(source.name)}</code> · created {escape(source.results.created)} · '
+            f"{len(source.results.cases)} cases" + (f" · <code>{escape(command)}</code>" if command else "")
+            + _speed_note(source.results.extra.get("machine_speed")) + "</p>"
+        )  # fmt: skip
+    for name, diffs in report.env_differences:
+        lines.append(
+            f'<div class="envdiff"><strong>Environment of {escape(name)} differs from the first file:</strong> '
+            f"{escape('; '.join(diffs))}. Figures across these files are not like-for-like.</div>"
+        )
+    return lines
+
+
+def _chart_sections(report: MergedReport) -> list[str]:
+    """A titled, captioned section per chart, plotly.js left out (the page inlines it once)."""
+    import plotly.io as pio
+
+    lines: list[str] = []
+    for chart in report_charts(report):
+        figure_html = pio.to_html(
+            chart.figure,
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"chart-{chart.key}",
+            config={"displaylogo": False, "responsive": True},
+        )
+        lines.append(f'<section class="chart" id="section-{chart.key}"><h2>{escape(chart.title)}</h2>')
+        if chart.caption:
+            lines.append(f'<p class="caption">{escape(chart.caption)}</p>')
+        lines.append(figure_html + "</section>")
+    return lines
+
+
+def _warning_lines(warnings: Sequence[tuple[str, CaseWarning]]) -> list[str]:
+    """The Warnings section, one block per warning code with its cases and remedy; nothing when there is none."""
+    lines: list[str] = []
+    groups = group_warnings(warnings)
+    if groups:
+        lines.append('<h2>Warnings</h2><div id="warnings">')
+        for group in groups:
+            where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
+            lines.append(
+                f'<div class="warning"><strong>{escape(group.code)}</strong>: {escape(group.title)}: {escape(where)}'
+                f"<br>→ {escape(group.remedy)}</div>"
+            )
+        lines.append("</div>")
+    return lines
+
+
 def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> str:
     """The whole page as text (UTF-8 when written)."""
     from infermeter.core.extras import require_extra
 
     require_extra("html", ["plotly"], "the HTML report")
-    import plotly.io as pio
-
     table = report_table(report, allow_mixed_precision)
     columns, rows, caption = table.compact()
     parts = [
@@ -68,18 +122,7 @@ def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> st
         "</head><body>",
         "<h1>infermeter report</h1>",
     ]
-    for source in report.files:
-        command = " ".join(source.results.command)
-        parts.append(
-            f'<p class="meta"><code>{escape(source.name)}</code> · created {escape(source.results.created)} · '
-            f"{len(source.results.cases)} cases" + (f" · <code>{escape(command)}</code>" if command else "")
-            + _speed_note(source.results.extra.get("machine_speed")) + "</p>"
-        )  # fmt: skip
-    for name, diffs in report.env_differences:
-        parts.append(
-            f'<div class="envdiff"><strong>Environment of {escape(name)} differs from the first file:</strong> '
-            f"{escape('; '.join(diffs))}. Figures across these files are not like-for-like.</div>"
-        )
+    parts += _sources_lines(report)
     parts.append("<h2>Results</h2>")
     if caption:
         parts.append(f'<p class="caption">{escape(caption)}</p>')
@@ -89,28 +132,8 @@ def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> st
     fastest = fastest_lines(report.cases, allow_mixed_precision)
     if fastest:
         parts.append('<ul class="notes" id="speedups">' + "".join(f"<li>{escape(x)}</li>" for x in fastest) + "</ul>")
-    for chart in report_charts(report):
-        figure_html = pio.to_html(
-            chart.figure,
-            full_html=False,
-            include_plotlyjs=False,
-            div_id=f"chart-{chart.key}",
-            config={"displaylogo": False, "responsive": True},
-        )
-        parts.append(f'<section class="chart" id="section-{chart.key}"><h2>{escape(chart.title)}</h2>')
-        if chart.caption:
-            parts.append(f'<p class="caption">{escape(chart.caption)}</p>')
-        parts.append(figure_html + "</section>")
-    groups = group_warnings(table.warnings)
-    if groups:
-        parts.append('<h2>Warnings</h2><div id="warnings">')
-        for group in groups:
-            where = ", ".join(f"{label} ({detail})" if detail else label for label, detail in group.cases)
-            parts.append(
-                f'<div class="warning"><strong>{escape(group.code)}</strong>: {escape(group.title)}: {escape(where)}'
-                f"<br>→ {escape(group.remedy)}</div>"
-            )
-        parts.append("</div>")
+    parts += _chart_sections(report)
+    parts += _warning_lines(table.warnings)
     parts.append("<h2>Environment</h2>")
     env_rows = [[label, value] for label, value in environment_summary(report.environment)]
     parts.append(_table(["", "value"], env_rows, "environment"))

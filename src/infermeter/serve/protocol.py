@@ -108,21 +108,44 @@ def _from_json_data(data: Any, dtype: np.dtype, shape: tuple[int, ...], name: st
     return array.reshape(shape)
 
 
-def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
-    """Parse a request body (JSON, or JSON + binary tensors when `header_length` is given); ProtocolError(400)
-    says what is malformed."""
-    if header_length is not None:
-        try:
-            json_length = int(header_length)
-        except ValueError:
-            raise ProtocolError(400, f"Inference-Header-Content-Length {header_length!r} is not an integer") from None
-        if not 0 < json_length <= len(body):
-            raise ProtocolError(
-                400, f"Inference-Header-Content-Length {json_length} does not fit a body of {len(body)} bytes"
-            )
-        document, binary = _json_object(body[:json_length]), memoryview(body)[json_length:]
-    else:
-        document, binary = _json_object(body), memoryview(b"")
+def _split_body(body: bytes, header_length: str | None) -> tuple[dict[str, Any], memoryview]:
+    """The JSON document and the binary tensor data after it (none without `header_length`)."""
+    if header_length is None:
+        return _json_object(body), memoryview(b"")
+    try:
+        json_length = int(header_length)
+    except ValueError:
+        raise ProtocolError(400, f"Inference-Header-Content-Length {header_length!r} is not an integer") from None
+    if not 0 < json_length <= len(body):
+        raise ProtocolError(
+            400, f"Inference-Header-Content-Length {json_length} does not fit a body of {len(body)} bytes"
+        )
+    return _json_object(body[:json_length]), memoryview(body)[json_length:]
+
+
+def _binary_tensor(
+    name: str, shape: tuple[int, ...], dtype: np.dtype, size: Any, binary: memoryview, offset: int
+) -> np.ndarray:
+    """Input `name` read from `size` bytes of `binary` at `offset` (little-endian), the size checked against its
+    shape and datatype."""
+    if not isinstance(size, int) or size < 0:
+        raise ProtocolError(400, f"input {name!r}: binary_data_size must be a non-negative integer")
+    expected = math.prod(shape) * dtype.itemsize
+    if size != expected:
+        raise ProtocolError(
+            400,
+            f"input {name!r}: binary_data_size {size} but shape {list(shape)} of "
+            f"{datatype_of(dtype)} needs {expected} bytes",
+        )
+    if offset + size > len(binary):
+        raise ProtocolError(400, f"input {name!r}: binary data ends after {len(binary) - offset} of {size} bytes")
+    chunk = binary[offset : offset + size]
+    return np.frombuffer(chunk, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(shape)
+
+
+def _parse_inputs(document: dict[str, Any], binary: memoryview) -> dict[str, np.ndarray]:
+    """Every entry of the document's 'inputs', from its JSON 'data' or its slice of `binary`, which they must
+    claim to the last byte."""
     entries = document.get("inputs")
     if not isinstance(entries, list) or not entries:
         raise ProtocolError(400, "request has no 'inputs' list (each input: name, shape, datatype, data)")
@@ -138,42 +161,47 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
         parameters = entry.get("parameters") or {}
         size = parameters.get("binary_data_size") if isinstance(parameters, dict) else None
         if size is not None:
-            if not isinstance(size, int) or size < 0:
-                raise ProtocolError(400, f"input {name!r}: binary_data_size must be a non-negative integer")
-            expected = math.prod(shape) * dtype.itemsize
-            if size != expected:
-                raise ProtocolError(
-                    400,
-                    f"input {name!r}: binary_data_size {size} but shape {list(shape)} of "
-                    f"{datatype_of(dtype)} needs {expected} bytes",
-                )
-            if offset + size > len(binary):
-                raise ProtocolError(
-                    400, f"input {name!r}: binary data ends after {len(binary) - offset} of {size} bytes"
-                )
-            chunk = binary[offset : offset + size]
+            inputs[name] = _binary_tensor(name, shape, dtype, size, binary, offset)
             offset += size
-            inputs[name] = np.frombuffer(chunk, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(shape)
         elif "data" in entry:
             inputs[name] = _from_json_data(entry["data"], dtype, shape, name)
         else:
             raise ProtocolError(400, f"input {name!r} has neither 'data' nor a binary_data_size parameter")
     if offset != len(binary):
         raise ProtocolError(400, f"{len(binary) - offset} bytes of binary data are not claimed by any input")
-    request = InferRequest(inputs=inputs, request_id=_optional_str(document.get("id")))
-    parameters = document.get("parameters") or {}
-    request.binary_default = bool(isinstance(parameters, dict) and parameters.get("binary_data_output"))
+    return inputs
+
+
+def _requested_outputs(document: dict[str, Any], binary_default: bool) -> dict[str, bool]:
+    """Output name -> binary?, for the outputs the request names (empty when it names none)."""
     outputs = document.get("outputs")
-    if outputs is not None:
-        if not isinstance(outputs, list):
-            raise ProtocolError(400, "'outputs' must be a list of {name, parameters} objects")
-        for entry in outputs:
-            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                raise ProtocolError(400, "every entry of 'outputs' must be an object with a 'name' string")
-            out_parameters = entry.get("parameters") or {}
-            binary_flag = out_parameters.get("binary_data") if isinstance(out_parameters, dict) else None
-            request.outputs[entry["name"]] = request.binary_default if binary_flag is None else bool(binary_flag)
-    return request
+    if outputs is None:
+        return {}
+    if not isinstance(outputs, list):
+        raise ProtocolError(400, "'outputs' must be a list of {name, parameters} objects")
+    requested: dict[str, bool] = {}
+    for entry in outputs:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ProtocolError(400, "every entry of 'outputs' must be an object with a 'name' string")
+        out_parameters = entry.get("parameters") or {}
+        binary_flag = out_parameters.get("binary_data") if isinstance(out_parameters, dict) else None
+        requested[entry["name"]] = binary_default if binary_flag is None else bool(binary_flag)
+    return requested
+
+
+def parse_infer_request(body: bytes, header_length: str | None) -> InferRequest:
+    """Parse a request body (JSON, or JSON + binary tensors when `header_length` is given); ProtocolError(400)
+    says what is malformed."""
+    document, binary = _split_body(body, header_length)
+    inputs = _parse_inputs(document, binary)
+    parameters = document.get("parameters") or {}
+    binary_default = bool(isinstance(parameters, dict) and parameters.get("binary_data_output"))
+    return InferRequest(
+        inputs=inputs,
+        request_id=_optional_str(document.get("id")),
+        outputs=_requested_outputs(document, binary_default),
+        binary_default=binary_default,
+    )
 
 
 def _optional_str(value: Any) -> str | None:

@@ -13,7 +13,7 @@ import logging
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +173,58 @@ def _reader(samples: SampleSet, batch_size: int) -> Any:
     return _SampleReader()
 
 
+def _check_exclude(graph: Any, exclude: Sequence[str]) -> None:
+    """Refuse `--exclude` names that are not nodes of `graph`, naming some weighted nodes that are."""
+    known = set(_weighted_names(graph))
+    all_nodes = {n.name for n in graph.node}
+    missing = [name for name in exclude if name not in all_nodes]
+    if missing:
+        hint = ", ".join(sorted(known)[:8]) + (" ..." if len(known) > 8 else "")
+        raise UsageError(f"--exclude names node(s) not in the graph: {', '.join(missing)}; weighted nodes: {hint}")
+
+
+def _quantize_static(
+    graph: Any,
+    source: Path,
+    target: Path,
+    config: QuantConfig,
+    calib: SampleSet | None,
+    calibration_cache: Path | None,
+) -> None:
+    """Static (QDQ) quantization of `source` into `target`, calibrated on `calib` (ranges cached when asked)."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    if calib is None:
+        raise UsageError("static quantization needs calibration samples")
+    # In attention, per-tensor static ranges ruin the activation x activation products (Q.K^T, scores.V),
+    # whose ranges vary with every input, and the Softmax/mask/LayerNorm tensors (all-MiniLM-L6-v2: mean
+    # cosine to FP32 0.40). Only the weighted products are quantized there, as dynamic quantization does.
+    # (ONNX Runtime's MatMulConstBOnly option is not applied by its QDQ quantizer: the products are
+    # excluded by name.)
+    products = _attention_products(graph)
+    method = {
+        "minmax": CalibrationMethod.MinMax,
+        "entropy": CalibrationMethod.Entropy,
+        "percentile": CalibrationMethod.Percentile,
+    }[config.method]
+    quantize_static(
+        str(source),
+        str(target),
+        # Histogram calibrators stack per-batch outputs and fail on a ragged last batch: feed them one by one.
+        _reader(calib, 1 if _fixed_batch(graph) or config.method != "minmax" else 16),
+        quant_format=QuantFormat.QDQ,
+        per_channel=config.per_channel,
+        activation_type=QuantType.QUInt8 if config.activations == "u8" else QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        nodes_to_exclude=[*config.exclude, *products],
+        calibrate_method=method,
+        calibration_providers=["CPUExecutionProvider"],
+        calibration_cache_path=str(calibration_cache) if calibration_cache else None,
+        op_types_to_quantize=list(WEIGHTED_OPS) if products else None,
+        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True} if config.symmetric else None,
+    )
+
+
 def quantize_onnx(
     source: Path,
     target: Path,
@@ -185,17 +237,12 @@ def quantize_onnx(
     Static mode needs `calib`; nodes named in `config.exclude` stay in float. With `calibration_cache`, the
     tensor ranges are computed once, saved there, and reused by later calls (same model, same method).
     """
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     config.check()
     # Read once: the sensitivity search calls this for every layer, and a transformer's graph is large.
     graph = _graph(source)
-    known = set(_weighted_names(graph))
-    all_nodes = {n.name for n in graph.node}
-    missing = [name for name in config.exclude if name not in all_nodes]
-    if missing:
-        hint = ", ".join(sorted(known)[:8]) + (" ..." if len(known) > 8 else "")
-        raise UsageError(f"--exclude names node(s) not in the graph: {', '.join(missing)}; weighted nodes: {hint}")
+    _check_exclude(graph, config.exclude)
     source, target = source.resolve(), target.resolve()
     calibration_cache = calibration_cache.resolve() if calibration_cache else None
     try:
@@ -209,35 +256,7 @@ def quantize_onnx(
                     nodes_to_exclude=list(config.exclude),
                 )
                 return
-            if calib is None:
-                raise UsageError("static quantization needs calibration samples")
-            # In attention, per-tensor static ranges ruin the activation x activation products (Q.K^T, scores.V),
-            # whose ranges vary with every input, and the Softmax/mask/LayerNorm tensors (all-MiniLM-L6-v2: mean
-            # cosine to FP32 0.40). Only the weighted products are quantized there, as dynamic quantization does.
-            # (ONNX Runtime's MatMulConstBOnly option is not applied by its QDQ quantizer: the products are
-            # excluded by name.)
-            products = _attention_products(graph)
-            method = {
-                "minmax": CalibrationMethod.MinMax,
-                "entropy": CalibrationMethod.Entropy,
-                "percentile": CalibrationMethod.Percentile,
-            }[config.method]
-            quantize_static(
-                str(source),
-                str(target),
-                # Histogram calibrators stack per-batch outputs and fail on a ragged last batch: feed them one by one.
-                _reader(calib, 1 if _fixed_batch(graph) or config.method != "minmax" else 16),
-                quant_format=QuantFormat.QDQ,
-                per_channel=config.per_channel,
-                activation_type=QuantType.QUInt8 if config.activations == "u8" else QuantType.QInt8,
-                weight_type=QuantType.QInt8,
-                nodes_to_exclude=[*config.exclude, *products],
-                calibrate_method=method,
-                calibration_providers=["CPUExecutionProvider"],
-                calibration_cache_path=str(calibration_cache) if calibration_cache else None,
-                op_types_to_quantize=list(WEIGHTED_OPS) if products else None,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True} if config.symmetric else None,
-            )
+            _quantize_static(graph, source, target, config, calib, calibration_cache)
     except UsageError:
         raise
     except Exception as exc:
