@@ -1,1 +1,2 @@
-"""Picking a configuration from measured cases (`pick`), and its cost side (`tradeoff`)."""
+"""Picking a configuration from measured cases (`pick`) under the user's constraints (`constraints`), and its cost
+side (`tradeoff`)."""
