@@ -188,14 +188,15 @@ def bench(
     from infermeter.machine.environment import collect_environment
     from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
     from infermeter.measure.request import build_matrix
-    from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
+    from infermeter.measure.scenarios import scenario_of
+    from infermeter.measure.shapes import parse_sizes
     from infermeter.models.input_flags import parse_input_override
 
     for key, value in (("threads", threads), ("seq_len", seq_len)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{key}={value!r}: expected an integer")
     settings = measure_settings(settings, measure)
-    points = EVERY_SIZE if settings.soaking else 8  # a soak draws from every size of a range
+    points = scenario_of(settings).dynamic_points
     request = BenchRequest(
         models=_names(models),
         backends=_names(backends),

@@ -14,7 +14,8 @@ from infermeter.cli.common import parse_options, parse_positive_ints, split_valu
 from infermeter.cli.options import BACKEND, CLUSTER, INPUT, OPTION, RESHAPE, THREADS, Decorator, option_group
 from infermeter.core.case import MeasureSettings
 from infermeter.measure.request import BenchRequest
-from infermeter.measure.shapes import EVERY_SIZE, parse_sizes
+from infermeter.measure.scenarios import scenario_of
+from infermeter.measure.shapes import parse_sizes
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
 OPTION_FLAGS = {
@@ -70,7 +71,7 @@ class MatrixFlags:
             threads=self.threads,
             inputs=shapes,
             options=parse_options([*flag_options, *self.option]),
-            dynamic=_sizes(self.dynamic, "--dynamic", EVERY_SIZE if settings.soaking else 8),  # a soak: every size
+            dynamic=_sizes(self.dynamic, "--dynamic", scenario_of(settings).dynamic_points),
             buckets=_sizes(self.buckets, "--buckets"),
             seq_len=self.seq_len,
             settings=settings,

@@ -89,7 +89,8 @@ class PlanItem:
 
     def worker(self, index: int, on_phase: PhaseCallback, built: BuildOutcome | None) -> BurstWorker:
         """The case in a fresh worker, loading from its built artifact."""
-        from infermeter.measure.worker import CaseWorker, built_artifact
+        from infermeter.measure.latency_worker import CaseWorker
+        from infermeter.measure.worker import built_artifact
 
         return CaseWorker(self.spec, self.chain[index], on_phase, built_artifact(built))
 

@@ -13,6 +13,7 @@ from infermeter.measure.buildstage import run_builds
 from infermeter.measure.interleave import run_group
 from infermeter.measure.plan import PlanItem, SweepCase, SweepItem
 from infermeter.measure.repeat import attach_process_paired, item_for_pass, passes_of, store_result, wants_more
+from infermeter.measure.scenarios import scenario_of
 from infermeter.results.io import write_results
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -156,8 +157,9 @@ class _Sweeper:
                 todo.append(wanted)
         note = None
         settings = todo[0].case.settings if todo else None
-        # A soak is one long run per case, never interleaved: its memory over time is its own.
-        if isolate and len(todo) > 1 and settings is not None and settings.interleave and not settings.soaking:
+        # A scenario whose cases are not interleaved (a soak: its memory over time is its own) runs them one by one.
+        interleaved = settings is not None and settings.interleave and scenario_of(settings).interleaved
+        if isolate and len(todo) > 1 and interleaved:
 
             def group_phase(i: int, case: SweepCase, name: str, items: list[SweepItem] = todo) -> None:
                 self.emit(SweepEvent("phase", self.position[id(items[i])], self.total, case, phase=name))

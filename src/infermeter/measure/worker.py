@@ -8,28 +8,24 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import signal
-import time
-from typing import Any
 
 from infermeter.build.case_build import BuildFailure
 from infermeter.core.case import Case
-from infermeter.measure.allocator import allocator_environment, allocator_unavailable
-from infermeter.measure.burstworker import BurstWorker, WorkerEnded, run_worker_until_stopped, serve_bursts
+from infermeter.measure.allocator import allocator_unavailable
+from infermeter.measure.burstworker import WorkerEnded
 from infermeter.measure.execute import (
-    CaseRunner,
     PhaseCallback,
     blank_result,
     execute_case,
     unavailable_reason,
 )
 from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit, own_peak_rss_mb
+from infermeter.measure.scenarios import scenario_of
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
-from infermeter.results.schema import CaseResult, CaseWarning, case_to_dict
+from infermeter.results.schema import CaseResult, CaseWarning
 
 __all__ = [
-    "CaseWorker",
     "PhaseCallback",
     "WorkerEnded",
     "WorkerGone",
@@ -41,49 +37,6 @@ __all__ = [
     "run_isolated",
     "unavailable_reason",
 ]
-
-
-def _child_main(
-    conn: multiprocessing.connection.Connection,
-    spec: ModelSpec,
-    case: Case,
-    artifact: dict[str, Any] | None,
-    limit: MemoryLimit | None = None,
-) -> None:
-    """The worker: load the case (from its built `artifact`), say `ready`, then serve `burst` requests until
-    `finish` (see CaseWorker). `limit`: the case's memory limit, entered before anything is loaded."""
-    entered = time.time()
-    die_with_parent()
-    # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    limit_note = enter_limit(limit) if limit is not None else None
-    set_thread_environment(case.threads)
-    try:
-        import psutil
-
-        # Interpreter start-up and infermeter's own imports: part of any cold start (10 ms clock resolution).
-        process_start_s = max(0.0, entered - psutil.Process().create_time())
-        built = Artifact.from_dict(artifact) if artifact is not None else None
-        runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)), artifact=built)
-        runner.result.process_start_s = process_start_s
-        if limit_note:
-            runner.result.notes.append(limit_note)
-        if not runner.load():
-            if limit is not None and runner.result.peak_rss_mb is None:
-                # The peak it reached before failing (under a limit, likely the allocation that hit it), which the
-                # parent's polling may not have seen in a worker that fails within its first 0.2 s.
-                runner.result.peak_rss_mb = own_peak_rss_mb()
-            conn.send(("result", case_to_dict(runner.result)))
-            return
-
-        def started(result: CaseResult) -> None:
-            result.process_start_s = process_start_s
-
-        serve_bursts(conn, runner, started)
-    except BaseException as exc:  # anything at all: report it rather than die silently
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
 
 
 def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
@@ -103,31 +56,6 @@ def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
         conn.send(("error", describe_exception(exc)))
     finally:
         conn.close()
-
-
-class CaseWorker(BurstWorker):
-    """One inference case in a fresh worker, driven from here (`measure.burstworker.BurstWorker`): sequential sweeps
-    and interleaved rounds use it; `artifact` is the case's built artifact (`case_build`), when it has one."""
-
-    def __init__(
-        self, spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None, artifact: Artifact | None = None
-    ) -> None:
-        self.spec, self.case = spec, case
-        payload = artifact.to_dict() if artifact is not None else None
-        limit = case_limit(case)
-
-        def blank(status: str, error: str) -> CaseResult:
-            return blank_result(spec, case, status, error)
-
-        super().__init__(
-            _child_main,
-            (spec, case, payload, limit),
-            case.settings.case_timeout_s,
-            blank,
-            on_phase,
-            allocator_environment(case.allocator),
-            limit,
-        )
 
 
 def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> Artifact | BuildFailure:
@@ -169,11 +97,7 @@ def run_isolated(
     unrunnable = unrunnable_result(spec, case, built)
     if unrunnable is not None:
         return unrunnable
-    if case.settings.soaking:
-        from infermeter.measure.soak_run import run_soak
-
-        return run_soak(spec, case, on_phase, built_artifact(built))
-    return run_worker_until_stopped(CaseWorker(spec, case, on_phase, built_artifact(built)), case.settings)
+    return scenario_of(case.settings).run_isolated(spec, case, on_phase, built_artifact(built))
 
 
 def run_in_process(
@@ -184,12 +108,7 @@ def run_in_process(
     if ended is not None:
         return ended
     set_thread_environment(case.threads)
-    if case.settings.soaking:
-        from infermeter.measure.soak_case import soak_case
-
-        result = soak_case(spec, case, built_artifact(built), on_phase)
-    else:
-        result = execute_case(spec, case, on_phase, built_artifact(built))
+    result = scenario_of(case.settings).run_in_process(spec, case, on_phase, built_artifact(built))
     result.isolated = False
     if result.ok:
         result.warnings.append(
