@@ -18,6 +18,7 @@ from infermeter.results.records import (
     SLO,
     Accuracy,
     AccuracyError,
+    ComputePrecision,
     Distribution,
     Footprint,
     GenerationCase,
@@ -158,6 +159,7 @@ SAMPLES: dict[type[Record], Record] = {
         (ServerSample(0.25, {"llamacpp:requests_processing": 2.0}), ServerSample(0.75, {})),
         ("http://127.0.0.1:1/slots: HTTP 404",),
     ),
+    ComputePrecision: ComputePrecision("fp16", "fp32", True, "onnxruntime profile: 53 fp32 compute kernels"),
 }
 
 

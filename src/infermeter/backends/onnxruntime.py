@@ -18,6 +18,7 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends.compute_precision import ComputeReading, ort_profiled
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
 from infermeter.backends.triton import THREADS, TritonGraphLevel, TritonParameter, TritonTarget
 from infermeter.case import Case
@@ -272,7 +273,9 @@ class OnnxRuntimeBackend(Backend):
             session = self.create(ort, str(source.path), options, case, model)
         created = time.perf_counter()
         self.check_providers(session)
-        precision = self.effective_precision(str(source.path), case)
+        stored = onnx_graph_precision(str(source.path))
+        reading = self.compute_reading(ort, model, case, artifact.path if artifact is not None else None, stored)
+        precision = self.computed_precision(stored, reading, case)
         run_options = None
         if ARENA_SHRINK.value(case):
             if not CPU_ARENA.value(case):
@@ -289,29 +292,50 @@ class OnnxRuntimeBackend(Backend):
         result.notes.append(f"graph optimization level: {level_name}; providers: {', '.join(session.get_providers())}")
         if artifact is not None:
             result.notes.append("session created from the optimized graph of the build stage")
-        storage = self.storage_note(onnx_graph_precision(str(source.path)))
+        result.stored_precision = stored
+        if reading is not None:
+            result.compute_evidence = reading.evidence()
+        storage = self.storage_note(stored, precision)
         if storage:
             result.notes.append(storage)
             result.warnings.append(("fp32_compute_storage", storage))
         return result
 
-    def effective_precision(self, onnx_path: str, case: Case) -> str:
-        """What the session computes in: the graph's precision, except that the CPU provider computes an FP16/BF16
-        graph in FP32 on a CPU without that arithmetic (its profiler shows float32 MatMuls between inserted casts):
-        "fp32", with `storage_note` saying so, and no reduced-precision speedup is claimed for it."""
-        stored = onnx_graph_precision(onnx_path)
-        return "fp32" if self.storage_note(stored) else stored
-
-    def storage_note(self, stored: str) -> str | None:
-        """ "fp32 compute (fp16 storage)..." when this provider computes a `stored` FP16/BF16 graph in FP32."""
-        from infermeter.backends._common import cpu_precision_reason
-
-        if stored not in ("fp16", "bf16") or self.providers[0] != "CPUExecutionProvider":
+    def compute_reading(
+        self, ort: Any, model: ModelSpec, case: Case, optimized: str | None, stored: str
+    ) -> ComputeReading | None:
+        """What this provider computes an FP16/BF16 graph in, read from the kernels' input types in one profiled run
+        of a probe session made like the case's (None for an FP32 or INT8 graph, whose precision the graph says).
+        Never the CPU's flags: the CPU provider has no x86 FP16 Conv/MatMul kernels and inserts casts whatever the
+        CPU offers."""
+        if stored not in ("fp16", "bf16"):
             return None
-        if cpu_precision_reason(stored, self.name) is None:
+        from infermeter.backends._common import dummy_feeds
+
+        def make(patch: Any) -> Any:
+            level = "disable" if optimized is not None else OPT_LEVEL.value(case)
+            options = self.session_options(ort, model, case, level)
+            options.log_severity_level = 3
+            patch(options)
+            return self.create(ort, optimized or str(onnx_for(model).path), options, case, model)
+
+        try:
+            return ort_profiled(make, dummy_feeds(model, case))
+        except BackendError:
+            raise
+        except Exception:  # a probe that cannot run says nothing; the graph's own precision stands
             return None
-        return (f"fp32 compute ({stored} storage): this CPU has no {stored} arithmetic, so ONNX Runtime's CPU "
-                f"provider casts around its kernels and computes in fp32; no {stored} speedup is claimed")  # fmt: skip
+
+    def computed_precision(self, stored: str, reading: ComputeReading | None, case: Case) -> str:
+        """The session's compute precision: what the profiled kernels read, else the graph's own."""
+        return reading.precision if reading is not None else stored
+
+    def storage_note(self, stored: str, computed: str) -> str | None:
+        """ "fp32 compute (fp16 storage)..." when the engine computed a `stored` FP16/BF16 graph in FP32."""
+        if stored not in ("fp16", "bf16") or computed != "fp32":
+            return None
+        return (f"fp32 compute ({stored} storage): ONNX Runtime's {self.providers[0]} ran its compute kernels in "
+                f"fp32 between inserted casts (read from a profiled run); no {stored} speedup is claimed")  # fmt: skip
 
     def check_providers(self, session: Any) -> None:
         """Refuse a session that silently fell back from the requested execution provider."""

@@ -116,7 +116,16 @@ class OpenVinoSession(Session):
 
     def effective_precision(self) -> str:
         mix = self.layer_mix()
-        return "int8" if mix.counts.get("int8") else read_back_precision(self.compiled_model)
+        if mix.counts.get("int8"):
+            return "int8"
+        # What the runtime model's compute layers run in (`runtimePrecision`), not the hint the plugin accepted.
+        from infermeter.backends.compute_precision import openvino_runtime
+
+        reading = openvino_runtime(self.compiled_model)
+        if reading is None:
+            return read_back_precision(self.compiled_model)
+        self.compute_evidence = reading.evidence()
+        return reading.precision
 
     def layer_mix(self) -> LayerMix:
         from infermeter.backends.openvino_profile import runtime_mix

@@ -17,6 +17,7 @@ from infermeter.results.records.load import LoadRecord, TunePoint
 from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
+from infermeter.results.records.precision import ComputePrecision
 from infermeter.results.records.processes import ProcessRecord, ProcessRun, most_processes
 from infermeter.results.records.roofline import Roofline, RooflineError
 from infermeter.results.records.serving import ServerMetrics, ServerSample, ServingLevel
@@ -42,6 +43,7 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     ProcessRecord,
     ServingLevel,
     ServerMetrics,
+    ComputePrecision,
 )
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "SLO",
     "Accuracy",
     "AccuracyError",
+    "ComputePrecision",
     "Distribution",
     "Footprint",
     "GenerationCase",

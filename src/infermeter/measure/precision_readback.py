@@ -1,0 +1,17 @@
+"""A case's `ComputePrecision` record from its loaded session: the weights' precision and what the engine computed
+in (`backends.compute_precision` reads it from the engine)."""
+
+from __future__ import annotations
+
+from infermeter.backends.base import Session
+from infermeter.case import Case
+from infermeter.models.spec import ModelSpec
+from infermeter.results.records.precision import ComputePrecision
+
+
+def compute_record(spec: ModelSpec, case: Case, session: Session, computed: str) -> ComputePrecision:
+    """The record of `session` (loaded for `case` of `spec`) that computed in `computed`. The storage precision is
+    what the session says it was given, else the model file's own, else the precision asked for."""
+    storage = session.stored_precision or spec.precision or ("fp32" if case.precision == "int8" else case.precision)
+    own = spec.precision is not None and storage == spec.precision and spec.precision != "fp32"
+    return ComputePrecision(storage, computed, own, session.compute_evidence or "")
