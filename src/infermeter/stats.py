@@ -59,6 +59,11 @@ WARNING_CODES: dict[str, tuple[str, str]] = {
         "its speed is fp32 compute over smaller weights, not a reduced-precision figure: no such speedup is claimed; "
         "judge its accuracy with `quantize --to` (emulated) and time it on hardware with that arithmetic",
     ),
+    "engine_warning": (
+        "the engine said it could not optimize part of the model",
+        "that part runs unoptimized and is a likely reason for the figure: see the engine's message under the table "
+        "(the full text is in the results file's engine_log)",
+    ),
     "generic_cpu_target": (
         "a compiler built the model for a generic CPU, not this one",
         "its code leaves this CPU's vector units unused, so its speed is not this machine's: build for the host "

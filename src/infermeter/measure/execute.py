@@ -20,6 +20,7 @@ from infermeter.case import Case
 from infermeter.case_build import build_artifact, discard_private, load_session
 from infermeter.errors import InfermeterError, describe_exception
 from infermeter.measure.case_figures import fill_measurements
+from infermeter.measure.engine_log import attach_engine_log, capture_engine_log
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter
@@ -147,7 +148,14 @@ class CaseRunner:
         self._started = time.perf_counter()
 
     def load(self) -> bool:
-        """Load and warm up; False when the case cannot run (its result then says why)."""
+        """Load and warm up, the engines' own log captured (`engine_log`); False when the case cannot run (its
+        result then says why, with the engine's last log lines)."""
+        with capture_engine_log() as log:
+            loaded = self._load()
+        attach_engine_log(self.result, log)
+        return loaded
+
+    def _load(self) -> bool:
         reason = unavailable_reason(self.spec, self.case)
         if reason:
             self.result.status, self.result.error = "unavailable", reason

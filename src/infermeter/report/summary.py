@@ -19,6 +19,7 @@ from infermeter.results.records import (
     Int8Run,
     NodeRecord,
     ParityRecord,
+    engine_log_footnotes,
     most_processes,
     read_record,
 )
@@ -243,6 +244,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         if (text := sentence(case, cases))
     ]
     footnotes += _speed_footnotes(cases, ratios, wide, tail_short)
+    footnotes += engine_log_footnotes(cases)  # each distinct engine warning once, with its count
     if any(speedup.mark == "mixed" for speedup in ratios.values()):
         warnings.append(
             (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from infermeter.results.records.accuracy import Accuracy, AccuracyError, QuantizedVariant
 from infermeter.results.records.base import Record, copy_record, read_record, write_record
+from infermeter.results.records.engine_log import EngineLog, EngineWarning, engine_log_footnotes
 from infermeter.results.records.generate import SLO, Distribution, GenerationCase, GenerationSummary, GgufQuality
 from infermeter.results.records.int8_run import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
 from infermeter.results.records.load import LoadRecord, TunePoint
@@ -44,6 +45,7 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     ServingLevel,
     ServerMetrics,
     ComputePrecision,
+    EngineLog,
 )
 
 __all__ = [
@@ -53,6 +55,8 @@ __all__ = [
     "AccuracyError",
     "ComputePrecision",
     "Distribution",
+    "EngineLog",
+    "EngineWarning",
     "Footprint",
     "GenerationCase",
     "GenerationSummary",
@@ -81,6 +85,7 @@ __all__ = [
     "Tolerance",
     "TunePoint",
     "copy_record",
+    "engine_log_footnotes",
     "most_processes",
     "read_record",
     "why_int8",
