@@ -25,6 +25,7 @@ import numpy as np
 from infermeter.backends._common import case_shapes, cpu_precision_reason, precision_from_dtype_name
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
+from infermeter.backends.read_errors import openvino_read_error
 from infermeter.backends.triton import PRECISION, THREADS, TritonParameter, TritonTarget
 from infermeter.case import Case
 from infermeter.errors import BackendError, engine_message
@@ -257,7 +258,7 @@ class OpenVinoBackend(Backend):
             if case.shape_mode == "static":
                 ov_model.reshape({name: list(shape) for name, shape in case_shapes(model, case).items()})
         except Exception as exc:
-            raise BackendError(f"OpenVINO could not read {model.ref}: {engine_message(exc)}") from exc
+            raise BackendError(openvino_read_error(model, exc)) from exc
         read_s = time.perf_counter() - start
         config = self._config(case) | ({"PERF_COUNT": True} if profiled else {})  # a bad value is the user's error
         try:

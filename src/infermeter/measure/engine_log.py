@@ -141,6 +141,21 @@ def attach_engine_log(result: CaseResult, capture: Capture) -> None:
         if warning.unoptimized:
             detail = f"{warning.engine} ×{warning.count}"
             result.warnings.append(CaseWarning("engine_warning", f"{warning.engine}: {warning.texts[0]}", detail))
-    if result.status != "ok" and result.error is not None and capture.lines:
-        tail = " | ".join(line.strip() for line in capture.lines[-CRASH_LINES:] if line.strip())
-        result.error += f" (engine log, last lines: {tail})"
+    if result.status != "ok" and result.error is not None:
+        tail = _crash_tail(capture.lines, result.error)
+        if tail:
+            result.error += f" (engine log, last lines: {' | '.join(tail)})"
+
+
+def _crash_tail(lines: list[str], error: str) -> list[str]:
+    """The last log lines of a failed case, source locations dropped (`errors.engine_message`), those the error
+    already says left out."""
+    from infermeter.errors import engine_message
+
+    tail: list[str] = []
+    for line in lines[-CRASH_LINES:]:
+        match = ORT_LINE.search(line)
+        text = engine_message(match.group(2) if match else line, 200)
+        if text and text[:60] not in error:
+            tail.append(text)
+    return tail

@@ -84,8 +84,10 @@ def resolve_shapes(
                 dims.append(batch)
             elif given is not None:
                 if isinstance(dim, int) and given[axis] != dim:
+                    wanted = "x".join(str(d) for d in given)
                     raise InputSpecError(
-                        f"--input {spec.name}: dim {axis} is fixed at {dim} in the model, got {given[axis]}"
+                        f"--input {spec.name}: dim {axis} is fixed at {dim} in the model, got {given[axis]}; "
+                        f"--reshape rewrites the dims the file fixes: --reshape {spec.name}:{wanted}"
                     )
                 dims.append(given[axis])
             elif isinstance(dim, int):
