@@ -104,7 +104,7 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
         tensor_type = value.type.tensor_type
         dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
         if dtype is None:
-            raise ModelError(f"{path}: input {value.name!r} has ONNX element type {tensor_type.elem_type}, unsupported")
+            raise ModelError(unsupported_input(path, model, value.name, tensor_type.elem_type))
         dims: list[Dim] = []
         for axis, dim in enumerate(tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
@@ -123,6 +123,27 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
         path=str(path.resolve()),
         precision=onnx_precision(model.graph),
     )
+
+
+# Custom-operator domains of onnxruntime-extensions (tokenizers, string and audio ops) -> its pip name.
+_EXTENSION_DOMAINS = {"ai.onnx.contrib": "onnxruntime-extensions"}
+
+
+def unsupported_input(path: Path, model: Any, name: str, elem_type: int) -> str:
+    """Why an ONNX input of this element type cannot be fed: a string input (a model with its tokenizer inside)
+    said as such, with the library its custom operators need; any other type by its ONNX name."""
+    import onnx
+
+    custom = sorted({node.op_type for node in model.graph.node if node.domain in _EXTENSION_DOMAINS})
+    needs = (f"; its custom operators ({', '.join(custom[:5])}) need onnxruntime-extensions "
+             "(pip install onnxruntime-extensions)") if custom else ""  # fmt: skip
+    if elem_type == onnx.TensorProto.STRING:
+        return (f"{path}: input {name!r} is a string input (text, e.g. a tokenizer inside the graph): infermeter "
+                f"feeds numeric tensors only{needs}")  # fmt: skip
+    type_name = (
+        onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
+    )
+    return f"{path}: input {name!r} has ONNX element type {type_name}, which infermeter cannot feed{needs}"
 
 
 # Operators only a quantized graph holds: QDQ pairs, ONNX Runtime's QLinear* and the *Integer ops.
@@ -160,6 +181,11 @@ def resolve_model(ref: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = (
     `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle
     checkpoints (.pt/.pth) are refused with the reason. `reshape` (`--reshape NAME:DIMS`) rewrites dims the file
     declares fixed (`models.reshape`)."""
+    if Path(ref).suffix.lower() in (".pt", ".pth", ".ptl") and Path(ref).is_file():
+        from infermeter.models.torchscript import is_torchscript, torchscript_spec
+
+        if is_torchscript(Path(ref)):  # torch.jit.save's archive: TorchScript code, not arbitrary pickled objects
+            return torchscript_spec(ref, Path(ref), reshape)
     spec = _resolve(ref)
     if not reshape:
         return spec
@@ -224,6 +250,10 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models.sources import load_pt2_module
 
         return load_pt2_module(spec)
+    if spec.kind == "torchscript":
+        from infermeter.models.torchscript import load_torchscript_module
+
+        return load_torchscript_module(spec)  # type: ignore[no-any-return]
     if spec.kind == "hf":
         from infermeter.models.hf_torch import build_hf_module
 
