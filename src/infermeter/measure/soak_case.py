@@ -242,6 +242,8 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
         recycle_after=case.settings.soak_recycle_after,
         heap=glibc_heap_mb(),
         notes=notes,
+        requested_shapes=len(stream.distinct()),
+        padded_shapes=len(stream.padded(case.buckets)),
     )
     write_record(result, record)
     warning = growth_warning(growing, slope, replay_requests)
