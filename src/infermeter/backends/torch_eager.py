@@ -30,6 +30,10 @@ def exclude_from_autocast(module: Any, names: set[str] | frozenset[str]) -> list
     layers a reduced-precision study keeps in FP32. Returns (submodule, original forward) pairs, to restore."""
     import torch
 
+    missing = sorted(set(names) - {name for name, _ in module.named_modules()})
+    if missing:
+        raise BackendError(f"torch.fp32_modules: the model has no module {missing[0]!r} (a path as named_modules "
+                           "gives it, e.g. encoder.layer.0.attention)")  # fmt: skip
     replaced = []
     for name, sub in module.named_modules():
         if name not in names:
