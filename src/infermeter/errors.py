@@ -27,6 +27,18 @@ class BackendUnavailable(InfermeterError):
     """The backend cannot run here (framework or hardware missing); the message carries the install hint."""
 
 
+class BuildInvalid(InfermeterError):
+    """A built artifact (a quantized graph) that failed a check before any timing: the case's status is
+    `build_invalid`, and the message names the check, the likely cause and the remedy."""
+
+    status = "build_invalid"
+
+
+def failure_status(exc: BaseException) -> str:
+    """The status of a case stopped by `exc`: `build_invalid` for a wrong build, else `failed`."""
+    return BuildInvalid.status if isinstance(exc, BuildInvalid) else "failed"
+
+
 class BackendError(InfermeterError):
     """The backend failed while loading or running a model."""
 

@@ -18,7 +18,7 @@ from infermeter.backends.base import Session
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.case_build import build_artifact, discard_private, load_session
-from infermeter.errors import InfermeterError, describe_exception
+from infermeter.errors import InfermeterError, describe_exception, failure_status
 from infermeter.measure.case_figures import fill_measurements
 from infermeter.measure.engine_log import attach_engine_log, capture_engine_log
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
@@ -73,7 +73,7 @@ def record_failure(result: CaseResult, exc: Exception) -> None:
     """Mark `result` failed by `exc`: our own errors keep their message, a framework's exception its type and the
     line(s) that say why (`errors.describe_exception`). The whole text stays in the notes: the traceback of a
     framework's exception, or of the engine's exception that one of our errors wraps (`raise ... from exc`)."""
-    result.status = "failed"
+    result.status = failure_status(exc)
     result.error = describe_exception(exc)
     cause = exc.__cause__
     if not isinstance(exc, InfermeterError) or (cause is not None and not isinstance(cause, InfermeterError)):

@@ -20,6 +20,7 @@ from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec, file_sha256
 from infermeter.quantizers.calibration import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
 from infermeter.quantizers.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
+from infermeter.quantizers.validate import check_quantized
 from infermeter.results.schema import CaseWarning
 
 # The file an NNCF cache entry (a folder) holds; its weights are the `.bin` beside it.
@@ -111,6 +112,8 @@ def _ort_qdq(spec: ModelSpec, case: Case, tensorrt: bool = False) -> OnTheFlyInt
             prepared = Path(scratch) / "fp32.onnx"
             note = preprocess(source, prepared)
             quantize_onnx(prepared, target, config, calib)
+            # A wrong build is refused here, before any timing (and never cached): `build_invalid`.
+            check_quantized(prepared, target, next(calib.head(1).batches(1)), case.threads, spec.ref, per_channel)
         return f"int8 static QDQ ({method}) calibrated on {calib.source}; {note}"
 
     quantizer = "trt-qdq" if tensorrt else "ort-qdq"
