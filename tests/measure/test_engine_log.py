@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infermeter.backends.engine_log import Capture, attach_engine_log, capture_engine_log, engine_log
 from infermeter.case import Case, MeasureSettings
-from infermeter.measure.engine_log import Capture, attach_engine_log, capture_engine_log, engine_log
 from infermeter.measure.worker import execute_case
 from infermeter.models.spec import resolve_model
 from infermeter.report.summary import summary_table
@@ -41,10 +41,11 @@ def noisy_model(folder: Path) -> Path:
     return path
 
 
-def test_many_ort_warnings_become_one_line_with_its_count(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache", ["on", "off"])  # on: ORT warns while the build stage optimizes the graph
+def test_many_ort_warnings_become_one_line_with_its_count(tmp_path: Path, cache: str, own_compile_cache: Path) -> None:
     spec = resolve_model(str(noisy_model(tmp_path)))
     settings = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=2.0)
-    case = Case(spec.ref, "onnxruntime", "fp32", 1, "static", 1, options=(("cache", "off"),), settings=settings)
+    case = Case(spec.ref, "onnxruntime", "fp32", 1, "static", 1, options=(("cache", cache),), settings=settings)
     result = execute_case(spec, case)
     assert result.status == "ok", result.error
     log = read_record(result, EngineLog)
@@ -56,6 +57,7 @@ def test_many_ort_warnings_become_one_line_with_its_count(tmp_path: Path) -> Non
     lines = [n for n in summary_table([result]).footnotes if "Removing initializer" in n]
     assert lines == [f"engine warning: {removing[0].line()}"] and f"×{UNUSED}" in lines[0]
     assert read_record(case_from_dict(case_to_dict(result)), EngineLog) == log
+    assert not any("Serializing optimized model" in w.message for w in log.warnings)  # our own doing, dropped
 
 
 def test_python_warnings_are_captured_and_an_unoptimized_part_is_an_engine_warning() -> None:

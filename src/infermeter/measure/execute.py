@@ -15,12 +15,12 @@ import numpy as np
 import psutil
 
 from infermeter.backends.base import Session
+from infermeter.backends.engine_log import attach_engine_log, capture_engine_log
 from infermeter.backends.registry import get_backend
 from infermeter.case import Case
 from infermeter.case_build import build_artifact, discard_private, load_session
 from infermeter.errors import InfermeterError, describe_exception, failure_status
 from infermeter.measure.case_figures import fill_measurements
-from infermeter.measure.engine_log import attach_engine_log, capture_engine_log
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter
@@ -152,7 +152,7 @@ class CaseRunner:
         result then says why, with the engine's last log lines)."""
         with capture_engine_log() as log:
             loaded = self._load()
-        attach_engine_log(self.result, log)
+        attach_engine_log(self.result, log, self.artifact.engine_log if self.artifact is not None else None)
         return loaded
 
     def _load(self) -> bool:

@@ -1,6 +1,6 @@
 """What the engines said while a case loaded and ran its first inferences (`engine_log` field): each distinct
 warning once, with how often it came, every distinct full text (capped) and the remedy where one is known. Written
-by the measurement core (`measure.engine_log`), shown under the bench table."""
+by the measurement core (`backends.engine_log`), shown under the bench table."""
 
 from __future__ import annotations
 
@@ -54,15 +54,23 @@ class EngineLog(Record):
         return cls(warnings, [str(line) for line in fields.get("other_lines", [])])
 
 
-def engine_log_footnotes(cases: Sequence[CaseResult]) -> list[str]:
-    """One line per distinct engine warning over `cases` (counts added up), for under the bench table."""
+def merge_warnings(logs: Sequence[EngineLog]) -> list[EngineWarning]:
+    """The warnings of `logs` merged: one per engine and message shape, counts added, full texts joined."""
     merged: dict[tuple[str, str], EngineWarning] = {}
-    for case in cases:
-        log = read_record(case, EngineLog)
-        for warning in log.warnings if log is not None else ():
+    for log in logs:
+        for warning in log.warnings:
             key = (warning.engine, warning.message)
             seen = merged.get(key)
-            count = warning.count + (seen.count if seen is not None else 0)
-            merged[key] = EngineWarning(warning.engine, warning.message, count, (seen or warning).texts,
-                                        warning.remedy, warning.unoptimized)  # fmt: skip
-    return [f"engine warning: {warning.line()}" for warning in merged.values()]
+            if seen is None:
+                merged[key] = warning
+                continue
+            texts = list(dict.fromkeys([*seen.texts, *warning.texts]))
+            merged[key] = EngineWarning(seen.engine, seen.message, seen.count + warning.count, texts, seen.remedy,
+                                        seen.unoptimized)  # fmt: skip
+    return list(merged.values())
+
+
+def engine_log_footnotes(cases: Sequence[CaseResult]) -> list[str]:
+    """One line per distinct engine warning over `cases` (counts added up), for under the bench table."""
+    logs = [log for case in cases if (log := read_record(case, EngineLog)) is not None]
+    return [f"engine warning: {warning.line()}" for warning in merge_warnings(logs)]

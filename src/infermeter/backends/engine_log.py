@@ -13,6 +13,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from infermeter.results.records.engine_log import EngineLog, EngineWarning
 from infermeter.results.schema import CaseResult, CaseWarning
@@ -129,12 +130,17 @@ def engine_log(capture: Capture) -> EngineLog:
     return EngineLog(out, other[-MAX_OTHER_LINES:])
 
 
-def attach_engine_log(result: CaseResult, capture: Capture) -> None:
-    """Keep the capture on the case: the `EngineLog` record, an `engine_warning` per warning that says the engine
-    could not optimize part of the model, and, for a case that failed, the last log lines with its error."""
+def attach_engine_log(result: CaseResult, capture: Capture, built: dict[str, Any] | None = None) -> None:
+    """Keep the capture on the case, with what the engines said while its artifact was built (`built`, an
+    `EngineLog` on-disk form): the `EngineLog` record, an `engine_warning` per warning that says the engine could
+    not optimize part of the model, and, for a case that failed, the last log lines with its error."""
     from infermeter.results.records import write_record
+    from infermeter.results.records.engine_log import merge_warnings
 
     log = engine_log(capture)
+    if built:
+        earlier = EngineLog.from_dict(built)
+        log = EngineLog(merge_warnings([earlier, log]), [*earlier.other_lines, *log.other_lines][-MAX_OTHER_LINES:])
     if log.warnings or log.other_lines:
         write_record(result, log)
     for warning in log.warnings:
