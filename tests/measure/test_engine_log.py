@@ -76,3 +76,16 @@ def test_a_failed_load_keeps_the_engines_last_lines() -> None:
     result = CaseResult("c", "m", "b", None, "cpu", 1, "static", "fp32", None, 1, "failed", error="load failed")
     attach_engine_log(result, capture)
     assert result.error is not None and "bad node Foo" in result.error and result.error.endswith("abort)")
+
+
+def test_compare_names_an_engine_warning_next_to_the_figure() -> None:
+    from crafted_results import make_case, make_results
+    from infermeter.compare import compare_results
+    from infermeter.results.schema import CaseWarning
+
+    base, new = make_case("onnxruntime", 1, 10.0), make_case("onnxruntime", 1, 10.0)
+    new.warnings.append(CaseWarning("engine_warning", "onnxruntime: could not fuse Attention", "onnxruntime ×2"))
+    comparison = compare_results(make_results([base]), make_results([new]))
+    (change,) = comparison.changes
+    assert "engine warning (new): onnxruntime ×2" in change.notes
+    assert comparison.remarks == [f"{change.label} (new): onnxruntime: could not fuse Attention"]
