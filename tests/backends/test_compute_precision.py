@@ -118,6 +118,7 @@ def test_cpu_flags_claiming_fp16_change_nothing(fp16_model: ModelSpec, monkeypat
     monkeypatch.setattr(env, "cpu_isa", lambda: ["avx512f", "avx512_fp16", "amx_fp16"])
     case = Case(str(fp16_model.path), "onnxruntime", "fp32", 1, "static", 1, options=(("cache", "off"),))
     session = OnnxRuntimeBackend().load(fp16_model, case)
+    assert session.compute_evidence is None  # the probe runs after load (untimed), not inside load_s
     assert session.effective_precision() == "fp32" and session.stored_precision == "fp16"
     assert any(code == "fp32_compute_storage" for code, _ in session.warnings)
 

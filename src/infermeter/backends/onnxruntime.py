@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.base import Backend, Session, package_version
-from infermeter.backends.compute_precision import ComputeReading, ort_profiled
+from infermeter.backends.compute_precision import ComputeReading
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
 from infermeter.backends.triton import THREADS, TritonGraphLevel, TritonParameter, TritonTarget
 from infermeter.case import Case
@@ -104,6 +105,9 @@ class OnnxRuntimeSession(Session):
         self._session = session
         self._run_options = run_options  # made once, outside the timed region
         self._precision = precision
+        # An FP16/BF16 graph's compute precision, read from a profiled probe run (`OnnxRuntimeBackend.reader`) once:
+        # untimed after warm-up (`read_compute`), else when first asked.
+        self.compute_reader: Callable[[Any], None] | None = None
         # The graph ONNX Runtime optimized and saved in the build stage, when the session was created from it.
         self._optimized_graph = optimized_graph
 
@@ -113,8 +117,18 @@ class OnnxRuntimeSession(Session):
     def run(self, prepared: Any) -> Any:
         return self._session.run(None, prepared, self._run_options)
 
+    def read_compute(self, prepared: Any) -> None:
+        reader, self.compute_reader = self.compute_reader, None
+        if reader is not None:
+            reader(prepared)
+
     def effective_precision(self) -> str:
+        self.read_compute(None)
         return self._precision
+
+    def set_compute(self, precision: str, evidence: str | None) -> None:
+        """Record what the engine was read to compute in (`onnxruntime_precision`) and where it was read."""
+        self._precision, self.compute_evidence = precision, evidence
 
     def layer_mix(self) -> LayerMix | None:
         if self._optimized_graph is None or self._precision != "int8":
@@ -275,15 +289,13 @@ class OnnxRuntimeBackend(Backend):
         created = time.perf_counter()
         self.check_providers(session)
         stored = onnx_graph_precision(str(source.path))
-        reading = self.compute_reading(ort, model, case, artifact.path if artifact is not None else None, stored)
-        precision = self.computed_precision(stored, reading, case)
         run_options = None
         if ARENA_SHRINK.value(case):
             if not CPU_ARENA.value(case):
                 raise BackendError("onnxruntime.arena_shrink shrinks the CPU arena: it needs cpu_arena on")
             run_options = ort.RunOptions()
             run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        result = OnnxRuntimeSession(session, precision, artifact.path if artifact is not None else None, run_options)
+        result = OnnxRuntimeSession(session, stored, artifact.path if artifact is not None else None, run_options)
         result.load_phases_s = {
             Phase.IMPORT: imported - start,
             Phase.CONVERT: converted - imported,
@@ -294,38 +306,11 @@ class OnnxRuntimeBackend(Backend):
         if artifact is not None:
             result.notes.append("session created from the optimized graph of the build stage")
         result.stored_precision = stored
-        if reading is not None:
-            result.compute_evidence = reading.evidence()
-        storage = self.storage_note(stored, precision)
-        if storage:
-            result.notes.append(storage)
-            result.warnings.append(("fp32_compute_storage", storage))
+        if stored in ("fp16", "bf16"):
+            from infermeter.backends.onnxruntime_precision import compute_reader
+
+            result.compute_reader = compute_reader(self, result, model, case, artifact.path if artifact else None)
         return result
-
-    def compute_reading(
-        self, ort: Any, model: ModelSpec, case: Case, optimized: str | None, stored: str
-    ) -> ComputeReading | None:
-        """What this provider computes an FP16/BF16 graph in, read from the kernels' input types in one profiled run
-        of a probe session made like the case's (None for an FP32 or INT8 graph, whose precision the graph says).
-        Never the CPU's flags: the CPU provider has no x86 FP16 Conv/MatMul kernels and inserts casts whatever the
-        CPU offers."""
-        if stored not in ("fp16", "bf16"):
-            return None
-        from infermeter.backends._common import dummy_feeds
-
-        def make(patch: Any) -> Any:
-            level = "disable" if optimized is not None else OPT_LEVEL.value(case)
-            options = self.session_options(ort, model, case, level)
-            options.log_severity_level = 3
-            patch(options)
-            return self.create(ort, optimized or str(onnx_for(model).path), options, case, model)
-
-        try:
-            return ort_profiled(make, dummy_feeds(model, case))
-        except BackendError:
-            raise
-        except Exception:  # a probe that cannot run says nothing; the graph's own precision stands
-            return None
 
     def computed_precision(self, stored: str, reading: ComputeReading | None, case: Case) -> str:
         """The session's compute precision: what the profiled kernels read, else the graph's own."""

@@ -26,7 +26,7 @@ from infermeter.measure.int8_readback import int8_run, with_profile
 from infermeter.measure.interference import CpuMeter
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
-from infermeter.measure.precision_readback import compute_record
+from infermeter.measure.precision_readback import read_back
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.measure.streams import run_streams
@@ -183,9 +183,7 @@ class CaseRunner:
             result.first_inference_ms = first_ns / 1e6
             result.warmup_ms = [ns / 1e6 for ns in warmup_ns]
             result.warmup_iterations = len(warmup_ns)
-            self.session.read_compute(self.prepared[0])
-            result.precision_effective = self.session.effective_precision()
-            write_record(result, compute_record(spec, case, self.session, result.precision_effective))
+            read_back(spec, case, self.session, self.prepared[0], result)
             if case.precision == "int8":
                 self.int8 = int8_run(case, self.artifact, self.session)
                 result.notes.append(f"int8: {self.int8.label()}")

@@ -19,7 +19,7 @@ from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, releas
 from infermeter.measure.case_figures import stored_samples
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
-from infermeter.measure.precision_readback import compute_record
+from infermeter.measure.precision_readback import read_back
 from infermeter.measure.shapes import asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.soak_analysis import (
     MemorySample,
@@ -167,9 +167,7 @@ def soak_case(
         result.load_phases_s = dict(session.load_phases_s)
         result.notes += list(session.notes)
         prepared = {sizes: session.prepare(f) for sizes, f in feeds.items()}
-        session.read_compute(next(iter(prepared.values())))
-        result.precision_effective = session.effective_precision()
-        write_record(result, compute_record(spec, case, session, result.precision_effective))
+        read_back(spec, case, session, next(iter(prepared.values())), result)
 
         def reload(old: Session) -> Loaded:
             nonlocal session
