@@ -1,5 +1,6 @@
 """Formats that open: a TorchScript archive (torch.jit.save) through torch.jit.load on the torch engines (a torch.save
-pickle is still refused); an ONNX string input is named as such, with the extensions library its custom ops need."""
+pickle is still refused); an ONNX string input takes texts from --data, and a graph with onnxruntime-extensions'
+custom operators names that library."""
 
 from __future__ import annotations
 
@@ -55,23 +56,66 @@ def test_a_torch_save_pickle_is_still_refused(tmp_path: Path) -> None:
         resolve_model(str(path))
 
 
-def test_a_string_input_is_named_so_with_the_extensions_library(tmp_path: Path) -> None:
+def _string_model(path: Path, custom: bool) -> Path:
+    """One string input `text`: a LabelEncoder to ids (standard ai.onnx.ml), or a custom operator of
+    onnxruntime-extensions (`custom`)."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
+    if custom:
+        node = helper.make_node("StringRegexReplace", ["text"], ["ids"], domain="ai.onnx.contrib")
+        domain, out_type = helper.make_opsetid("ai.onnx.contrib", 1), TensorProto.STRING
+    else:
+        node = helper.make_node("LabelEncoder", ["text"], ["ids"], domain="ai.onnx.ml", keys_strings=["hello", "world"],
+                                values_int64s=[1, 2], default_int64=0)  # fmt: skip
+        domain, out_type = helper.make_opsetid("ai.onnx.ml", 2), TensorProto.INT64
     graph = helper.make_graph(
-        [helper.make_node("StringRegexReplace", ["text"], ["out"], domain="ai.onnx.contrib")],
+        [node],
         "encoder",
-        [helper.make_tensor_value_info("text", TensorProto.STRING, [1])],
-        [helper.make_tensor_value_info("out", TensorProto.STRING, [1])],
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])],
+        [helper.make_tensor_value_info("ids", out_type, ["batch"])],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.contrib", 1)]
-    )
-    path = tmp_path / "encoder.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), domain])
+    model.ir_version = 9
     onnx.save(model, str(path))
-    with pytest.raises(ModelError) as caught:
-        resolve_model(str(path))
+    return path
+
+
+def test_a_string_input_takes_texts_from_data(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from infermeter.backends.onnxruntime import OnnxRuntimeBackend
+    from infermeter.errors import InputSpecError
+    from infermeter.models.inputs import generate_feeds
+    from infermeter.models.samples import load_samples
+
+    spec = resolve_model(str(_string_model(tmp_path / "encoder.onnx", custom=False)))
+    assert [(i.name, i.dtype) for i in spec.inputs] == [("text", "str")]
+    with pytest.raises(InputSpecError, match=r"'text' is a string input.*--data texts\.txt"):
+        generate_feeds(spec.inputs, {"text": (2,)}, 1)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("hello\n\nworld\nother\n")
+    samples = load_samples(spec.inputs, str(texts))
+    assert samples.count == 3
+    session = OnnxRuntimeBackend().load(spec, Case(spec.ref, "onnxruntime", "fp32", 3, "static", 1))
+    (ids,) = session.outputs_to_numpy(session.run(session.prepare(next(samples.batches(3)))))
+    assert ids.tolist() == [1, 2, 0]
+
+
+def test_custom_string_ops_name_onnxruntime_extensions(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from infermeter.backends.onnxruntime import OnnxRuntimeBackend
+    from infermeter.errors import BackendError
+
+    try:
+        import onnxruntime_extensions  # noqa: F401
+
+        pytest.skip("onnxruntime-extensions is installed: its operators load")
+    except ImportError:
+        pass
+    spec = resolve_model(str(_string_model(tmp_path / "tokenizer.onnx", custom=True)))
+    case = Case(spec.ref, "onnxruntime", "fp32", 1, "static", 1, options=(("cache", "off"),))
+    with pytest.raises(BackendError) as caught:
+        OnnxRuntimeBackend().load(spec, case)
     message = str(caught.value)
-    assert "'text' is a string input" in message and "element type 8" not in message
-    assert message.endswith("need onnxruntime-extensions (pip install onnxruntime-extensions)")
+    assert "custom operators of ai.onnx.contrib" in message
+    assert message.endswith("install onnxruntime-extensions (pip install onnxruntime-extensions)")

@@ -23,7 +23,7 @@ from infermeter.backends.compute_precision import ComputeReading
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
 from infermeter.backends.triton import THREADS, TritonGraphLevel, TritonParameter, TritonTarget
 from infermeter.case import Case
-from infermeter.errors import BackendError
+from infermeter.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
 from infermeter.models.spec import ModelSpec
@@ -31,6 +31,7 @@ from infermeter.results.artifact import Artifact, BuildOutput, Phase
 from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
+CUSTOM_DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' operators (tokenizers, string and audio ops)
 OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",
                    help="graph optimization level (SessionOptions.graph_optimization_level)")  # fmt: skip
 # Every ONNX Runtime backend's threads as Triton's onnxruntime_backend parameters.
@@ -242,6 +243,20 @@ class OnnxRuntimeBackend(Backend):
 
     def create(self, ort: Any, path: str, options: Any, case: Case, model: ModelSpec) -> Any:
         """An InferenceSession on `path`; ONNX Runtime's own errors become BackendError."""
+        try:
+            return ort.InferenceSession(path, options, providers=self.provider_options(case))
+        except Exception as exc:
+            if CUSTOM_DOMAIN not in str(exc):
+                raise BackendError(f"ONNX Runtime could not load {model.ref}: {str(exc).strip()}") from exc
+            error = exc
+        # Custom operators of onnxruntime-extensions (a tokenizer inside the graph): its library, registered.
+        try:
+            from onnxruntime_extensions import get_library_path
+        except ImportError:
+            reason = engine_message(error, 160)
+            raise BackendError(f"{model.ref} uses custom operators of {CUSTOM_DOMAIN} ({reason}): install "
+                               "onnxruntime-extensions (pip install onnxruntime-extensions)") from error  # fmt: skip
+        options.register_custom_ops_library(get_library_path())
         try:
             return ort.InferenceSession(path, options, providers=self.provider_options(case))
         except Exception as exc:

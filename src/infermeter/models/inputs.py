@@ -201,6 +201,9 @@ def _values_for(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generato
             return np.zeros(shape, dtype=dtype)
         low, high = spec.int_range
         return rng.integers(low, high, size=shape).astype(dtype)
+    if spec.dtype == "str":
+        raise InputSpecError(f"input {spec.name!r} is a string input: infermeter does not make up texts; give them "
+                             "with --data texts.txt (one text per line)")  # fmt: skip
     raise InputSpecError(f"input {spec.name!r} has dtype {spec.dtype}, which infermeter cannot generate")
 
 
