@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from quant_models import mlp, mlp_data
 
-from infermeter.backends.onnxruntime import onnx_graph_precision
 from infermeter.build.int8.onthefly import quantize_on_the_fly
 from infermeter.core.case import Case
 from infermeter.models.resolve import resolve_model
+from infermeter.models.spec import onnx_graph_precision
 
 
 def test_on_the_fly_random_calibration_warns_and_caches(tmp_path: Path) -> None:

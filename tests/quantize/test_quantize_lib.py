@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from quant_models import mlp, mlp_data
 
-from infermeter.backends.onnxruntime import onnx_graph_precision
 from infermeter.core.errors import UsageError
+from infermeter.models.spec import onnx_graph_precision
 from infermeter.quantize.evaluate import score
 from infermeter.quantize.pipeline import quantize_model
 from infermeter.quantize.request import QuantizeRequest

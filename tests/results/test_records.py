@@ -18,7 +18,10 @@ from infermeter.results.records import (
     SLO,
     Accuracy,
     AccuracyError,
+    ComputePrecision,
     Distribution,
+    EngineLog,
+    EngineWarning,
     Footprint,
     GenerationCase,
     GenerationSummary,
@@ -230,6 +233,11 @@ SAMPLES: dict[type[Record], Record] = {
         (ServerSample(0.25, {"llamacpp:requests_processing": 2.0}), ServerSample(0.75, {})),
         ("http://127.0.0.1:1/slots: HTTP 404",),
     ),
+    EngineLog: EngineLog(
+        [EngineWarning("onnxruntime", "Removing initializer '…'.", 2, ["Removing initializer 'a'."], "strip", True)],
+        ["a line"],
+    ),
+    ComputePrecision: ComputePrecision("fp16", "fp32", True, "onnxruntime profile: 53 fp32 compute kernels"),
 }
 
 

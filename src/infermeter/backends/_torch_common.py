@@ -28,6 +28,8 @@ class CompiledTorchSession(TorchEagerSession):
             self.output_dtype = precision_from_dtype_name(str(floating[0]))
 
     def effective_precision(self) -> str:
+        if self._computed is not None:  # the profiler saw the compute operators' dtypes (`read_compute`)
+            return self._computed
         if self.output_dtype is not None:
             return self.output_dtype
         return precision_from_dtype_name(str(self._dtype))

@@ -48,6 +48,10 @@ class Session(ABC):
         # (code, message) pairs of `stats.WARNING_CODES` that the case measured on this session carries.
         self.warnings: list[tuple[str, str]] = []
         self.cache_hit: bool | None = None
+        # The precision of the weights the engine was given (None: the model file's own) and where the compute
+        # precision was read from (`backends.compute_precision`), for the case's `ComputePrecision` record.
+        self.stored_precision: str | None = None
+        self.compute_evidence: str | None = None
 
     def prepare(self, feeds: Feeds) -> Any:
         """Convert numpy feeds to the backend's native inputs. Called outside the timed region."""
@@ -69,6 +73,10 @@ class Session(ABC):
     def outputs_to_numpy(self, outputs: Any) -> list[np.ndarray]:
         """Native outputs as numpy arrays, in the model's output order (for parity checks, never timed)."""
         return [np.asarray(o) for o in outputs]
+
+    def read_compute(self, prepared: Any) -> None:  # noqa: B027 - a real default: most engines say it at load
+        """One untimed run that reads what the engine computes in (torch: its profiler's operator dtypes), called
+        after warm-up; engines that say it from the loaded model do nothing here."""
 
     @abstractmethod
     def effective_precision(self) -> str:

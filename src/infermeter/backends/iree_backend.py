@@ -273,7 +273,7 @@ class IreeBackend(Backend):
         start = time.perf_counter()
         import iree.runtime as runtime
 
-        from infermeter.backends.onnxruntime import onnx_graph_precision
+        from infermeter.models.spec import onnx_graph_precision
 
         imported = time.perf_counter()
         config = runtime.Config(device=self._device(runtime, case))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,17 +19,19 @@ import numpy as np
 
 from infermeter.backends._common import case_shapes, onnx_form_reason
 from infermeter.backends.base import Backend, Session, package_version
+from infermeter.backends.compute_precision import ComputeReading
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Switch
 from infermeter.backends.triton import THREADS, TritonGraphLevel, TritonParameter, TritonTarget
 from infermeter.core.case import Case
-from infermeter.core.errors import BackendError
+from infermeter.core.errors import BackendError, engine_message
 from infermeter.models.convert import onnx_for
 from infermeter.models.inputs import Feeds, dims_by_name
-from infermeter.models.spec import ModelSpec
+from infermeter.models.spec import ModelSpec, onnx_graph_precision
 from infermeter.results.artifact import Artifact, BuildOutput, Phase
 from infermeter.results.records.int8_run import LayerMix, LayerProfile
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
+CUSTOM_DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' operators (tokenizers, string and audio ops)
 OPT_LEVEL = Choice(key="onnxruntime.opt_level", choices=OPT_LEVELS, default="all",
                    help="graph optimization level (SessionOptions.graph_optimization_level)")  # fmt: skip
 # Every ONNX Runtime backend's threads as Triton's onnxruntime_backend parameters.
@@ -50,15 +53,6 @@ ARENA_EXTEND = Choice(key="onnxruntime.arena_extend", choices=("next_power_of_tw
 ARENA_SHRINK = Switch(key="onnxruntime.arena_shrink", default=False,
                       help="run option memory.enable_memory_arena_shrinkage=cpu:0: give arena memory back after "
                            "each run")  # fmt: skip
-
-
-def onnx_graph_precision(path: str) -> str:
-    """The precision an ONNX graph computes in, read from the graph itself (`models.spec.onnx_precision`)."""
-    import onnx
-
-    from infermeter.models.spec import onnx_precision
-
-    return onnx_precision(onnx.load(path, load_external_data=False).graph)
 
 
 def folded_graph(model: ModelSpec, case: Case, target: Path) -> Path:
@@ -103,6 +97,9 @@ class OnnxRuntimeSession(Session):
         self._session = session
         self._run_options = run_options  # made once, outside the timed region
         self._precision = precision
+        # An FP16/BF16 graph's compute precision, read from a profiled probe run (`OnnxRuntimeBackend.reader`) once:
+        # untimed after warm-up (`read_compute`), else when first asked.
+        self.compute_reader: Callable[[Any], None] | None = None
         # The graph ONNX Runtime optimized and saved in the build stage, when the session was created from it.
         self._optimized_graph = optimized_graph
 
@@ -112,8 +109,18 @@ class OnnxRuntimeSession(Session):
     def run(self, prepared: Any) -> Any:
         return self._session.run(None, prepared, self._run_options)
 
+    def read_compute(self, prepared: Any) -> None:
+        reader, self.compute_reader = self.compute_reader, None
+        if reader is not None:
+            reader(prepared)
+
     def effective_precision(self) -> str:
+        self.read_compute(None)
         return self._precision
+
+    def set_compute(self, precision: str, evidence: str | None) -> None:
+        """Record what the engine was read to compute in (`onnxruntime_precision`) and where it was read."""
+        self._precision, self.compute_evidence = precision, evidence
 
     def layer_mix(self) -> LayerMix | None:
         if self._optimized_graph is None or self._precision != "int8":
@@ -199,6 +206,10 @@ class OnnxRuntimeBackend(Backend):
         """The providers handed to `InferenceSession`, with their options (subclasses add GPU providers)."""
         return [(name, {}) for name in self.providers]
 
+    def opt_level(self, case: Case) -> str:
+        """The graph optimization level `case` asks for (`onnxruntime.opt_level`)."""
+        return str(OPT_LEVEL.value(case))
+
     def session_options(self, ort: Any, model: ModelSpec, case: Case, level_name: str) -> Any:
         """SessionOptions for `case`: threads, optimization level and (static mode) fixed symbolic dims."""
         options = ort.SessionOptions()
@@ -231,6 +242,20 @@ class OnnxRuntimeBackend(Backend):
         try:
             return ort.InferenceSession(path, options, providers=self.provider_options(case))
         except Exception as exc:
+            if CUSTOM_DOMAIN not in str(exc):
+                raise BackendError(f"ONNX Runtime could not load {model.ref}: {str(exc).strip()}") from exc
+            error = exc
+        # Custom operators of onnxruntime-extensions (a tokenizer inside the graph): its library, registered.
+        try:
+            from onnxruntime_extensions import get_library_path
+        except ImportError:
+            reason = engine_message(error, 160)
+            raise BackendError(f"{model.ref} uses custom operators of {CUSTOM_DOMAIN} ({reason}): install "
+                               "onnxruntime-extensions (pip install onnxruntime-extensions)") from error  # fmt: skip
+        options.register_custom_ops_library(get_library_path())
+        try:
+            return ort.InferenceSession(path, options, providers=self.provider_options(case))
+        except Exception as exc:
             raise BackendError(f"ONNX Runtime could not load {model.ref}: {str(exc).strip()}") from exc
 
     artifact_suffix = ".onnx"
@@ -249,8 +274,9 @@ class OnnxRuntimeBackend(Backend):
         start = time.perf_counter()
         options = self.session_options(ort, model, case, level_name)
         options.optimized_model_filepath = str(target)
-        # ORT warns that a level-`all` graph is hardware-specific: the build key holds the ISA for that reason.
-        options.log_severity_level = 3
+        # ORT's warnings are captured as findings (`backends.engine_log`); its note that a level-`all` graph is
+        # hardware-specific is dropped there (the build key holds the ISA for that reason).
+        options.log_severity_level = 2
         self.create(ort, str(onnx_for(model).path), options, case, model)
         return BuildOutput(
             {Phase.OPTIMIZE: time.perf_counter() - start}, [f"optimized graph saved (level {level_name})"]
@@ -273,14 +299,14 @@ class OnnxRuntimeBackend(Backend):
             session = self.create(ort, str(source.path), options, case, model)
         created = time.perf_counter()
         self.check_providers(session)
-        precision = self.effective_precision(str(source.path), case)
+        stored = onnx_graph_precision(str(source.path))
         run_options = None
         if ARENA_SHRINK.value(case):
             if not CPU_ARENA.value(case):
                 raise BackendError("onnxruntime.arena_shrink shrinks the CPU arena: it needs cpu_arena on")
             run_options = ort.RunOptions()
             run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        result = OnnxRuntimeSession(session, precision, artifact.path if artifact is not None else None, run_options)
+        result = OnnxRuntimeSession(session, stored, artifact.path if artifact is not None else None, run_options)
         result.load_phases_s = {
             Phase.IMPORT: imported - start,
             Phase.CONVERT: converted - imported,
@@ -290,29 +316,23 @@ class OnnxRuntimeBackend(Backend):
         result.notes.append(f"graph optimization level: {level_name}; providers: {', '.join(session.get_providers())}")
         if artifact is not None:
             result.notes.append("session created from the optimized graph of the build stage")
-        storage = self.storage_note(onnx_graph_precision(str(source.path)))
-        if storage:
-            result.notes.append(storage)
-            result.warnings.append(("fp32_compute_storage", storage))
+        result.stored_precision = stored
+        if stored in ("fp16", "bf16"):
+            from infermeter.backends.onnxruntime_precision import compute_reader
+
+            result.compute_reader = compute_reader(self, result, model, case, artifact.path if artifact else None)
         return result
 
-    def effective_precision(self, onnx_path: str, case: Case) -> str:
-        """What the session computes in: the graph's precision, except that the CPU provider computes an FP16/BF16
-        graph in FP32 on a CPU without that arithmetic (its profiler shows float32 MatMuls between inserted casts):
-        "fp32", with `storage_note` saying so, and no reduced-precision speedup is claimed for it."""
-        stored = onnx_graph_precision(onnx_path)
-        return "fp32" if self.storage_note(stored) else stored
+    def computed_precision(self, stored: str, reading: ComputeReading | None, case: Case) -> str:
+        """The session's compute precision: what the profiled kernels read, else the graph's own."""
+        return reading.precision if reading is not None else stored
 
-    def storage_note(self, stored: str) -> str | None:
-        """ "fp32 compute (fp16 storage)..." when this provider computes a `stored` FP16/BF16 graph in FP32."""
-        from infermeter.backends._common import cpu_precision_reason
-
-        if stored not in ("fp16", "bf16") or self.providers[0] != "CPUExecutionProvider":
+    def storage_note(self, stored: str, computed: str) -> str | None:
+        """ "fp32 compute (fp16 storage)..." when the engine computed a `stored` FP16/BF16 graph in FP32."""
+        if stored not in ("fp16", "bf16") or computed != "fp32":
             return None
-        if cpu_precision_reason(stored, self.name) is None:
-            return None
-        return (f"fp32 compute ({stored} storage): this CPU has no {stored} arithmetic, so ONNX Runtime's CPU "
-                f"provider casts around its kernels and computes in fp32; no {stored} speedup is claimed")  # fmt: skip
+        return (f"fp32 compute ({stored} storage): ONNX Runtime's {self.providers[0]} ran its compute kernels in "
+                f"fp32 between inserted casts (read from a profiled run); no {stored} speedup is claimed")  # fmt: skip
 
     def check_providers(self, session: Any) -> None:
         """Refuse a session that silently fell back from the requested execution provider."""

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from infermeter.backends._common import onnx_form_reason
 from infermeter.backends._gpu import nvidia_gpu_reason
 from infermeter.backends.base import Session, package_version
+from infermeter.backends.compute_precision import ComputeReading
 from infermeter.backends.onnxruntime import OPT_LEVEL, TRITON_THREADS, OnnxRuntimeBackend, OnnxRuntimeSession
 from infermeter.backends.options import CACHE, Option, Switch
 from infermeter.backends.triton import TritonTarget
@@ -133,6 +134,7 @@ class OnnxRuntimeTensorRTBackend(_OnnxRuntimeGpuBackend):
             options |= {"trt_engine_cache_enable": "True", "trt_engine_cache_path": str(folder)}
         return [("TensorrtExecutionProvider", options)]
 
-    def effective_precision(self, onnx_path: str, case: Case) -> str:
-        # TensorRT's builder flag is what we can read back: fp16 allows (not forces) fp16 kernels.
-        return "fp16" if case.precision == "fp16" else super().effective_precision(onnx_path, case)
+    def computed_precision(self, stored: str, reading: ComputeReading | None, case: Case) -> str:
+        # TensorRT's builder flag is what we can read back (its engine is one node to ONNX Runtime's profiler):
+        # fp16 allows (not forces) fp16 kernels.
+        return "fp16" if case.precision == "fp16" else super().computed_precision(stored, reading, case)

@@ -25,6 +25,7 @@ import numpy as np
 from infermeter.backends._common import case_shapes, cpu_precision_reason, precision_from_dtype_name
 from infermeter.backends.base import Backend, Session, package_version
 from infermeter.backends.options import CACHE, QUANTIZE_OPTIONS, Choice, Integer, Switch
+from infermeter.backends.read_errors import openvino_read_error
 from infermeter.backends.triton import PRECISION, THREADS, TritonParameter, TritonTarget
 from infermeter.core.case import Case
 from infermeter.core.errors import BackendError, engine_message
@@ -116,7 +117,16 @@ class OpenVinoSession(Session):
 
     def effective_precision(self) -> str:
         mix = self.layer_mix()
-        return "int8" if mix.counts.get("int8") else read_back_precision(self.compiled_model)
+        if mix.counts.get("int8"):
+            return "int8"
+        # What the runtime model's compute layers run in (`runtimePrecision`), not the hint the plugin accepted.
+        from infermeter.backends.compute_precision import openvino_runtime
+
+        reading = openvino_runtime(self.compiled_model)
+        if reading is None:
+            return read_back_precision(self.compiled_model)
+        self.compute_evidence = reading.evidence()
+        return reading.precision
 
     def layer_mix(self) -> LayerMix:
         from infermeter.backends.openvino_profile import runtime_mix
@@ -249,7 +259,7 @@ class OpenVinoBackend(Backend):
             if case.shape_mode == "static":
                 ov_model.reshape({name: list(shape) for name, shape in case_shapes(model, case).items()})
         except Exception as exc:
-            raise BackendError(f"OpenVINO could not read {model.ref}: {engine_message(exc)}") from exc
+            raise BackendError(openvino_read_error(model, exc)) from exc
         read_s = time.perf_counter() - start
         config = self._config(case) | ({"PERF_COUNT": True} if profiled else {})  # a bad value is the user's error
         try:

@@ -205,7 +205,7 @@ class TensorRTBackend(Backend):
 
         source = onnx_for(model)
         if case.precision == "int8":
-            from infermeter.backends.onnxruntime import onnx_graph_precision
+            from infermeter.models.spec import onnx_graph_precision
 
             if onnx_graph_precision(str(source.path)) != "int8":
                 raise BackendError("TensorRT int8 needs Q/DQ nodes in the ONNX graph; quantize the model first")

@@ -18,6 +18,7 @@ from infermeter.models.torch_form import load_torch_module
 from infermeter.results.artifact import Artifact, Phase
 
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+TORCH_PRECISIONS = {dtype: precision for precision, dtype in TORCH_DTYPES.items()}
 AUTOCAST = Switch(key="torch.autocast", default=False,
                   help="at bf16/fp16: fp32 weights, the model run under torch.autocast (mixed precision)")  # fmt: skip
 FP32_MODULES = Text(key="torch.fp32_modules", describe="path",
@@ -30,6 +31,10 @@ def exclude_from_autocast(module: Any, names: set[str] | frozenset[str]) -> list
     layers a reduced-precision study keeps in FP32. Returns (submodule, original forward) pairs, to restore."""
     import torch
 
+    missing = sorted(set(names) - {name for name, _ in module.named_modules()})
+    if missing:
+        raise BackendError(f"torch.fp32_modules: the model has no module {missing[0]!r} (a path as named_modules "
+                           "gives it, e.g. encoder.layer.0.attention)")  # fmt: skip
     replaced = []
     for name, sub in module.named_modules():
         if name not in names:
@@ -70,6 +75,10 @@ class TorchEagerSession(Session):
         self._input_names = input_names
         self._dtype = dtype
         self._autocast = autocast  # the autocast dtype (weights stay fp32), or None
+        self._computed: str | None = None  # what the profiler saw the compute operators run in (`read_compute`)
+        param = next(module.parameters(), None) if hasattr(module, "parameters") else None
+        if param is not None:  # the weights' precision (autocast keeps them fp32)
+            self.stored_precision = TORCH_PRECISIONS.get(str(param.dtype).removeprefix("torch."))
 
     def prepare(self, feeds: Feeds) -> Any:
         tensors = []
@@ -89,7 +98,21 @@ class TorchEagerSession(Session):
         items = outputs if isinstance(outputs, tuple | list) else [outputs]
         return [o.float().numpy() if o.is_floating_point() else o.numpy() for o in items]
 
+    def read_compute(self, prepared: Any) -> None:
+        """The dtypes of the convolutions and matmuls torch's profiler saw in one run (autocast included)."""
+        from infermeter.backends.compute_precision import torch_profiled
+
+        try:
+            reading = torch_profiled(lambda: self.run(prepared))
+        except Exception:  # a profiler that cannot run says nothing; the dtype read below stands
+            return
+        if reading is not None:
+            self._computed = reading.precision
+            self.compute_evidence = reading.evidence()
+
     def effective_precision(self) -> str:
+        if self._computed is not None:
+            return self._computed
         if self._autocast is not None:  # autocast: the matmuls and convolutions run in its dtype
             return {v: k for k, v in TORCH_DTYPES.items()}[str(self._autocast).removeprefix("torch.")]
         # Read back from the parameters: what the module computes in, not what was asked for.

@@ -211,7 +211,8 @@ class TvmBackend(Backend):
         from tvm import relax
         from tvm.relax.frontend.onnx import from_onnx
 
-        from infermeter.backends.onnxruntime import folded_graph, onnx_graph_precision
+        from infermeter.backends.onnxruntime import folded_graph
+        from infermeter.models.spec import onnx_graph_precision
 
         start = time.perf_counter()
         path = str(onnx_for(model).path)

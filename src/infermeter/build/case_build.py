@@ -65,7 +65,19 @@ def _entry_kind_and_suffix(case: Case) -> tuple[str, str]:
 
 
 def _build(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
-    """The build itself, into `target`: the on-the-fly INT8 graph if any, then the backend's own artifact."""
+    """The build itself, into `target`, the engines' log captured (`backends.engine_log`)."""
+    from infermeter.backends.engine_log import capture_engine_log, engine_log
+
+    with capture_engine_log() as capture:
+        meta = _build_steps(spec, case, target)
+    log = engine_log(capture)
+    if log.warnings or log.other_lines:
+        meta["engine_log"] = log.to_dict()
+    return meta
+
+
+def _build_steps(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
+    """The on-the-fly INT8 graph if any, then the backend's own artifact."""
 
     backend = get_backend(case.backend)()
     model, phases, notes, warnings, model_path = spec, {}, [], [], None
@@ -110,6 +122,7 @@ def _artifact(entry_path: Path, digest: str, state: str, meta: dict[str, Any], b
         warnings=tuple((code, message) for code, message in meta.get("warnings", ())),
         quantizer=meta.get("quantizer"),
         own=bool(meta.get("own", True)),
+        engine_log=meta.get("engine_log"),
     )
 
 

@@ -34,7 +34,7 @@ from infermeter.compare.pairing import pair_cases, pairing_note
 from infermeter.figures.metric_registry import GATES, gate_metric
 from infermeter.figures.replicates import Replicates, noise_floor, process_replicates, replicates_of, welch_log_ratio
 from infermeter.results.env import environment_differences
-from infermeter.results.schema import CaseResult, ResultsFile
+from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile
 
 if TYPE_CHECKING:
     from infermeter.compare.decision import Decision
@@ -308,6 +308,8 @@ def compare_results(
     """Compare every paired case of two results files."""
     pairs, only_base, only_new = pair_cases(base.cases, new.cases)
     changes = [compare_cases(b, n, metric, threshold, alpha, how, allow_mixed_precision) for b, n, how in pairs]
+    changes = [_with_engine_warnings(change) for change in changes]
+    remarks = [f"{change.label} ({side}): {w.message}" for change in changes for side, w in _engine_warnings(change)]
     return Comparison(
         metric,
         threshold,
@@ -316,4 +318,18 @@ def compare_results(
         only_base=only_base,
         only_new=only_new,
         env_differences=environment_differences(base.environment, new.environment),
+        remarks=list(dict.fromkeys(remarks)),
     )
+
+
+def _engine_warnings(change: CaseChange) -> list[tuple[str, CaseWarning]]:
+    """(side, warning) of each `engine_warning` of the pair: an engine that said it could not optimize part of the
+    model, a likely reason for its figure."""
+    sides = (("base", change.base), ("new", change.new))
+    return [(side, w) for side, case in sides for w in case.warnings if w.code == "engine_warning"]
+
+
+def _with_engine_warnings(change: CaseChange) -> CaseChange:
+    """`change` with its engine warnings named next to its figures (their full text is said below the table)."""
+    found = [f"engine warning ({side}): {w.detail or w.code}" for side, w in _engine_warnings(change)]
+    return replace(change, notes=[*change.notes, *found]) if found else change

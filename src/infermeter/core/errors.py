@@ -27,6 +27,18 @@ class BackendUnavailable(InfermeterError):
     """The backend cannot run here (framework or hardware missing); the message carries the install hint."""
 
 
+class BuildInvalid(InfermeterError):
+    """A built artifact (a quantized graph) that failed a check before any timing: the case's status is
+    `build_invalid`, and the message names the check, the likely cause and the remedy."""
+
+    status = "build_invalid"
+
+
+def failure_status(exc: BaseException) -> str:
+    """The status of a case stopped by `exc`: `build_invalid` for a wrong build, else `failed`."""
+    return BuildInvalid.status if isinstance(exc, BuildInvalid) else "failed"
+
+
 class BackendError(InfermeterError):
     """The backend failed while loading or running a model."""
 
@@ -65,8 +77,17 @@ def engine_message(error: BaseException | str, max_chars: int = 400) -> str:
             break
         if line and not _LOCATION_LINE.match(line) and not _TAIL_START.match(line):
             kept.append(line)
-    text = " ".join(kept)
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    return cut_at_word(" ".join(kept), max_chars)
+
+
+def cut_at_word(text: str, max_chars: int) -> str:
+    """`text` at most `max_chars` long, cut at the last space before the limit (never mid-word) and marked `…`; a
+    text with no space to cut at is cut at the limit."""
+    if len(text) <= max_chars:
+        return text
+    head = text[: max_chars - 1]
+    space = head.rfind(" ")
+    return (head[:space].rstrip(" ,;:") if space > 0 else head) + "…"
 
 
 def describe_exception(exc: BaseException, max_chars: int = 400) -> str:

@@ -20,7 +20,7 @@ from infermeter.build.case_build import (
     key_digest,
 )
 from infermeter.core.case import Case
-from infermeter.core.errors import describe_exception
+from infermeter.core.errors import describe_exception, failure_status
 from infermeter.measure.plan import PlanItem
 from infermeter.measure.worker import build_isolated, unavailable_reason
 from infermeter.models.spec import ModelSpec
@@ -35,7 +35,7 @@ def _build_one(spec: ModelSpec, case: Case, isolate: bool, on_phase: Callable[[s
         try:
             artifact = build_artifact(spec, case)
         except Exception as exc:
-            return BuildFailure("failed", describe_exception(exc))
+            return BuildFailure(failure_status(exc), describe_exception(exc))
         assert artifact is not None  # build_key said there is something to build
         return artifact
     return build_isolated(spec, case, on_phase)

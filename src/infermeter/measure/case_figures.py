@@ -13,6 +13,8 @@ from infermeter.figures.latency_stats import assess_run, latency_stats, memory_g
 from infermeter.machine.interference import interference_warning, oversubscription_warning
 from infermeter.measure.shapes import ShapePoint
 from infermeter.measure.stoprule import StopState, max_time_warning
+from infermeter.results.records import ComputePrecision, read_record
+from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
     from infermeter.measure.execute import CaseRunner
@@ -68,6 +70,12 @@ def stored_samples(samples_ms: list[float]) -> list[float]:
     return samples_ms if step <= 1 else samples_ms[::step]
 
 
+def _model_own(result: CaseResult, requested: str) -> bool:
+    """True when the case runs the model's own precision (an FP16 file at the default fp32): no precision change."""
+    record = read_record(result, ComputePrecision)
+    return record is not None and record.model_own(requested)
+
+
 def fill_measurements(runner: CaseRunner, state: StopState) -> None:
     """The case's figures from the runner's timings: latency statistics, the samples kept, throughput, the
     per-shape rows of a dynamic run, the memory timeline, and the warnings each figure calls for."""
@@ -98,7 +106,7 @@ def fill_measurements(runner: CaseRunner, state: StopState) -> None:
         if growth:
             result.warnings.append(growth)
     found = [
-        precision_warning(case.precision, result.precision_effective),
+        None if _model_own(result, case.precision) else precision_warning(case.precision, result.precision_effective),
         interference_warning(runner.interference),
         oversubscription_warning(case.threads, case.streams, runner.interference.cpus),
         max_time_warning(state, settings),

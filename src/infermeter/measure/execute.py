@@ -16,16 +16,18 @@ import numpy as np
 import psutil
 
 from infermeter.backends.base import Session
+from infermeter.backends.engine_log import attach_engine_log, capture_engine_log
 from infermeter.backends.registry import get_backend
 from infermeter.build.case_build import build_artifact, discard_private, load_session
 from infermeter.core.case import Case
-from infermeter.core.errors import InfermeterError, describe_exception
+from infermeter.core.errors import InfermeterError, describe_exception, failure_status
 from infermeter.machine.interference import CpuMeter
 from infermeter.measure.case_figures import fill_measurements
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
 from infermeter.measure.int8_readback import int8_run, with_profile
 from infermeter.measure.loop import timed_loop, warm_up
 from infermeter.measure.memory import RssSampler
+from infermeter.measure.precision_readback import read_back
 from infermeter.measure.shapes import ShapePoint, asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.stoprule import Burst, StopState, run_until_stopped
 from infermeter.measure.streams import run_streams
@@ -72,7 +74,7 @@ def record_failure(result: CaseResult, exc: Exception) -> None:
     """Mark `result` failed by `exc`: our own errors keep their message, a framework's exception its type and the
     line(s) that say why (`errors.describe_exception`). The whole text stays in the notes: the traceback of a
     framework's exception, or of the engine's exception that one of our errors wraps (`raise ... from exc`)."""
-    result.status = "failed"
+    result.status = failure_status(exc)
     result.error = describe_exception(exc)
     cause = exc.__cause__
     if not isinstance(exc, InfermeterError) or (cause is not None and not isinstance(cause, InfermeterError)):
@@ -147,7 +149,14 @@ class CaseRunner:
         self._started = time.perf_counter()
 
     def load(self) -> bool:
-        """Load and warm up; False when the case cannot run (its result then says why)."""
+        """Load and warm up, the engines' own log captured (`engine_log`); False when the case cannot run (its
+        result then says why, with the engine's last log lines)."""
+        with capture_engine_log() as log:
+            loaded = self._load()
+        attach_engine_log(self.result, log, self.artifact.engine_log if self.artifact is not None else None)
+        return loaded
+
+    def _load(self) -> bool:
         reason = unavailable_reason(self.spec, self.case)
         if reason:
             self.result.status, self.result.error = "unavailable", reason
@@ -175,7 +184,7 @@ class CaseRunner:
             result.first_inference_ms = first_ns / 1e6
             result.warmup_ms = [ns / 1e6 for ns in warmup_ns]
             result.warmup_iterations = len(warmup_ns)
-            result.precision_effective = self.session.effective_precision()
+            read_back(spec, case, self.session, self.prepared[0], result)
             if case.precision == "int8":
                 self.int8 = int8_run(case, self.artifact, self.session)
                 result.notes.append(f"int8: {self.int8.label()}")

@@ -20,6 +20,7 @@ from infermeter.measure.allocator import glibc_heap_mb, loaded_allocator, releas
 from infermeter.measure.case_figures import stored_samples
 from infermeter.measure.execute import blank_result, peak_rss_mb, record_failure
 from infermeter.measure.footprint import EnergyReading, case_footprint, read_energy
+from infermeter.measure.precision_readback import read_back
 from infermeter.measure.shapes import asked_shapes, pad_feeds, plan_shapes
 from infermeter.measure.soak_analysis import (
     MemorySample,
@@ -166,7 +167,7 @@ def soak_case(
         result.load_phases_s = dict(session.load_phases_s)
         result.notes += list(session.notes)
         prepared = {sizes: session.prepare(f) for sizes, f in feeds.items()}
-        result.precision_effective = session.effective_precision()
+        read_back(spec, case, session, next(iter(prepared.values())), result)
 
         def reload(old: Session) -> Loaded:
             nonlocal session
@@ -239,6 +240,8 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
         recycle_after=case.settings.soak_recycle_after,
         heap=glibc_heap_mb(),
         notes=notes,
+        requested_shapes=len(stream.distinct()),
+        padded_shapes=len(stream.padded(case.buckets)),
     )
     write_record(result, record)
     warning = growth_warning(growing, slope, replay_requests)

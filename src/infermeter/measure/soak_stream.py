@@ -44,8 +44,16 @@ class SoakStream:
         return "exploration" if index < len(self.warmup) + len(self.exploration) else "replay"
 
     def distinct(self) -> set[tuple[int, ...]]:
-        """Every combination of sizes the stream feeds."""
+        """Every combination of sizes the stream asks for."""
         return set(self.warmup) | set(self.exploration)
+
+    def padded(self, buckets: Sizes) -> set[tuple[int, ...]]:
+        """Every combination of sizes the engine runs once `buckets` pad the requested ones."""
+        by_name = dict(buckets)
+        return {
+            tuple(bucket_of(size, by_name.get(name, ())) for name, size in zip(self.names, sizes, strict=True))
+            for sizes in self.distinct()
+        }
 
 
 def bucket_of(size: int, buckets: Sequence[int]) -> int:

@@ -51,9 +51,9 @@ def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, ca
         artifact = build_artifact(spec, case)
         conn.send(("built", artifact.to_dict() if artifact is not None else None))
     except BaseException as exc:
-        from infermeter.core.errors import describe_exception
+        from infermeter.core.errors import describe_exception, failure_status
 
-        conn.send(("error", describe_exception(exc)))
+        conn.send(("error", (failure_status(exc), describe_exception(exc))))
     finally:
         conn.close()
 
@@ -69,7 +69,8 @@ def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None =
         return BuildFailure(gone.status, error)
     worker.join()
     if kind == "error":
-        return BuildFailure("failed", payload)
+        status, error = payload if isinstance(payload, tuple | list) else ("failed", payload)
+        return BuildFailure(status, error)
     return Artifact.from_dict(payload)
 
 

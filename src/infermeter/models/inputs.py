@@ -85,8 +85,10 @@ def resolve_shapes(
                 dims.append(batch)
             elif given is not None:
                 if isinstance(dim, int) and given[axis] != dim:
+                    wanted = "x".join(str(d) for d in given)
                     raise InputSpecError(
-                        f"--input {spec.name}: dim {axis} is fixed at {dim} in the model, got {given[axis]}"
+                        f"--input {spec.name}: dim {axis} is fixed at {dim} in the model, got {given[axis]}; "
+                        f"--reshape rewrites the dims the file fixes: --reshape {spec.name}:{wanted}"
                     )
                 dims.append(given[axis])
             elif isinstance(dim, int):
@@ -200,6 +202,9 @@ def _values_for(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generato
             return np.zeros(shape, dtype=dtype)
         low, high = spec.int_range
         return rng.integers(low, high, size=shape).astype(dtype)
+    if spec.dtype == "str":
+        raise InputSpecError(f"input {spec.name!r} is a string input: infermeter does not make up texts; give them "
+                             "with --data texts.txt (one text per line)")  # fmt: skip
     raise InputSpecError(f"input {spec.name!r} has dtype {spec.dtype}, which infermeter cannot generate")
 
 

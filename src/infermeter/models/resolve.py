@@ -15,6 +15,11 @@ def resolve_model(ref: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = (
     `package.module:factory`, or a Hugging Face model folder) into a ModelSpec, or raise ModelError. Pickle
     checkpoints (.pt/.pth) are refused with the reason. `reshape` (`--reshape NAME:DIMS`) rewrites dims the file
     declares fixed (`models.reshape`)."""
+    if Path(ref).suffix.lower() in (".pt", ".pth", ".ptl") and Path(ref).is_file():
+        from infermeter.models.torchscript import is_torchscript, torchscript_spec
+
+        if is_torchscript(Path(ref)):  # torch.jit.save's archive: TorchScript code, not arbitrary pickled objects
+            return torchscript_spec(ref, Path(ref), reshape)
     spec = _resolve(ref)
     if not reshape:
         return spec

@@ -101,7 +101,7 @@ def _conform(spec: InputSpec, array: np.ndarray, where: str) -> np.ndarray:
                 f"{where}: array for input {spec.name!r} has shape {list(array.shape)}; dim {axis} must be {dim} "
                 f"to fit {spec.describe()}"
             )
-    target = np.dtype(spec.dtype)
+    target = np.dtype(object if spec.dtype == "str" else spec.dtype)  # texts: the object arrays ONNX Runtime takes
     if target.kind in "iu" and array.dtype.kind == "f":
         raise InputSpecError(f"{where}: input {spec.name!r} takes {spec.dtype} but the array holds floats")
     return np.ascontiguousarray(array.astype(target, copy=False))
@@ -255,10 +255,24 @@ def _load_function(inputs: Sequence[InputSpec], ref: str) -> SampleSet:
     return _from_mapping(inputs, merged, ref)
 
 
+def _load_texts(inputs: Sequence[InputSpec], path: Path) -> SampleSet:
+    """A .txt file, one text per line (empty lines skipped), for a model whose one string input takes texts."""
+    strings = [spec for spec in inputs if spec.dtype == "str"]
+    if len(strings) != 1 or len(inputs) != 1:
+        raise InputSpecError(f"{path}: a .txt file of texts feeds a model with one string input; this one has "
+                             f"{', '.join(f'{i.name} ({i.dtype})' for i in inputs)}")  # fmt: skip
+    if not path.is_file():
+        raise UsageError(f"data file {str(path)!r} does not exist")
+    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    array = np.asarray(texts, dtype=object).reshape((-1,) + (1,) * (len(strings[0].shape) - 1))
+    return _from_mapping(inputs, {strings[0].name: array}, str(path))
+
+
 def load_samples(inputs: Sequence[InputSpec], ref: str, limit: int | None = None) -> SampleSet:
     """Load DATA for a model with `inputs`: an image folder, `.npz` (arrays named after inputs, optional
     `labels`), `.npy` (single-input models), a folder of `.npy` files (see `_load_npy_folder`) or
-    `file.py:function` (yields feed dicts or (feeds, labels))."""
+    `file.py:function` (yields feed dicts or (feeds, labels)), or a `.txt` file of texts (one per line) for a model
+    whose one input is a string."""
     path = Path(ref)
     arrays = sorted(p for p in path.glob("*.npy") if p.is_file()) if path.is_dir() else []
     if arrays:
@@ -279,6 +293,8 @@ def load_samples(inputs: Sequence[InputSpec], ref: str, limit: int | None = None
         else:
             with loaded:
                 samples = _from_mapping(inputs, {k: loaded[k] for k in loaded.files}, ref)
+    elif path.suffix.lower() == ".txt":
+        samples = _load_texts(inputs, path)
     elif ".py:" in ref:
         samples = _load_function(inputs, ref)
     else:

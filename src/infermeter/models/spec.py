@@ -103,9 +103,10 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
         if value.name in initializer_names:  # old exporters list weights as inputs too
             continue
         tensor_type = value.type.tensor_type
-        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
+        # A string input (a tokenizer inside the graph) takes texts from --data (`models.samples`).
+        dtype = "str" if tensor_type.elem_type == 8 else _ONNX_DTYPES.get(tensor_type.elem_type)
         if dtype is None:
-            raise ModelError(f"{path}: input {value.name!r} has ONNX element type {tensor_type.elem_type}, unsupported")
+            raise ModelError(unsupported_input(path, model, value.name, tensor_type.elem_type))
         dims: list[Dim] = []
         for axis, dim in enumerate(tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
@@ -124,6 +125,24 @@ def _onnx_spec(ref: str, path: Path) -> ModelSpec:
         path=str(path.resolve()),
         precision=onnx_precision(model.graph),
     )
+
+
+# Custom-operator domains of onnxruntime-extensions (tokenizers, string and audio ops) -> its pip name.
+_EXTENSION_DOMAINS = {"ai.onnx.contrib": "onnxruntime-extensions"}
+
+
+def unsupported_input(path: Path, model: Any, name: str, elem_type: int) -> str:
+    """Why an ONNX input of this element type cannot be fed, by its ONNX name (not its number), with the library
+    the graph's custom operators need. (A string input is fed: texts from --data.)"""
+    import onnx
+
+    custom = sorted({node.op_type for node in model.graph.node if node.domain in _EXTENSION_DOMAINS})
+    needs = (f"; its custom operators ({', '.join(custom[:5])}) need onnxruntime-extensions "
+             "(pip install onnxruntime-extensions)") if custom else ""  # fmt: skip
+    type_name = (
+        onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
+    )
+    return f"{path}: input {name!r} has ONNX element type {type_name}, which infermeter cannot feed{needs}"
 
 
 # Operators only a quantized graph holds: QDQ pairs, ONNX Runtime's QLinear* and the *Integer ops.
@@ -147,6 +166,13 @@ def onnx_precision(graph: Any) -> str:
             elements[init.data_type] += _elements(init.dims)
     stored = max(elements, key=elements.__getitem__)
     return {10: "fp16", 16: "bf16"}.get(stored, "fp32") if elements[stored] else "fp32"
+
+
+def onnx_graph_precision(path: str) -> str:
+    """The precision an ONNX graph computes in, read from the graph itself (`onnx_precision`)."""
+    import onnx
+
+    return onnx_precision(onnx.load(path, load_external_data=False).graph)
 
 
 def _elements(dims: Any) -> int:

@@ -27,6 +27,10 @@ def load_torch_module(spec: ModelSpec) -> torch.nn.Module:
         from infermeter.models.sources import load_pt2_module
 
         return load_pt2_module(spec)
+    if spec.kind == "torchscript":
+        from infermeter.models.torchscript import load_torchscript_module
+
+        return load_torchscript_module(spec)  # type: ignore[no-any-return]
     if spec.kind == "hf":
         from infermeter.models.hf_torch import build_hf_module
 

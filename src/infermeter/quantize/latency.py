@@ -19,7 +19,7 @@ def file_precision(path: Path) -> str:
         from infermeter.build.int8.ov_quant import ir_precision
 
         return ir_precision(path)
-    from infermeter.backends.onnxruntime import onnx_graph_precision
+    from infermeter.models.spec import onnx_graph_precision
 
     return onnx_graph_precision(str(path))
 

@@ -6,17 +6,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infermeter.backends.variant import variant_label
-from infermeter.figures.latency_stats import WARNING_CODES, min_samples_for
+from infermeter.figures.latency_stats import min_samples_for
 from infermeter.figures.metric_registry import METRICS, Metric
 from infermeter.figures.metric_registry import NUMERIC_COLUMNS as NUMERIC_COLUMNS  # importable from here, where it was
 from infermeter.figures.metric_registry import Speedup as Speedup
 from infermeter.figures.metric_registry import format_ms as format_ms
+from infermeter.figures.warning_codes import WARNING_CODES
 from infermeter.report.groups import comparison_group, machine_of
 from infermeter.report.int8_explanation import int8_explanation
 from infermeter.report.tuning import tuning_sentence
 from infermeter.results.records import (
+    ComputePrecision,
     Int8Run,
     ParityRecord,
+    engine_log_footnotes,
     most_processes,
     read_record,
 )
@@ -123,11 +126,18 @@ def _at_machine(case: CaseResult) -> str:
 
 
 def precision_cell(case: CaseResult) -> str:
-    """`fp32`, or `fp32→bf16` when the engine runs another precision than requested; an INT8 row names the
+    """`fp32`, or `fp32→bf16` when the engine runs another precision than requested (`fp16 (model)` for a model
+    run in its own FP16/BF16, `fp32 (fp16 model)` for one computed in FP32); an INT8 row names the
     quantizer that made its graph and, when the engine says, how many of its compute layers ran int8
     (`int8 (nncf 27/30)`; `int8 (model)` for a graph that came quantized; `Int8Run`)."""
     effective = case.precision_effective
     cell = case.precision if effective is None or effective == case.precision else f"{case.precision}→{effective}"
+    stored = read_record(case, ComputePrecision)
+    # An FP16/BF16 file is the model's own precision (`fp16 (model)`), never a precision change; FP16 weights
+    # computed in FP32 say so (`fp32 (fp16 model)`).
+    reduced = stored is not None and stored.precision_storage in ("fp16", "bf16")
+    if stored is not None and reduced and (effective in (None, case.precision) or stored.model_own(case.precision)):
+        cell = stored.label()
     int8 = read_record(case, Int8Run)
     if int8 is None:
         return cell
@@ -211,6 +221,7 @@ def summary_table(cases: Sequence[CaseResult], allow_mixed_precision: bool = Fal
         if (text := sentence(case, cases))
     ]
     footnotes += _speed_footnotes(cases, ratios, wide, tail_short)
+    footnotes += engine_log_footnotes(cases)  # each distinct engine warning once, with its count
     if any(speedup.mark == "mixed" for speedup in ratios.values()):
         warnings.append(
             (

@@ -81,6 +81,9 @@ class Artifact:
     warnings: tuple[tuple[str, str], ...] = ()
     quantizer: str | None = None
     own: bool = True
+    # What the engines said while building it (`results.records.EngineLog`'s on-disk form; None: nothing): every
+    # case using the artifact carries it, a cache hit too.
+    engine_log: dict[str, Any] | None = None
 
     @property
     def build_s(self) -> float:
@@ -100,6 +103,7 @@ class Artifact:
             "warnings": [list(w) for w in self.warnings],
             "quantizer": self.quantizer,
             "own": self.own,
+            **({"engine_log": self.engine_log} if self.engine_log else {}),
         }
 
     @classmethod
@@ -116,6 +120,7 @@ class Artifact:
             warnings=tuple((str(code), str(message)) for code, message in data.get("warnings", ())),
             quantizer=data.get("quantizer"),
             own=bool(data.get("own", True)),
+            engine_log=data.get("engine_log"),
         )
 
 

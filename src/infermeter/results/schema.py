@@ -24,7 +24,8 @@ def now_iso() -> str:
 
 # `lost`: the case's node died under it, twice (`bench --cluster`; the node record says where and why).
 # `oom`: stopped by its --memory-limit (measure.memlimit), with the peak it reached.
-STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom")
+# `build_invalid`: its built artifact (a quantized graph) failed a check before timing (`quantizers.validate`).
+STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom", "build_invalid")
 
 
 @dataclass(frozen=True)

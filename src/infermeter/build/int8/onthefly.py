@@ -17,6 +17,7 @@ from pathlib import Path
 
 from infermeter.build.int8.calibration import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
 from infermeter.build.int8.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
+from infermeter.build.int8.validate import check_quantized
 from infermeter.core.case import Case
 from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec, file_sha256
@@ -74,8 +75,8 @@ def model_is_quantized(spec: ModelSpec) -> bool:
         from infermeter.build.int8.ov_quant import ir_precision
 
         return ir_precision(Path(spec.path)) == "int8"
-    from infermeter.backends.onnxruntime import onnx_graph_precision
     from infermeter.models.convert import onnx_for
+    from infermeter.models.spec import onnx_graph_precision
 
     return onnx_graph_precision(str(onnx_for(spec).path)) == "int8"
 
@@ -111,6 +112,8 @@ def _ort_qdq(spec: ModelSpec, case: Case, tensorrt: bool = False) -> OnTheFlyInt
             prepared = Path(scratch) / "fp32.onnx"
             note = preprocess(source, prepared)
             quantize_onnx(prepared, target, config, calib)
+            # A wrong build is refused here, before any timing (and never cached): `build_invalid`.
+            check_quantized(prepared, target, next(calib.head(1).batches(1)), case.threads, spec.ref, per_channel)
         return f"int8 static QDQ ({method}) calibrated on {calib.source}; {note}"
 
     quantizer = "trt-qdq" if tensorrt else "ort-qdq"

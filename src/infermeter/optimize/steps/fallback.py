@@ -6,6 +6,8 @@ carries the study's accuracy."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from infermeter.backends.registry import get_backend
 from infermeter.core.errors import InfermeterError
@@ -17,6 +19,8 @@ from infermeter.results.schema import CaseResult
 
 # Two FP32 engines differ by about this much in cosine points: a cosine budget tighter than it is unreachable.
 FP32_NOISE_POINTS = 1e-4
+# The journal's details of step `half` keep each finished study under this key, for a resumed run to reuse.
+STUDIES = "fallback_studies"
 
 
 def budget_for(kind: str, count: int, max_drop_pct: float) -> Budget:
@@ -48,6 +52,12 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     if reason:
         skip(run, "half", f"{what} FP32-fallback study", reason)
         return None
+    key = f"{result.backend}-{result.precision}"
+    entry = finished_study(run, key)
+    if entry is not None:  # a resumed run: the study finished earlier and its files are still there
+        note(run, "half", f"{what} misses the budget: resumed: its FP32-fallback study finished earlier "
+             f"({len(entry['kept'])} layer(s) in FP32: {', '.join(entry['kept'])})")  # fmt: skip
+        return measure_variant(run, result, entry)
     data, reference = eval_data(run, "half")
     budget = budget_for(reference.kind, data.evaluation.count, limit)
     request = FallbackRequest(run.spec.ref, result.precision, engines=(result.backend,),
@@ -63,16 +73,44 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
         reason = "; ".join([*study.lines, *(study.search.notes if study.search else ())]) or "no layer kept"
         note(run, "half", f"{what} misses the budget; no FP32-fallback variant: {reason}")
         return None
-    kept = ", ".join(layer.name for layer in study.search.kept)
+    entry = {
+        "kept": [layer.name for layer in study.search.kept],
+        "how": study.mixed.how,
+        "mixed_path": str(study.mixed_path),
+        "spec": mixed.spec.ref,
+        "precision": mixed.case.precision,
+        "options": dict(mixed.case.options),
+        "accuracy": study.mixed.accuracy.to_dict(),
+    }
+    run.journal.details("half").setdefault(STUDIES, {})[key] = entry
     note(run, "half", f"{what} misses the budget ({accuracy.drop_pct:.2f} points): FP32-fallback variant with "
-         f"{len(study.search.kept)} layer(s) in FP32 ({kept}), {study.search.evaluations} evaluations, "
-         f"figures {study.mixed.how}")  # fmt: skip
-    base = run.case(mixed.spec.ref, result.backend, mixed.case.precision)
-    case = replace(base, options=tuple(sorted({**dict(base.options), **dict(mixed.case.options)}.items())))
-    measured = run.measure("half", mixed.spec, case, variant="fp32-fallback")
+         f"{len(entry['kept'])} layer(s) in FP32 ({', '.join(entry['kept'])}), {study.search.evaluations} "
+         f"evaluations, figures {study.mixed.how}")  # fmt: skip
+    run.save()
+    return measure_variant(run, result, entry)
+
+
+def finished_study(run: Run, key: str) -> dict[str, Any] | None:
+    """The FP32-fallback study `key` (`backend-precision`) a resumed run finished earlier, when its mixed model
+    and the spec it is measured from are still on disk; else None (the study runs again)."""
+    entry = run.journal.details("half").get(STUDIES, {}).get(key)
+    if not isinstance(entry, dict) or not Path(str(entry.get("mixed_path"))).is_file():
+        return None
+    return entry if entry.get("spec") == run.spec.ref or Path(str(entry.get("spec"))).is_file() else None
+
+
+def measure_variant(run: Run, result: CaseResult, entry: dict[str, Any]) -> CaseResult | None:
+    """The study's mixed variant measured as a candidate of step `half`, carrying the study's accuracy."""
+    from infermeter.models.resolve import resolve_model
+
+    spec = run.spec if entry["spec"] == run.spec.ref else resolve_model(entry["spec"])
+    base = run.case(spec.ref, result.backend, entry["precision"])
+    case = replace(base, options=tuple(sorted({**dict(base.options), **entry["options"]}.items())))
+    measured = run.measure("half", spec, case, variant="fp32-fallback")
     if measured is not None and measured.ok:
-        write_record(measured, study.mixed.accuracy)
-        measured.notes.append(f"fp32 fallback: {len(study.search.kept)} layer(s) in FP32 ({kept}); accuracy "
-                              f"{study.mixed.how}; mixed model {study.mixed_path}")  # fmt: skip
+        write_record(measured, Accuracy.from_dict(entry["accuracy"]))
+        kept = ", ".join(entry["kept"])
+        measured.notes.append(f"fp32 fallback: {len(entry['kept'])} layer(s) in FP32 ({kept}); accuracy "
+                              f"{entry['how']}; mixed model {entry['mixed_path']}")  # fmt: skip
         run.save()
     return measured

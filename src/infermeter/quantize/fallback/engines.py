@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
+from infermeter.backends.compute_precision import ort_model_precision
 from infermeter.models.resolve import resolve_model
 from infermeter.quantize.emulate import write_mixed_fp16
 from infermeter.quantize.evaluate import ModelRunner
@@ -49,8 +50,11 @@ def onnxruntime_study(ctx: StudyContext) -> EngineStudy:
     optimized = ModelRunner(ctx.fp32_onnx, ctx.threads).predict(ctx.samples)
     study.fp32 = ctx.judge(optimized, "computed by onnxruntime (fp32, graph optimized)")
     _with_search(ctx, study)
-    storage = OnnxRuntimeBackend().storage_note("fp16")
     full_path = write_mixed_fp16(ctx.fp32_onnx, (), ctx.file(".onnx"))
+    # What ONNX Runtime really computes the FP16 graph in (a profiled run), never the CPU's flags: where it is not
+    # fp16, its outputs are FP32 outputs and the accuracy figure stays the emulated one.
+    reading = ort_model_precision(str(full_path), next(ctx.samples.head(1).batches(1)), threads=ctx.threads)
+    storage = OnnxRuntimeBackend().storage_note("fp16", reading.precision if reading is not None else "fp32")
     keep = _kept(study) if study.mixed is not None else set()
     study.arms = [arm(ctx, "FP32", resolve_model(str(ctx.fp32_onnx)), "onnxruntime", "fp32"),
                   arm(ctx, "full FP16", resolve_model(str(full_path)), "onnxruntime", "fp32")]  # fmt: skip

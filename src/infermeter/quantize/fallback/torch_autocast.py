@@ -1,5 +1,6 @@
 """PyTorch's reduced-precision path: CPU autocast in BF16 (FP16 only where the CPU computes it), computed by
-torch itself; the search runs over the module's leaf modules, each kept one excluded from autocast."""
+torch itself; the search runs over the module's submodule paths (leaves and computing parents), each kept one
+excluded from autocast."""
 
 from __future__ import annotations
 
@@ -32,10 +33,16 @@ def _predict(module: Any, ctx: StudyContext, dtype: Any, names: list[str]) -> np
     return np.concatenate(outputs)
 
 
-def leaf_modules(module: Any) -> list[Layer]:
-    """The module's leaf submodules (no children) in definition order: what autocast exclusion can keep."""
-    leaves = [(name, sub) for name, sub in module.named_modules() if name and not any(True for _ in sub.children())]
-    return [Layer(name, type(sub).__name__, index) for index, (name, sub) in enumerate(leaves)]
+# Modules whose forward only calls their children: keeping one in FP32 is keeping its children, searched anyway.
+CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
+
+
+def fallback_modules(module: Any) -> list[Layer]:
+    """Every submodule path autocast exclusion can keep, in definition order: the leaves and the parents whose own
+    forward computes (a block that takes a variance with functional ops between its children); pure containers are
+    left out."""
+    paths = [(name, sub) for name, sub in module.named_modules() if name and type(sub).__name__ not in CONTAINERS]
+    return [Layer(name, type(sub).__name__, index) for index, (name, sub) in enumerate(paths)]
 
 
 def torch_study(ctx: StudyContext) -> EngineStudy:
@@ -80,11 +87,11 @@ def torch_study(ctx: StudyContext) -> EngineStudy:
     if full.meets:
         study.lines.append(f"full {ctx.precision} autocast (torch) is within the budget: no module needs FP32")
         return study
-    study.search = find_fallback(leaf_modules(module), evaluate, (), ctx.max_evaluations)
+    study.search = find_fallback(fallback_modules(module), evaluate, (), ctx.max_evaluations)
     study.search_how = "torch autocast with the kept modules excluded (computed, not emulated)"
     kept = [layer.name for layer in study.search.kept]
     if not kept or not study.search.verdict.meets:
-        study.lines.append("torch: no set of leaf modules kept in FP32 meets the budget (the sensitive operators may "
+        study.lines.append("torch: no set of modules kept in FP32 meets the budget (the sensitive operators may "
                            "not be modules, or the budget sits below FP32's own noise)")  # fmt: skip
         return study
     study.mixed = judgement_of(study.search.verdict)

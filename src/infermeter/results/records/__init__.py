@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from infermeter.results.records.accuracy import Accuracy, AccuracyError, QuantizedVariant
 from infermeter.results.records.base import Record, copy_record, read_record, write_record
+from infermeter.results.records.engine_log import EngineLog, EngineWarning, engine_log_footnotes
 from infermeter.results.records.generate import SLO, Distribution, GenerationCase, GenerationSummary, GgufQuality
 from infermeter.results.records.int8_run import Int8Run, LayerMix, LayerProfile, LayerTime, NodeGroup, why_int8
 from infermeter.results.records.load import LoadRecord, TunePoint
 from infermeter.results.records.node import LostAttempt, NodeRecord
 from infermeter.results.records.optimize import OptimizeStep
 from infermeter.results.records.parity import OutputMetrics, ParityRecord, Tolerance
+from infermeter.results.records.precision import ComputePrecision
 from infermeter.results.records.processes import ProcessRecord, ProcessRun, most_processes
 from infermeter.results.records.roofline import Roofline, RooflineError
 from infermeter.results.records.serving import ServerMetrics, ServerSample, ServingLevel
@@ -42,6 +44,8 @@ CASE_RECORDS: tuple[type[Record], ...] = (
     ProcessRecord,
     ServingLevel,
     ServerMetrics,
+    ComputePrecision,
+    EngineLog,
 )
 
 __all__ = [
@@ -49,7 +53,10 @@ __all__ = [
     "SLO",
     "Accuracy",
     "AccuracyError",
+    "ComputePrecision",
     "Distribution",
+    "EngineLog",
+    "EngineWarning",
     "Footprint",
     "GenerationCase",
     "GenerationSummary",
@@ -78,6 +85,7 @@ __all__ = [
     "Tolerance",
     "TunePoint",
     "copy_record",
+    "engine_log_footnotes",
     "most_processes",
     "read_record",
     "why_int8",

@@ -45,6 +45,11 @@ class SoakRecord(Record):
     recycle_after: int = 0  # --soak-recycle: the session was reloaded every this many requests
     heap: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The distinct input sizes the stream asked for, and the distinct shapes the engine ran once `--buckets` padded
+    # them (what a shape-specializing engine compiles and caches); `distinct_shapes` (kept for old readers) is the
+    # first. None in files written before they were told apart.
+    requested_shapes: int | None = None
+    padded_shapes: int | None = None
 
     @property
     def replay_growth_mb(self) -> float | None:
