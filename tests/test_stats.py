@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from infermeter.figures import latency_stats as stats
+from infermeter.figures.warning_codes import WARNING_CODES
 
 
 def test_percentiles_follow_linear_interpolation() -> None:
@@ -84,4 +85,4 @@ def test_precision_warning() -> None:
     assert stats.precision_warning("fp32", "fp32") is None
     warning = stats.precision_warning("fp32", "bf16")
     assert warning is not None and warning.code == "precision_not_requested"
-    assert set(stats.WARNING_CODES) >= {"high_cv", "too_few_samples", "slow_first_run", "drift", "precision_mismatch"}
+    assert set(WARNING_CODES) >= {"high_cv", "too_few_samples", "slow_first_run", "drift", "precision_mismatch"}
