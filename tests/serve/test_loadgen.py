@@ -12,10 +12,11 @@ import pytest
 from scipy import stats as scipy_stats
 from serve_helpers import run_cli
 
+from infermeter.load.arrivals import poisson_schedule
 from infermeter.results.io import read_results
 from infermeter.serve.driver import RunSettings, prepare_target, run_once
 from infermeter.serve.httpclient import ConnectionPool
-from infermeter.serve.loadgen import poisson_schedule, run_async, run_server
+from infermeter.serve.loadgen import run_async, run_server
 from infermeter.serve.summary import summarize
 
 SLEEPY = [("null.wait", "sleep")]

@@ -17,7 +17,7 @@ from rich.table import Table
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import OPENAI_ONLY, load_openai_deprecated, openai_options
+from infermeter.cli.serving import OPENAI_ONLY, arrivals_option, load_openai_deprecated, openai_options
 from infermeter.errors import UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
@@ -151,12 +151,15 @@ class KServeLoad:
     seed: int
     timeout_s: float
     output: Path | None
+    arrivals: str = "poisson"
 
     def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
         """One run of the scenario at a rate or a concurrency."""
         from infermeter.serve.driver import RunSettings
 
-        return RunSettings(scenario, self.duration_s, qps, concurrency, self.seed, self.timeout_s)
+        return RunSettings(
+            scenario, self.duration_s, qps, concurrency, self.seed, self.timeout_s, arrivals=self.arrivals
+        )
 
 
 def kserve_load(flags: dict[str, Any]) -> KServeLoad:
@@ -187,6 +190,7 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
         seed=flags["seed"],
         timeout_s=flags["timeout"],
         output=flags["output"],
+        arrivals=flags["arrivals"],
     )
 
 
@@ -286,6 +290,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 @click.option("--json", "use_json", is_flag=True, help="Send JSON tensors instead of the binary extension.")
 @click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
+@arrivals_option("server scenario and --rates: ")
 @click.option(
     "--timeout",
     type=float,

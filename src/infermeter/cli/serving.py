@@ -38,6 +38,7 @@ class SweepFlags:
     slo_attainment: float
     seed: int
     series: str | None = None
+    arrivals: str = "poisson"
 
 
 def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
@@ -108,6 +109,7 @@ def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettin
         server_metrics=flags.server_metrics,
         metrics_interval_s=flags.metrics_interval_s,
         seed=flags.seed,
+        arrivals=flags.arrivals,
     )
 
 
@@ -188,7 +190,9 @@ def endpoint_settings(
 
 
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
-OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
+OPENAI_PARAMS = {
+    *("target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed", "arrivals"),
+}
 # The flags of the serving sweep alone (`openai_options`).
 OPENAI_ONLY = (
     "prompt_len",
@@ -203,6 +207,19 @@ OPENAI_ONLY = (
     "slo_attainment",
     "series",
 )
+
+
+def arrivals_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--arrivals, the open-loop schedule of `load.arrivals`, declared once for `load` and `llm load`."""
+    from infermeter.load.arrivals import ARRIVALS
+
+    return click.option(
+        "--arrivals",
+        type=click.Choice(ARRIVALS),
+        default="poisson",
+        show_default=True,
+        help=prefix + "when requests are due: Poisson (exponential gaps) or constant (even gaps), seeded by --seed.",
+    )
 
 
 def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -270,6 +287,7 @@ def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, do
         slo_attainment=params["slo_attainment"],
         seed=params["seed"],
         series=params["series"],
+        arrivals=params["arrivals"],
     )
     return sweep_settings(endpoint, flags)
 
@@ -306,6 +324,7 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @click.option("--api-key", help="API key of the server (default: $OPENAI_API_KEY).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
+@arrivals_option("--rates: ")
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("")
 def llm_load(url: str, chat: bool, scenario: str, timeout: float, output: Path | None, **flags: Any) -> None:

@@ -26,6 +26,7 @@ from infermeter.case import endpoint_case_id
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO, GenerationSummary, RequestTiming, summarize
 from infermeter.generate.tinyllama import corpus_text
+from infermeter.load.timing import Issue
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
 from infermeter.results.schema import CaseResult
@@ -124,18 +125,28 @@ def _finished(event: dict[str, Any]) -> bool:
     return any(choice.get("finish_reason") for choice in event.get("choices") or [])
 
 
-async def stream_request(client: Any, settings: EndpointSettings, index: int) -> RequestTiming:
-    """Send request `index` and time its stream; every failure becomes a RequestTiming with an error kind."""
+def _finish_reason(event: dict[str, Any]) -> str | None:
+    return next((str(c["finish_reason"]) for c in event.get("choices") or [] if c.get("finish_reason")), None)
+
+
+async def stream_request(
+    client: Any, settings: EndpointSettings, index: int, issue: Issue | None = None
+) -> RequestTiming:
+    """Send request `index` and time its stream from its scheduled time (`issue`, an open-loop arrival; now in a
+    closed loop), with the client's lag beside; every failure becomes a RequestTiming with an error kind."""
     import httpx
 
     token_times: list[float] = []
     usage: dict[str, Any] = {}
     done = False
-    start = time.perf_counter()
+    finish: str | None = None
+    sent = time.perf_counter()
+    start = issue.scheduled_s if issue is not None else sent
+    lag_s = max(sent - start, 0.0)
 
     def failed(kind: str, message: str) -> RequestTiming:
         return RequestTiming(
-            start, time.perf_counter(), tuple(token_times), (), 0, None, error_kind=kind, error=message[:300]
+            start, time.perf_counter(), tuple(token_times), (), 0, None, kind, message[:300], lag_s, finish
         )
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
@@ -165,6 +176,7 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
                     usage = event["usage"]
                 if _finished(event):
                     done = True
+                    finish = _finish_reason(event)
     except httpx.ConnectError as exc:
         return failed("connect", str(exc))
     except httpx.TimeoutException as exc:
@@ -175,7 +187,7 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
     if not done:
         return failed("stream_dropped", "the stream ended without [DONE] or a finish_reason")
     if not token_times:
-        return RequestTiming(start, end, (), (), 0, None, error_kind="no_output", error="no output tokens")
+        return RequestTiming(start, end, (), (), 0, None, "no_output", "no output tokens", lag_s, finish)
     reported = usage.get("completion_tokens")
     return RequestTiming(
         start_s=start,
@@ -184,6 +196,8 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
         chunk_tokens=(),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         reported_output_tokens=int(reported) if reported else None,
+        lag_s=lag_s,
+        finish_reason=finish,
     )
 
 

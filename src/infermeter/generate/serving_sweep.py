@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from infermeter.generate.openai_bench import (
     stream_request,
 )
 from infermeter.generate.server_metrics import MetricsSampler, metrics_sources
+from infermeter.load.arrivals import Arrivals, paced
 from infermeter.results.records import GenerationSummary, ServingLevel, read_record, write_record
 from infermeter.results.records.serving import SWEEP_MODES
 from infermeter.results.schema import CaseResult
@@ -43,8 +43,9 @@ MIN_RATE_REQUESTS = 16
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """A sweep: what to send (`endpoint`), the levels of `mode` ("concurrency" or "rate"), its name (`series`,
-    the URL when empty), and whether to read the server's metrics endpoints every `metrics_interval_s`."""
+    """A sweep: what to send (`endpoint`), the levels of `mode` ("concurrency" or "rate", whose requests are due
+    at `arrivals` times), its name (`series`, the URL when empty), and whether to read the server's metrics
+    endpoints every `metrics_interval_s`."""
 
     endpoint: EndpointSettings
     mode: str = "concurrency"
@@ -54,6 +55,7 @@ class SweepSettings:
     server_metrics: bool = False
     metrics_interval_s: float = 0.5
     seed: int = 0
+    arrivals: str = "poisson"
 
     def name(self) -> str:
         """The sweep's name: `series`, or the server's URL."""
@@ -79,25 +81,23 @@ def rate_requests(endpoint: EndpointSettings, rate: float) -> int:
     return max(MIN_RATE_REQUESTS, math.ceil(rate * RATE_LEVEL_S))
 
 
-async def run_rate_level(endpoint: EndpointSettings, rate: float, seed: int) -> list[RequestTiming]:
-    """One open-loop level: requests start at Poisson arrival times of mean rate `rate`/s, whatever is in flight
-    (so a slow server builds a queue, as under real traffic); each request's clock starts when it is sent."""
+async def run_rate_level(
+    endpoint: EndpointSettings, rate: float, seed: int, arrivals: str = "poisson"
+) -> list[RequestTiming]:
+    """One open-loop level: requests are due at the arrival times of `load.arrivals` (Poisson or constant, mean
+    rate `rate`/s), whatever is in flight (so a slow server builds a queue, as under real traffic); each request's
+    clock starts at its scheduled time, as in the KServe load generator, with the client's lag beside."""
     import httpx
 
-    total = rate_requests(endpoint, rate)
+    schedule_s = Arrivals(rate, arrivals, seed).offsets_s(count=rate_requests(endpoint, rate))
     endpoint = fresh_level(endpoint)
-    arrivals = random.Random(seed)
     timeout = httpx.Timeout(endpoint.request_timeout_s, connect=min(10.0, endpoint.request_timeout_s))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
-        tasks = []
-        next_at = time.perf_counter()
-        for index in range(total):
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(stream_request(client, endpoint, index)))
-            next_at += arrivals.expovariate(rate)
+        tasks = [
+            asyncio.create_task(stream_request(client, endpoint, issue.index, issue))
+            async for issue in paced(schedule_s)
+        ]
         return list(await asyncio.gather(*tasks))
 
 
@@ -179,7 +179,7 @@ def _measure(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:
         if settings.mode == "concurrency":
             timings = asyncio.run(run_level(endpoint, int(level)))
         else:
-            timings = asyncio.run(run_rate_level(endpoint, level, settings.seed))
+            timings = asyncio.run(run_rate_level(endpoint, level, settings.seed, settings.arrivals))
     finally:
         if sampler is not None:
             sampler.__exit__(None, None, None)

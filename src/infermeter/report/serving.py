@@ -24,6 +24,7 @@ SERVING_COLUMNS = (
     "E2E P50 ms",
     "SLO met",
     "goodput req/s",
+    "lag P99 ms",
 )
 
 
@@ -49,6 +50,7 @@ def level_row(point: LevelPoint, verdict: SweepVerdict) -> list[str]:
         f"{point.e2e_p50_ms:.1f}" if point.e2e_p50_ms is not None else "-",
         "-" if attainment is None else f"{attainment:.0%}" + (" ✓" if point.level.slo_held else " ✗"),
         f"{gen.goodput_rps:.2f}" if gen and attainment is not None else "-",
+        f"{gen.lag_ms.p99:.1f}" if gen and gen.lag_ms else "-",  # the client's own lag (rate levels)
     ]
 
 

@@ -33,6 +33,7 @@ class RunSettings:
     timeout_s: float = 30.0
     warmup_s: float = 0.5
     max_connections: int = 1024
+    arrivals: str = "poisson"  # the server scenario's schedule (`load.arrivals`)
 
 
 @dataclass
@@ -234,14 +235,15 @@ def _measure(
 
 
 def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:
-    """One run of `server` (needs qps), `single-stream` or `offline` (closed loop at `concurrency`)."""
+    """One run of `server` (needs qps; Poisson or constant arrivals), `single-stream` or `offline` (closed loop at
+    `concurrency`)."""
     if run.scenario == "server":
         if not run.qps or run.qps <= 0:
             raise UsageError("the server scenario needs --qps (a positive rate); or use --find-peak with --slo-p99-ms")
         rate = run.qps
         return _measure(
             target,
-            lambda pool: run_server(pool, target.requests, rate, run.duration_s, run.seed, run.timeout_s),
+            lambda pool: run_server(pool, target.requests, rate, run.duration_s, run.seed, run.timeout_s, run.arrivals),
             run.warmup_s,
             4,
             run.max_connections,

@@ -50,7 +50,7 @@ class SLO:
         return not (self.tpot_ms is not None and metrics.tpot_ms is not None and metrics.tpot_ms > self.tpot_ms)
 
 
-_DISTRIBUTIONS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tokens_per_s_per_request")
+_DISTRIBUTIONS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tokens_per_s_per_request", "lag_ms")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class GenerationSummary(Record):
     slo: SLO = field(default_factory=SLO)
     slo_met: int = 0
     goodput_rps: float = 0.0
+    lag_ms: Distribution | None = None  # the client's send lag behind the schedule (open-loop levels)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
