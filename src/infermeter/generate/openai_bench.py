@@ -25,6 +25,7 @@ from typing import Any
 from infermeter.case import endpoint_case_id
 from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO, GenerationSummary, RequestTiming, summarize
+from infermeter.generate.short_outputs import is_short, mark_short
 from infermeter.generate.tinyllama import corpus_text
 from infermeter.load.timing import Issue
 from infermeter.results.records import GenerationCase, write_record
@@ -248,10 +249,10 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         isolated=False,
         duration_s=summary.wall_s,
     )
-    # A server may end a stream early without an error (llama-cpp-python's server interrupts a stream when the
-    # next request arrives, unless started with --interrupt_requests False): count it so that tokens/s is read
-    # with that in mind.
-    short = sum(1 for t in ok if t.output_tokens < settings.gen_len)
+    # A stream cut short without an end-of-sequence (a server that interrupts streams) makes the level
+    # `short_outputs`, not `ok` (generate/short_outputs.py); streams that stopped at an EOS are only noted.
+    short = sum(1 for t in ok if is_short(t, settings.gen_len, settings.ignore_eos))
+    eos_stops = sum(1 for t in ok if t.output_tokens < settings.gen_len) - short
     requests = GenerationCase(
         settings.prompt_len,
         settings.gen_len,
@@ -261,10 +262,10 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
     )
     write_record(result, requests)
     write_record(result, summary)
-    if short:
+    if eos_stops:
         result.notes.append(
-            f"{short} of {len(ok)} streams ended before {settings.gen_len} tokens (EOS, a stop, or the server "
-            "cut them short); use --ignore-eos where the server supports it for equal-length requests"
+            f"{eos_stops} of {len(ok)} streams stopped at an end-of-sequence before {settings.gen_len} tokens; use "
+            "--ignore-eos where the server supports it for equal-length requests"
         )
     if ok:
         e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in ok]
@@ -272,6 +273,8 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         result.samples_ms = e2e_ms
         result.iterations = len(e2e_ms)
         result.throughput = summary.output_tokens_per_s
+    if short:
+        mark_short(result, timings, settings.gen_len, short)
     return result
 
 

@@ -152,7 +152,7 @@ def _level_case(settings: SweepSettings, level: float, timings: list[RequestTimi
         summary = read_record(result, GenerationSummary)
         attainment = (summary.slo_met if summary else 0) / len(timings) if timings else 0.0
     line = failure_line(timings)
-    if line and result.status != "ok":
+    if line and result.status == "failed":
         result.error = line
     elif line:
         result.notes.append(line)

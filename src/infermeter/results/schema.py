@@ -24,7 +24,8 @@ def now_iso() -> str:
 
 # `lost`: the case's node died under it, twice (`bench --cluster`; the node record says where and why).
 # `oom`: stopped by its --memory-limit (measure.memlimit), with the peak it reached.
-STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom")
+# `short_outputs`: an LLM serving level whose responses came back shorter than asked (generate/short_outputs.py).
+STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom", "short_outputs")
 
 
 @dataclass(frozen=True)
