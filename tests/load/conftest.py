@@ -7,3 +7,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "serve"))
 sys.path.insert(0, str(Path(__file__).parent.parent / "generate"))
+sys.path.insert(0, str(Path(__file__).parent))

@@ -17,8 +17,8 @@ from rich.table import Table
 from infermeter.cli.common import require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import OPENAI_ONLY, arrivals_option, load_openai_deprecated, openai_options
-from infermeter.errors import UsageError
+from infermeter.cli.serving import OPENAI_ONLY, arrivals_option, load_openai_deprecated, openai_options, slo_option
+from infermeter.errors import BackendError, UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
@@ -67,6 +67,7 @@ def _row(summary: LoadSummary) -> list[str]:
         summary.label(),
         target,
         f"{run.achieved_qps:.1f}",
+        "-" if summary.goodput_qps is None else f"{summary.goodput_qps:.1f}",
         f"{summary.throughput:.1f}",
         ms(stats.p50 if stats else None),
         ms(stats.p90 if stats else None),
@@ -80,8 +81,10 @@ def _row(summary: LoadSummary) -> list[str]:
 
 def print_summaries(summaries: list[LoadSummary], title: str) -> None:
     """The runs' table (QPS, samples/s, percentiles, errors, VALID/INVALID), then each run's reasons and warnings."""
+    slo = next((s.slo_latency_ms for s in summaries if s.slo_latency_ms is not None), None)
+    title += f"; goodput: requests per second within {slo:g} ms" if slo is not None else ""
     table = Table(title=escape(title), header_style="bold", title_justify="left")
-    headers = ["run", "target QPS", "QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
+    headers = ["run", "target QPS", "QPS", "goodput QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
     headers += ["errors", "lag P99 ms", "result"]
     for header in headers:
         table.add_column(header, justify="left" if header in ("run", "result") else "right", no_wrap=True)
@@ -152,6 +155,7 @@ class KServeLoad:
     timeout_s: float
     output: Path | None
     arrivals: str = "poisson"
+    slo_latency_ms: float | None = None  # --slo latency_ms=MS: the goodput bound
 
     def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
         """One run of the scenario at a rate or a concurrency."""
@@ -164,8 +168,10 @@ class KServeLoad:
 
 def kserve_load(flags: dict[str, Any]) -> KServeLoad:
     """The KServe load of `load`'s flags; UsageError for a bad value or a scenario without what it needs."""
+    from infermeter.load.slo import parse_slo
     from infermeter.serve.protocol import API_KEY_VARIABLE
 
+    slo = parse_slo(flags["slo"], stream=False)
     concurrency = _one_int(flags["concurrency"] or "16", "--concurrency")
     for name in ("duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
         if flags[name] is not None:
@@ -191,14 +197,20 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
         timeout_s=flags["timeout"],
         output=flags["output"],
         arrivals=flags["arrivals"],
+        slo_latency_ms=slo.latency_ms,
     )
 
 
 def _progress(summary: LoadSummary) -> None:
+    from infermeter.serve.summary import refusal_line
+
     stats = summary.stats
     p99 = f"P99 {stats.p99:.2f} ms" if stats else "no answers"
+    good = "" if summary.goodput_qps is None else f", goodput {summary.goodput_qps:.1f} QPS"
     verdict = "VALID" if summary.valid else "INVALID"
-    stderr.print(f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS, {p99}, {verdict}")
+    refused = f"; [red]{escape(refusal_line(summary.run))}[/]" if summary.run.errors else ""
+    line = f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS{good}, {p99}, {verdict}{refused}"
+    stderr.print(line, soft_wrap=True)
 
 
 def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
@@ -207,7 +219,15 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
 
     slo = load.slo_p99_ms
     assert slo is not None
-    best, probes = find_peak(target, slo, load.duration_s, load.seed, load.concurrency, on_probe=_progress)
+    best, probes = find_peak(
+        target,
+        slo,
+        load.duration_s,
+        load.seed,
+        load.concurrency,
+        on_probe=_progress,
+        slo_latency_ms=load.slo_latency_ms,
+    )
     print_summaries(probes, f"peak search: {label}, SLO P99 ≤ {slo:g} ms")
     if best is None:
         stdout.print(f"[red]no QPS met the SLO[/] of {slo:g} ms (lowest probe still INVALID)")
@@ -226,13 +246,19 @@ def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSumm
 
     if load.scenario != "sweep":
         run = run_once(target, load.run(load.scenario, load.qps, load.concurrency))
-        summaries = [summarize(run, load.slo_p99_ms, load.batch, load.seed)]
+        summaries = [summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms)]
         print_summaries(summaries, f"{load.scenario}: {label}")
         return summaries
     summaries = []
     for kind, value in sweep_steps(load.qps, load.concurrency, load.steps):
-        run = run_once(target, load.run(kind, value, int(value)))
-        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed))
+        try:
+            run = run_once(target, load.run(kind, value, int(value)))
+        except BackendError as exc:  # the server stopped answering: keep the levels measured so far
+            if not summaries:
+                raise
+            stderr.print(f"  [red]{escape(str(exc))}[/]; the sweep stops here", soft_wrap=True)
+            break
+        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms))
         _progress(summaries[-1])
     print_summaries(summaries, f"sweep: {label}")
     return summaries
@@ -291,6 +317,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 @click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
 @arrivals_option("server scenario and --rates: ")
+@slo_option("")
 @click.option(
     "--timeout",
     type=float,

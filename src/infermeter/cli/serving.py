@@ -191,7 +191,19 @@ def endpoint_settings(
 
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
 OPENAI_PARAMS = {
-    *("target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed", "arrivals"),
+    *(
+        "target",
+        "api",
+        "concurrency",
+        "model_name",
+        "api_key",
+        "timeout",
+        "output",
+        "scenario",
+        "seed",
+        "arrivals",
+        "slo",
+    ),
 }
 # The flags of the serving sweep alone (`openai_options`).
 OPENAI_ONLY = (
@@ -263,6 +275,31 @@ def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., 
     return wrap
 
 
+def slo_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--slo NAME=MS (`load.slo`), declared once for `load` and `llm load`."""
+    from infermeter.load.slo import SLO_NAMES
+
+    return click.option(
+        "--slo",
+        "slo",
+        multiple=True,
+        metavar="NAME=MS",
+        help=prefix + "goodput SLO bound, repeatable: " + ", ".join(SLO_NAMES) + " (e.g. --slo latency_ms=50).",
+    )
+
+
+def _llm_slo(params: dict[str, Any]) -> SLO:
+    """The generation SLO of --slo-ttft-ms / --slo-tpot-ms and --slo NAME=MS (a bound given both ways: exit 2)."""
+    from infermeter.load.slo import parse_slo
+
+    bounds = parse_slo(params.get("slo") or ())
+    for name, flag in (("ttft_ms", "slo_ttft_ms"), ("tpot_ms", "slo_tpot_ms")):
+        if getattr(bounds, name) is not None and params[flag] is not None:
+            raise UsageError(f"--slo {name} and --{flag.replace('_', '-')} set the same bound: give one")
+    slo = make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"])
+    return SLO(slo.ttft_ms or bounds.ttft_ms, slo.tpot_ms or bounds.tpot_ms, bounds.latency_ms)
+
+
 def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, doubling: bool) -> SweepSettings:
     """The serving sweep of a command's flags (`params`, by name), each checked."""
     endpoint = endpoint_settings(
@@ -276,7 +313,7 @@ def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, do
         params["ignore_eos"],
         # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
         params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
-        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+        _llm_slo(params),
     )
     flags = SweepFlags(
         concurrency=params["concurrency"],
@@ -325,6 +362,7 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
 @arrivals_option("--rates: ")
+@slo_option("")
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("")
 def llm_load(url: str, chat: bool, scenario: str, timeout: float, output: Path | None, **flags: Any) -> None:

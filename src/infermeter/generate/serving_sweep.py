@@ -148,7 +148,7 @@ def _level_case(settings: SweepSettings, level: float, timings: list[RequestTimi
         result.options["series"] = settings.series
     slo = endpoint.slo
     attainment = None
-    if slo.ttft_ms is not None or slo.tpot_ms is not None:
+    if slo.is_set:
         summary = read_record(result, GenerationSummary)
         attainment = (summary.slo_met if summary else 0) / len(timings) if timings else 0.0
     line = failure_line(timings)

@@ -225,8 +225,11 @@ def _measure(
                 warm = await run_closed_loop(pool, target.requests, warmup_concurrency, warmup_s, scenario="warmup")
                 if warm.ok == 0:
                     kinds = ", ".join(f"{k} {v}" for k, v in warm.errors.most_common()) or "no answer"
-                    raise BackendError(f"every warm-up request to {target.base_url} failed ({kinds})")
+                    said = "".join(f"; {kind}: {text}" for kind, text in pool.messages.items() if text)
+                    raise BackendError(f"every warm-up request to {target.base_url} failed ({kinds}){said}")
+                pool.messages.clear()
             run: LoadRun = await body(pool)
+            run.messages = dict(pool.messages)
             return run
         finally:
             await pool.aclose()
@@ -281,11 +284,12 @@ def find_peak(
     max_probes: int = 8,
     tolerance: float = 0.05,
     on_probe: Callable[[LoadSummary], None] | None = None,
+    slo_latency_ms: float | None = None,
 ) -> tuple[LoadSummary | None, list[LoadSummary]]:
     """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
     bounds the capacity, then bisection on QPS until the bracket is within `tolerance`."""
     capacity_run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
-    capacity = summarize(capacity_run, None, target.batch)
+    capacity = summarize(capacity_run, None, target.batch, seed, slo_latency_ms)
     if on_probe:
         on_probe(capacity)
     probes: list[LoadSummary] = [capacity]
@@ -295,7 +299,7 @@ def find_peak(
     qps = high
     for _ in range(max_probes):
         probe = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
-        summary = summarize(probe, slo_p99_ms, target.batch)
+        summary = summarize(probe, slo_p99_ms, target.batch, seed, slo_latency_ms)
         probes.append(summary)
         if on_probe:
             on_probe(summary)

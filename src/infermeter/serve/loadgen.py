@@ -41,6 +41,7 @@ class LoadRun:
     lag_ms: list[float] = field(default_factory=list)  # issue time minus scheduled time (server scenario)
     scheduled_s: list[float] = field(default_factory=list)  # offsets from the start (server scenario)
     errors: Counter[str] = field(default_factory=Counter)
+    messages: dict[str, str] = field(default_factory=dict)  # the server's word on the first refusal of each kind
     issued: int = 0
     elapsed_s: float = 0.0  # from the first issue to the last completion
 

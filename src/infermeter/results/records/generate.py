@@ -35,6 +35,9 @@ class TokenLatencies(Protocol):
     @property
     def tpot_ms(self) -> float | None: ...
 
+    @property
+    def e2e_ms(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class SLO:
@@ -42,10 +45,18 @@ class SLO:
 
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+    e2e_ms: float | None = None  # `--slo latency_ms=`: end to end, from the request's scheduled time
+
+    @property
+    def is_set(self) -> bool:
+        """Whether any bound is set."""
+        return self.ttft_ms is not None or self.tpot_ms is not None or self.e2e_ms is not None
 
     def met_by(self, metrics: TokenLatencies) -> bool:
         """True when `metrics` satisfies every bound that is set."""
         if self.ttft_ms is not None and metrics.ttft_ms > self.ttft_ms:
+            return False
+        if self.e2e_ms is not None and metrics.e2e_ms > self.e2e_ms:
             return False
         return not (self.tpot_ms is not None and metrics.tpot_ms is not None and metrics.tpot_ms > self.tpot_ms)
 
