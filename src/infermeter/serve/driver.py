@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from infermeter.errors import BackendError, UsageError
-from infermeter.models.inputs import InputSpec, resolve_shapes
+from infermeter.models.dim_defaults import plan_shapes, sizing_hint
+from infermeter.models.inputs import InputSpec
 from infermeter.serve.httpclient import ConnectionPool, RequestPool, build_request, fetch
 from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
@@ -45,7 +46,7 @@ class LoadTarget:
     metadata: dict[str, Any]
     requests: list[bytes]
     batch: int
-    notes: tuple[str, ...] = ()  # how the request bodies were made from --data, when given
+    notes: tuple[str, ...] = ()  # the inputs sized by default, and how the request bodies were made from --data
     data: DataSource | None = None
     call_metadata: tuple[tuple[str, str], ...] = ()  # gRPC targets: the API key, sent with every call
 
@@ -123,9 +124,12 @@ def prepare_target(
     for entry in metadata.get("inputs", []):
         if entry.get("datatype") not in DATATYPES:
             raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
-        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
+        # KServe metadata gives -1 for a free dim, without its name. Inputs of one rank and kind share theirs by
+        # axis, as input_ids, attention_mask and token_type_ids do: --input input_ids:1x64 sizes the mask too.
+        kind = "int" if DATATYPES[entry["datatype"]].startswith(("int", "uint")) else "other"
+        rank = len(entry["shape"])
         dims = tuple(
-            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
+            d if d >= 0 else ("batch" if axis == 0 else f"free{axis}/rank{rank}/{kind}")
             for axis, d in enumerate(entry["shape"])
         )
         inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], dims))
@@ -200,15 +204,15 @@ def _request_feeds(
     sent = [spec for spec in inputs if spec.name not in server_fills or spec.name in given]
     check_input_values(sent, values)
     if data is None:
-        shapes = resolve_shapes(sent, batch, input_shapes)
-        return generated_feed_sets(sent, values, shapes, distinct, seed), (), None
+        shapes, sizing = plan_shapes(sent, batch, input_shapes)
+        return generated_feed_sets(sent, values, shapes, distinct, seed), (sizing,) if sizing else (), None
     source, samples = open_data(sent, values, data)
     count = min(max(distinct, -(-samples.count // batch)), MAX_DATA_REQUESTS)
     constant = [spec for spec in sent if spec not in data_inputs(sent, values)]
-    shapes = resolve_shapes(constant, batch, input_shapes) if constant else {}
+    shapes, sizing = plan_shapes(constant, batch, input_shapes) if constant else ({}, None)
     feed_sets = with_constants(sent, values, shapes, batched_sets(sent, samples, batch, count))
     note = data_note(source, batch, count, f"at most {MAX_DATA_REQUESTS} distinct requests are prepared")
-    return feed_sets, (note,) if note else (), source
+    return feed_sets, tuple(n for n in (sizing, note) if n), source
 
 
 def _measure(
@@ -226,7 +230,10 @@ def _measure(
                 if warm.ok == 0:
                     kinds = ", ".join(f"{k} {v}" for k, v in warm.errors.most_common()) or "no answer"
                     said = "".join(f"; {kind}: {text}" for kind, text in pool.messages.items() if text)
-                    raise BackendError(f"every warm-up request to {target.base_url} failed ({kinds}){said}")
+                    sized = next((n for n in target.notes if n.startswith("inputs sized by default")), None)
+                    raise BackendError(
+                        f"every warm-up request to {target.base_url} failed ({kinds}){said}{sizing_hint(sized)}"
+                    )
                 pool.messages.clear()
             run: LoadRun = await body(pool)
             run.messages = dict(pool.messages)
