@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
-from infermeter.cli.common import require_positive, stderr, stdout
+from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
+from infermeter.cli.load_table import print_summaries
 from infermeter.cli.serve_group import ServedModel, serving_options
 from infermeter.cli.serving import OPENAI_ONLY, arrivals_option, load_openai_deprecated, openai_options, slo_option
 from infermeter.errors import BackendError, UsageError
@@ -51,53 +51,6 @@ def _served(target: str, backend: str | None, serve_args: list[str], protocol: s
         yield f"grpc://{server.grpc_address}" if protocol == "grpc" else server.url
     finally:
         server.stop()
-
-
-def _row(summary: LoadSummary) -> list[str]:
-    stats = summary.stats
-    run = summary.run
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    target = "-" if run.target_qps is None else f"{run.target_qps:.1f}"
-    errors = sum(run.errors.values())
-    verdict = "VALID" if summary.valid else "INVALID"
-    return [
-        summary.label(),
-        target,
-        f"{run.achieved_qps:.1f}",
-        "-" if summary.goodput_qps is None else f"{summary.goodput_qps:.1f}",
-        f"{summary.throughput:.1f}",
-        ms(stats.p50 if stats else None),
-        ms(stats.p90 if stats else None),
-        ms(stats.p99 if stats else None),
-        ms(stats.p999 if stats else None),
-        str(errors),
-        ms(summary.lag_p99_ms),
-        verdict,
-    ]
-
-
-def print_summaries(summaries: list[LoadSummary], title: str) -> None:
-    """The runs' table (QPS, samples/s, percentiles, errors, VALID/INVALID), then each run's reasons and warnings."""
-    slo = next((s.slo_latency_ms for s in summaries if s.slo_latency_ms is not None), None)
-    title += f"; goodput: requests per second within {slo:g} ms" if slo is not None else ""
-    table = Table(title=escape(title), header_style="bold", title_justify="left")
-    headers = ["run", "target QPS", "QPS", "goodput QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
-    headers += ["errors", "lag P99 ms", "result"]
-    for header in headers:
-        table.add_column(header, justify="left" if header in ("run", "result") else "right", no_wrap=True)
-    for summary in summaries:
-        cells = _row(summary)
-        colour = "green" if summary.valid else "red"
-        table.add_row(*(escape(c) for c in cells[:-1]), f"[{colour}]{cells[-1]}[/]")
-    stdout.print(table)
-    for summary in summaries:
-        for reason in summary.reasons:
-            stdout.print(f"[red]INVALID[/] {escape(summary.label())}: {escape(reason)}", soft_wrap=True)
-        for warning in summary.warnings:
-            stdout.print(f"[yellow]warning[/] {escape(summary.label())}: {escape(warning.message)}", soft_wrap=True)
 
 
 def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, started: str, url: str) -> None:
@@ -156,6 +109,7 @@ class KServeLoad:
     output: Path | None
     arrivals: str = "poisson"
     slo_latency_ms: float | None = None  # --slo latency_ms=MS: the goodput bound
+    reshape: tuple[str, ...] = ()  # --reshape NAME:DIMS for a MODEL served here (as `serve --reshape`)
 
     def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
         """One run of the scenario at a rate or a concurrency."""
@@ -169,9 +123,11 @@ class KServeLoad:
 def kserve_load(flags: dict[str, Any]) -> KServeLoad:
     """The KServe load of `load`'s flags; UsageError for a bad value or a scenario without what it needs."""
     from infermeter.load.slo import parse_slo
+    from infermeter.models.reshape import parse_reshape
     from infermeter.serve.protocol import API_KEY_VARIABLE
 
     slo = parse_slo(flags["slo"], stream=False)
+    parse_reshape(flags["reshape"])  # a malformed --reshape is a usage error before a server starts
     concurrency = _one_int(flags["concurrency"] or "16", "--concurrency")
     for name in ("duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
         if flags[name] is not None:
@@ -198,6 +154,7 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
         output=flags["output"],
         arrivals=flags["arrivals"],
         slo_latency_ms=slo.latency_ms,
+        reshape=tuple(flags["reshape"]),
     )
 
 
@@ -270,6 +227,9 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 
     overrides, values = parse_input_flags(served.inputs)
     serve_args = [*served.serve_args(), "--max-batch", str(max(8, load.batch))]
+    if load.reshape and served.model.startswith(("http://", "https://", "grpc://")):
+        raise UsageError("--reshape rewrites a MODEL served here; a URL target is served already (reshape it there)")
+    serve_args += [arg for dims in load.reshape for arg in ("--reshape", dims)]
     started = now_iso()
     with _served(served.model, served.backend, serve_args, load.protocol) as url:
         prepared = prepare_target(
@@ -316,7 +276,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 @click.option("--json", "use_json", is_flag=True, help="Send JSON tensors instead of the binary extension.")
 @click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
-@arrivals_option("server scenario and --rates: ")
+@arrivals_option()
 @slo_option("")
 @click.option(
     "--timeout",
@@ -325,6 +285,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
     show_default=True,
     help="Seconds to wait for stragglers (--api openai: seconds per request, default 60).",
 )
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("--api openai: ")
 @click.pass_context

@@ -221,7 +221,7 @@ OPENAI_ONLY = (
 )
 
 
-def arrivals_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def arrivals_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--arrivals, the open-loop schedule of `load.arrivals`, declared once for `load` and `llm load`."""
     from infermeter.load.arrivals import ARRIVALS
 
@@ -230,7 +230,8 @@ def arrivals_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[...,
         type=click.Choice(ARRIVALS),
         default="poisson",
         show_default=True,
-        help=prefix + "when requests are due: Poisson (exponential gaps) or constant (even gaps), seeded by --seed.",
+        help="When open-loop requests are due (load's server scenario, --rates): Poisson (exponential gaps) or "
+        "constant (even gaps), seeded by --seed.",
     )
 
 
@@ -361,7 +362,7 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @click.option("--api-key", help="API key of the server (default: $OPENAI_API_KEY).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
-@arrivals_option("--rates: ")
+@arrivals_option()
 @slo_option("")
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("")
