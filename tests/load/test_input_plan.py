@@ -121,3 +121,18 @@ def test_serve_and_load_default_to_the_models_own_precision(tmp_path: Path, buil
     result = run_cli("load", model, "-b", "onnxruntime", *QUICK, "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert json.loads(out.read_text())["cases"][0]["precision"] == precision
+
+
+def test_bench_sizes_free_dims_by_their_stated_default(tmp_path: Path) -> None:
+    from infermeter.measure.request import BenchRequest, build_matrix
+
+    model = onnx_models.encoder(tmp_path / "encoder.onnx")
+    notes: list[str] = []
+    matrix = build_matrix(BenchRequest(models=(model,), backends=("onnxruntime",), batch=(1,)), notes.append)
+    assert dict(matrix.input_shapes) == {"input_ids": (1, SEQUENCE_LENGTH), "attention_mask": (1, SEQUENCE_LENGTH)}
+    assert any("--input input_ids:1x128" in note for note in notes)
+    given = build_matrix(
+        BenchRequest(models=(model,), backends=("onnxruntime",), batch=(1,), inputs=(("input_ids", (1, 32)),)),
+        notes.append,
+    )
+    assert dict(given.input_shapes) == {"input_ids": (1, 32)}  # the mask follows it by its shared dim, at run time
