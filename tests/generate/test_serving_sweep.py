@@ -17,8 +17,9 @@ from infermeter.errors import UsageError
 from infermeter.generate.metrics import SLO
 from infermeter.generate.openai_bench import EndpointSettings
 from infermeter.generate.server_metrics import parse_prometheus, parse_slots
-from infermeter.generate.serving_sweep import SweepSettings, doubling_levels, run_sweep
+from infermeter.generate.serving_sweep import SweepSettings, run_sweep
 from infermeter.generate.serving_verdict import find_knee, level_points, verdicts
+from infermeter.load.levels import doubling_levels
 from infermeter.results.records import (
     Distribution,
     GenerationSummary,

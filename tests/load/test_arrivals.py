@@ -36,3 +36,15 @@ def test_latency_counts_from_the_scheduled_time() -> None:
     lag = LagStats.of([0.0, 1.0, 3.0])
     assert lag is not None and lag.max_ms == 3.0 and lag.p50_ms == 1.0
     assert LagStats.of([]) is None
+
+
+def test_sweep_levels_are_one_definition_for_both_protocols() -> None:
+    from infermeter.load.levels import doubling_levels, rate_steps
+    from infermeter.serve.driver import sweep_steps
+
+    assert doubling_levels(6) == (1, 2, 4, 6)
+    assert sweep_steps(None, 6, 5) == [("offline", 1.0), ("offline", 2.0), ("offline", 4.0), ("offline", 6.0)]
+    assert rate_steps(100.0, 4) == (25.0, 50.0, 75.0, 100.0)
+    assert sweep_steps(100.0, 16, 4) == [("server", r) for r in (25.0, 50.0, 75.0, 100.0)]
+    with pytest.raises(UsageError):
+        rate_steps(0.0, 3)

@@ -44,7 +44,7 @@ class SweepFlags:
 def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
     """(mode, levels) from the flags: --rates gives a Poisson rate sweep; --scenario sweep with --concurrency N
     gives 1, 2, 4 … N; --concurrency 1,4,16 gives those levels."""
-    from infermeter.generate.serving_sweep import doubling_levels
+    from infermeter.load.levels import doubling_levels
 
     if flags.rates is not None:
         if flags.concurrency is not None or flags.scenario_sweep:

@@ -62,18 +62,6 @@ class SweepSettings:
         return self.series or self.endpoint.url
 
 
-def doubling_levels(max_level: int) -> tuple[int, ...]:
-    """1, 2, 4 … up to `max_level`, which is always the last level even when not a power of two."""
-    if max_level < 1:
-        raise UsageError(f"the sweep's top level must be at least 1, not {max_level}")
-    levels = [1]
-    while levels[-1] * 2 <= max_level:
-        levels.append(levels[-1] * 2)
-    if levels[-1] != max_level:
-        levels.append(max_level)
-    return tuple(levels)
-
-
 def rate_requests(endpoint: EndpointSettings, rate: float) -> int:
     """Requests of one rate level: --requests, else RATE_LEVEL_S seconds' worth (at least MIN_RATE_REQUESTS)."""
     if endpoint.requests is not None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from infermeter.errors import BackendError, UsageError
+from infermeter.load.levels import doubling_levels, rate_steps
 from infermeter.models.dim_defaults import plan_shapes, sizing_hint
 from infermeter.models.inputs import InputSpec
 from infermeter.serve.httpclient import ConnectionPool, RequestPool, build_request, fetch
@@ -270,16 +271,10 @@ def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:
 
 def sweep_steps(qps: float | None, concurrency: int, steps: int) -> list[tuple[str, float]]:
     """Sweep points: QPS steps (qps/steps … qps, server scenario) when qps is given, else concurrency
-    doubling 1, 2, 4 … up to `concurrency` (closed loop)."""
+    doubling 1, 2, 4 … up to `concurrency` (closed loop); the levels of `load.levels`, as `llm load`'s."""
     if qps:
-        return [("server", qps * (i + 1) / steps) for i in range(steps)]
-    levels = []
-    level = 1
-    while level < concurrency:
-        levels.append(("offline", float(level)))
-        level *= 2
-    levels.append(("offline", float(concurrency)))
-    return levels
+        return [("server", rate) for rate in rate_steps(qps, steps)]
+    return [("offline", float(level)) for level in doubling_levels(concurrency)]
 
 
 def find_peak(
