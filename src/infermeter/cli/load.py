@@ -17,7 +17,14 @@ from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.load_table import print_summaries
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import OPENAI_ONLY, arrivals_option, load_openai_deprecated, openai_options, slo_option
+from infermeter.cli.serving import (
+    FIND_PEAK_HELP,
+    OPENAI_ONLY,
+    arrivals_option,
+    load_openai_deprecated,
+    openai_options,
+    slo_option,
+)
 from infermeter.errors import BackendError, UsageError
 from infermeter.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
@@ -176,7 +183,7 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
 
     slo = load.slo_p99_ms
     assert slo is not None
-    best, probes = find_peak(
+    best, probes, search = find_peak(
         target,
         slo,
         load.duration_s,
@@ -193,6 +200,7 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
             f"peak: [bold]{best.run.target_qps:.1f} QPS[/] with P99 "
             f"{best.stats.p99 if best.stats else float('nan'):.2f} ms ≤ {slo:g} ms (VALID)"
         )
+    stdout.print(escape(search.line("QPS")), soft_wrap=True)
     return probes
 
 
@@ -269,7 +277,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 )
 @click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds per run.")
 @click.option("--slo-p99-ms", type=float, help="Latency SLO: a run is VALID only when its P99 is within it.")
-@click.option("--find-peak", is_flag=True, help="Search the highest QPS whose P99 meets --slo-p99-ms.")
+@click.option("--find-peak", is_flag=True, help=FIND_PEAK_HELP)
 @click.option("--steps", type=int, default=5, show_default=True, help="QPS steps of a sweep with --qps.")
 @click.option("--batch", type=int, default=1, show_default=True, help="Rows per request.")
 @click.option("--model-name", help="The model's protocol name on a URL target (default: from the URL or /v2).")

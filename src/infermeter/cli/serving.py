@@ -113,16 +113,22 @@ def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettin
     )
 
 
-def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
-    """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
-    level had a successful request."""
+def run_openai_sweep(settings: SweepSettings, output: Path | None, find_peak: bool = False) -> None:
+    """Run the sweep (or, with `find_peak`, the peak search from its one rate), saving after each level; print
+    the tables, the knee and the SLO verdict (and the peak with its interval); exit 1 when no level had a
+    successful request."""
     from infermeter.environment import collect_environment
+    from infermeter.generate.serving_peak import find_rate_peak
     from infermeter.generate.serving_sweep import run_sweep
     from infermeter.generate.serving_verdict import verdicts
     from infermeter.report.serving import failure_notes
 
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
-    run_sweep(settings, _on_level(results, settings.mode, output))
+    search = None
+    if find_peak:
+        _, search = find_rate_peak(settings, _on_level(results, settings.mode, output))
+    else:
+        run_sweep(settings, _on_level(results, settings.mode, output))
     endpoint = settings.endpoint
     endpoint_desc = f"{endpoint.url}: prompt {endpoint.prompt_len} words, max {endpoint.gen_len} tokens"
     for table in level_table(results.cases, endpoint_desc):
@@ -130,6 +136,8 @@ def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
     for verdict in verdicts(results.cases):
         for line in verdict.lines() + failure_notes(verdict):
             stdout.print(escape(line), soft_wrap=True)
+    if search is not None:
+        stdout.print(escape(f"{settings.name()}: {search.line('requests/s')}"), soft_wrap=True)
     if output:
         stdout.print(f"results: {escape(str(output))}")
     if not any(r.status == "ok" for r in results.cases):
@@ -218,6 +226,13 @@ OPENAI_ONLY = (
     "metrics_interval",
     "slo_attainment",
     "series",
+)
+
+
+FIND_PEAK_HELP = (
+    "Search the highest arrival rate at which the SLO holds, by bisection on measured rates, with the interval "
+    "where it stops holding (load: P99 within --slo-p99-ms, from the capacity down; llm load: --slo-attainment of "
+    "the requests within --slo, from the one --rates rate down)."
 )
 
 
@@ -364,10 +379,14 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
 @arrivals_option()
 @slo_option("")
+@click.option("--find-peak", is_flag=True, help=FIND_PEAK_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("")
-def llm_load(url: str, chat: bool, scenario: str, timeout: float, output: Path | None, **flags: Any) -> None:
+def llm_load(
+    url: str, chat: bool, scenario: str, timeout: float, find_peak: bool, output: Path | None, **flags: Any
+) -> None:
     """Load an OpenAI-compatible LLM server at URL (Ollama, vLLM, llama.cpp server) with streamed completions at
     each --concurrency level (or each Poisson --rates level): TTFT, TPOT, tokens/s, requests/s, goodput under the
-    SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md)."""
-    run_openai_sweep(_sweep_of(flags, url, chat, timeout, scenario == "sweep"), output)
+    SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md); --find-peak searches
+    the highest rate where the SLO holds, from the one --rates rate down."""
+    run_openai_sweep(_sweep_of(flags, url, chat, timeout, scenario == "sweep"), output, find_peak)

@@ -189,12 +189,16 @@ def run_sweep(settings: SweepSettings, on_level: Callable[[CaseResult], None] | 
     t0_s = time.perf_counter()
     results = []
     for level in settings.levels:
-        try:
-            result = _measure(settings, level, t0_s)
-        except (OSError, RuntimeError, ValueError) as exc:  # the client itself broke: keep the sweep going
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            result = _failed_level(settings, level, f"{type(exc).__name__}: {first}")
-        results.append(result)
+        results.append(measure_level(settings, level, t0_s))
         if on_level:
-            on_level(result)
+            on_level(results[-1])
     return results
+
+
+def measure_level(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:
+    """One level's case; a client that broke gives a failed level with its reason, never an exception."""
+    try:
+        return _measure(settings, level, t0_s)
+    except (OSError, RuntimeError, ValueError) as exc:  # the client itself broke: keep the sweep going
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return _failed_level(settings, level, f"{type(exc).__name__}: {first}")

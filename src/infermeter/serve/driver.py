@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from infermeter.errors import BackendError, UsageError
 from infermeter.load.levels import doubling_levels, rate_steps
+from infermeter.load.peak import PeakSearch, bisect_peak
 from infermeter.models.dim_defaults import plan_shapes, sizing_hint
 from infermeter.models.inputs import InputSpec
 from infermeter.serve.httpclient import ConnectionPool, RequestPool, build_request, fetch
@@ -287,32 +288,25 @@ def find_peak(
     tolerance: float = 0.05,
     on_probe: Callable[[LoadSummary], None] | None = None,
     slo_latency_ms: float | None = None,
-) -> tuple[LoadSummary | None, list[LoadSummary]]:
+) -> tuple[LoadSummary | None, list[LoadSummary], PeakSearch]:
     """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
-    bounds the capacity, then bisection on QPS until the bracket is within `tolerance`."""
+    bounds the capacity, then bisection on QPS (`load.peak`) until the bracket is within `tolerance`."""
     capacity_run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
     capacity = summarize(capacity_run, None, target.batch, seed, slo_latency_ms)
     if on_probe:
         on_probe(capacity)
     probes: list[LoadSummary] = [capacity]
-    high = max(capacity.run.achieved_qps * 1.1, 1.0)
-    low = 0.0
-    best: LoadSummary | None = None
-    qps = high
-    for _ in range(max_probes):
-        probe = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
-        summary = summarize(probe, slo_p99_ms, target.batch, seed, slo_latency_ms)
+    by_rate: dict[float, LoadSummary] = {}
+
+    def probe(qps: float) -> bool:
+        run = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
+        summary = summarize(run, slo_p99_ms, target.batch, seed, slo_latency_ms)
         probes.append(summary)
+        by_rate[qps] = summary
         if on_probe:
             on_probe(summary)
-        if summary.valid:
-            best = summary if best is None or qps > (best.run.target_qps or 0) else best
-            low = qps
-        else:
-            high = qps
-        if low > 0 and (high - low) / high <= tolerance:
-            break
-        qps = (low + high) / 2 if low > 0 else high / 2
-        if qps < 0.5:
-            break
-    return best, probes
+        return summary.valid
+
+    search = bisect_peak(probe, max(capacity.run.achieved_qps * 1.1, 1.0), max_probes, tolerance)
+    best = by_rate.get(search.held_at) if search.held_at is not None else None
+    return best, probes, search
