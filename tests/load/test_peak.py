@@ -55,3 +55,18 @@ def test_llm_find_peak_flags_are_checked(args: tuple[str, ...], said: str) -> No
     result = run_cli("llm", "load", "http://127.0.0.1:1", *args)
     assert result.returncode == 2, result.stderr
     assert said in result.stderr
+
+
+def test_kserve_find_peak_says_how_sure_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "peak.json"
+    result = run_cli(
+        "load", "tiny_cnn", "-b", "null", "--find-peak", "--slo-p99-ms", "1000", "--duration", "1",
+        "--slo", "latency_ms=1000", "-o", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    # Whatever this machine's capacity, the search ends with one of its three sentences.
+    assert any(s in said for s in ("the SLO stops holding between", "probe higher", "no rate met the SLO")), said
+    cases = json.loads(out.read_text())["cases"]
+    assert cases[0]["load"]["scenario"] == "offline" and len(cases) >= 2  # the capacity run, then the probes
+    assert all(case["load"]["goodput_qps"] is not None for case in cases)
