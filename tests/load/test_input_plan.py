@@ -136,3 +136,15 @@ def test_bench_sizes_free_dims_by_their_stated_default(tmp_path: Path) -> None:
         notes.append,
     )
     assert dict(given.input_shapes) == {"input_ids": (1, 32)}  # the mask follows it by its shared dim, at run time
+
+
+def test_inspect_and_parity_size_free_dims_by_their_stated_default(tmp_path: Path) -> None:
+    from infermeter.graph.model import load_graph
+
+    model = onnx_models.encoder(tmp_path / "encoder.onnx")
+    graph = load_graph(model)
+    assert graph.input_shapes == {"input_ids": (1, SEQUENCE_LENGTH), "attention_mask": (1, SEQUENCE_LENGTH)}
+    assert any("change them with --input input_ids:1x128" in note for note in graph.notes)
+    parity = run_cli("parity", model, "-b", "onnxruntime")
+    assert parity.returncode == 0, parity.stderr
+    assert "change them with --input input_ids:1x128" in " ".join(parity.stderr.split())
