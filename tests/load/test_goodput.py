@@ -57,6 +57,24 @@ def test_load_reports_goodput_and_a_servers_refusals_in_one_line(tmp_path: Path)
     line = f"{refused} of {record['issued']} requests failed (http_400 {refused}): HTTP 400: {MESSAGE}"
     assert line in record["reasons"]
     assert line in " ".join(result.stdout.split())  # on the console, one line (rich may wrap it)
+    assert record["server_batches"] is None  # a server without the statistics endpoint: the client's figures alone
+
+
+def test_load_shows_the_servers_own_account_beside_the_clients(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    result = run_cli(
+        "load", "tiny_cnn", "-b", "null", "-O", "null.latency_ms=5", "-O", "null.wait=sleep", "--scenario",
+        "offline", "--concurrency", "16", "--duration", "1", "-o", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.read_text())["cases"][0]["load"]
+    rows = sum(int(size) * count for size, count in record["server_batches"].items())
+    # Every answered request went through one of the server's batches (the last batch's count may trail its
+    # answer by a moment); with 16 in flight and a batch of up to 8, most batches hold several requests.
+    assert 0.95 * record["ok"] <= rows <= record["ok"]
+    assert sum(record["server_batches"].values()) < record["ok"]
+    assert record["server_queue_mean_ms"] is not None and record["server_queue_mean_ms"] >= 0
+    assert "server: " in result.stdout and "queue wait mean" in result.stdout
 
 
 @pytest.mark.parametrize(

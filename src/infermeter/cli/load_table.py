@@ -61,3 +61,5 @@ def print_summaries(summaries: list[LoadSummary], title: str) -> None:
             stdout.print(f"[red]INVALID[/] {escape(summary.label())}: {escape(reason)}", soft_wrap=True)
         for warning in summary.warnings:
             stdout.print(f"[yellow]warning[/] {escape(summary.label())}: {escape(warning.message)}", soft_wrap=True)
+        if summary.run.server is not None:  # the server's own account, beside the client's figures
+            stdout.print(f"{escape(summary.label())}: {escape(summary.run.server.line())}", soft_wrap=True)

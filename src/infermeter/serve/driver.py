@@ -17,6 +17,7 @@ from infermeter.models.inputs import InputSpec
 from infermeter.serve.httpclient import ConnectionPool, RequestPool, build_request, fetch
 from infermeter.serve.loadgen import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
+from infermeter.serve.server_stats import StatsSnapshot, difference, snapshot
 from infermeter.serve.summary import LoadSummary, summarize
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class LoadTarget:
     notes: tuple[str, ...] = ()  # the inputs sized by default, and how the request bodies were made from --data
     data: DataSource | None = None
     call_metadata: tuple[tuple[str, str], ...] = ()  # gRPC targets: the API key, sent with every call
+    headers: tuple[tuple[str, str], ...] = ()  # HTTP targets: the API key, for the statistics endpoint
 
     def open_pool(self, max_connections: int) -> RequestPool:
         """Keep-alive HTTP connections, or one gRPC channel for a grpc:// target."""
@@ -151,7 +153,7 @@ def prepare_target(
         else:
             body, extra = encode_binary_request(feeds)
         requests.append(build_request(host, port, "POST", path, body, {**extra, **headers}))
-    return LoadTarget(base, name, metadata, requests, batch, notes, source)
+    return LoadTarget(base, name, metadata, requests, batch, notes, source, headers=tuple(headers.items()))
 
 
 def _http_metadata(url: str, model_name: str | None, headers: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
@@ -237,13 +239,22 @@ def _measure(
                         f"every warm-up request to {target.base_url} failed ({kinds}){said}{sizing_hint(sized)}"
                     )
                 pool.messages.clear()
+            stats_before = await _server_stats(target)
             run: LoadRun = await body(pool)
             run.messages = dict(pool.messages)
+            run.server = difference(stats_before, await _server_stats(target))
             return run
         finally:
             await pool.aclose()
 
     return run_async(main)
+
+
+async def _server_stats(target: LoadTarget) -> StatsSnapshot | None:
+    """The server's statistics (HTTP targets: Triton's statistics extension), None for gRPC or a server without."""
+    if target.base_url.startswith("grpc://"):
+        return None
+    return await snapshot(target.base_url, target.model_name, dict(target.headers))
 
 
 def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:

@@ -18,13 +18,16 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from infermeter.load.arrivals import Arrivals, paced
 from infermeter.load.timing import Issue
 from infermeter.serve.httpclient import RequestPool
+
+if TYPE_CHECKING:
+    from infermeter.serve.server_stats import ServerSide
 
 T = TypeVar("T")
 
@@ -42,6 +45,7 @@ class LoadRun:
     scheduled_s: list[float] = field(default_factory=list)  # offsets from the start (server scenario)
     errors: Counter[str] = field(default_factory=Counter)
     messages: dict[str, str] = field(default_factory=dict)  # the server's word on the first refusal of each kind
+    server: ServerSide | None = None  # the server's own account of the run (batches, queue wait), when it gives one
     issued: int = 0
     elapsed_s: float = 0.0  # from the first issue to the last completion
 

@@ -173,4 +173,6 @@ def load_record(summary: LoadSummary, target: str) -> LoadRecord:
         slo_latency_ms=summary.slo_latency_ms,
         slo_met=summary.slo_met,
         goodput_qps=summary.goodput_qps,
+        server_batches={str(k): v for k, v in run.server.batches.items()} if run.server else None,
+        server_queue_mean_ms=run.server.queue_mean_ms if run.server else None,
     )

@@ -37,6 +37,8 @@ class LoadRecord(Record):
     slo_latency_ms: float | None = None  # --slo latency_ms: the goodput bound
     slo_met: int | None = None  # requests answered within it
     goodput_qps: float | None = None  # those per second, over the run's wall time
+    server_batches: dict[str, int] | None = None  # the server's statistics: batches it formed, by size
+    server_queue_mean_ms: float | None = None  # and the mean wait of a request in its queue
 
 
 @dataclass(frozen=True)
