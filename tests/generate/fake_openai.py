@@ -24,6 +24,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    # A real server's listen backlog, not socketserver's 5: a burst of connections (an open-loop client catching
+    # up) must queue, not be reset.
+    request_queue_size = 128
+
+
 class FakeOpenAIServer:
     """Start with `with FakeOpenAIServer(script) as server: server.url`."""
 
@@ -149,7 +155,7 @@ class FakeOpenAIServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

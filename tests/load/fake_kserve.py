@@ -52,7 +52,10 @@ class FakeKServe:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.httpd.request_queue_size = 128  # a real server's backlog, not socketserver's 5
+        self.httpd.server_bind()
+        self.httpd.server_activate()
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
