@@ -143,7 +143,10 @@ def write_doc(
         "while E2E P50 latency grows. Past it, more clients mostly wait.",
         "- **Max under the SLO**: the highest level at which the SLO held, every lower level holding too.",
         "- Rate sweeps send Poisson arrivals (open loop) at fractions of the highest requests/s the engine's "
-        "concurrency sweep reached.",
+        "concurrency sweep reached; each request's latency counts from its scheduled send time (the KServe "
+        "`load` definition), with the client's own lag beside it (`lag P99 ms`).",
+        "- A level whose answers came back shorter than asked is `short_outputs N of M`, not `ok`, and is left out "
+        "of the knee and the SLO verdict (a server that interrupts streams looks fast).",
         "- Every level's prompts start with a tag of their own (`llm load` draws one per level), so neither "
         "server's prefix cache can serve a prompt it saw before: each TTFT includes the prompt's prefill. The "
         "servers' cached-token counters below show what was reused (the chat template at most).",

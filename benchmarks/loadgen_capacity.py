@@ -5,7 +5,9 @@ Runs the server scenario (Poisson arrivals) at each --qps and prints offered vs 
 and round-trip latency. Also prints closed-loop capacity. Figures are only meaningful on an otherwise idle
 machine (two cores: one for the server, one for the generator).
 
-Usage: python benchmarks/loadgen_capacity.py [--qps 5000,10000] [--duration 10]
+The arrivals come from `load/arrivals.py` (`paced`, shared with the OpenAI sweep's rate levels).
+
+Usage: python benchmarks/loadgen_capacity.py [--qps 5000,10000] [--duration 10] [--arrivals poisson|constant]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--qps", default="5000,10000")
     parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson")
     args = parser.parse_args()
     server = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("immediate_server.py"))], stdout=subprocess.PIPE, text=True
@@ -42,7 +45,7 @@ def main() -> None:
             async def go() -> LoadRun:
                 pool = ConnectionPool(url)
                 await run_closed_loop(pool, _requests(pool), 8, 0.5)  # open connections, warm up
-                return await run_server(pool, _requests(pool), qps, args.duration, seed=0)
+                return await run_server(pool, _requests(pool), qps, args.duration, seed=0, arrivals=args.arrivals)
 
             return run_async(go)
 

@@ -3,7 +3,10 @@
 Each request gets the next behaviour of `script` (cycled): `ok` streams `tokens` chunks then [DONE];
 `drop` streams 2 chunks and closes the connection mid-chunked-body; `error` streams 2 chunks then an SSE
 error object; `http500` / `http429` answer with that status; `garbage` sends a chunk that is not JSON; `empty`
-answers 200 and ends the stream at once, without a token.
+answers 200 and ends the stream at once, without a token; `short` streams 2 chunks then [DONE] without a
+finish_reason, as llama-cpp-python's server does when it interrupts a stream for a waiting request. A stream of
+fewer tokens than the request's max_tokens ends as a model's end-of-sequence does (finish_reason `stop`), unless
+the request sent ignore_eos, which this server honours no more than `tokens` allows (finish_reason `length`).
 
 Like a real engine it has `slots` (streams generated at once; the others wait, so throughput stops growing
 past `slots` clients), refuses a model name other than `model` when one is set (404, as vLLM does), serves a
@@ -19,6 +22,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class _Server(ThreadingHTTPServer):
+    # A real server's listen backlog, not socketserver's 5: a burst of connections (an open-loop client catching
+    # up) must queue, not be reset.
+    request_queue_size = 128
 
 
 class FakeOpenAIServer:
@@ -94,7 +103,7 @@ class FakeOpenAIServer:
                         outer.waiting -= 1
                         outer.processing += 1
                     try:
-                        self.stream(behaviour)
+                        self.stream(behaviour, body)
                     finally:
                         with outer.lock:
                             outer.processing -= 1
@@ -106,12 +115,19 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def stream(self, behaviour: str) -> None:
+            def stream(self, behaviour: str, body: dict[str, Any]) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 count = outer.tokens if behaviour == "ok" else 0 if behaviour == "empty" else 2
+                if behaviour == "short":
+                    time.sleep(outer.delay_s)
+                    self.event({"choices": [{"index": 0, "text": " t0", "finish_reason": None}]})
+                    self.event({"choices": [{"index": 0, "text": " t1", "finish_reason": None}]})
+                    self.raw(b"data: [DONE]\n\n")
+                    self.raw(b"")
+                    return
                 for index in range(count):
                     time.sleep(outer.delay_s)
                     self.event({"choices": [{"index": 0, "text": f" t{index}", "finish_reason": None}]})
@@ -125,7 +141,9 @@ class FakeOpenAIServer:
                 elif behaviour == "garbage":
                     self.raw(b"data: {not json\n\n")
                 else:
-                    self.event({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+                    asked = int(body.get("max_tokens") or count)
+                    finish = "stop" if count < asked and not body.get("ignore_eos") else "length"
+                    self.event({"choices": [{"index": 0, "text": "", "finish_reason": finish}]})
                     self.event({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": count}})
                     self.raw(b"data: [DONE]\n\n")
                 self.raw(b"")
@@ -137,7 +155,7 @@ class FakeOpenAIServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

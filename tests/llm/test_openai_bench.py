@@ -56,10 +56,21 @@ def test_failures_mid_stream_are_counted_by_kind_not_crashed_on() -> None:
 
 
 def test_streams_shorter_than_asked_are_counted() -> None:
-    with FakeOpenAIServer(["ok"], tokens=3) as server:
+    # 2 tokens of 5 asked, then [DONE] without a finish_reason: cut short without an end-of-sequence.
+    with FakeOpenAIServer(["short"]) as server:
         (result,) = run_endpoint_benchmark(EndpointSettings(server.url, gen_len=5, concurrency=(2,), requests=4))
-    assert result.status == "ok" and result.extra["short_outputs"] == 4
-    assert any("ended before 5 tokens" in note for note in result.notes)
+    assert result.status == "short_outputs" and result.extra["short_outputs"] == 4
+    assert result.error and result.error.startswith("4 of 4 responses came back shorter than the 5 tokens asked (8 ")
+    assert result.latency_ms is None and result.throughput is None  # nothing for a comparison to read
+    # Streams that stop at an end-of-sequence are only noted, unless --ignore-eos asked for the full length.
+    with FakeOpenAIServer(["ok"], tokens=3) as server:
+        (eos,) = run_endpoint_benchmark(EndpointSettings(server.url, gen_len=5, concurrency=(2,), requests=4))
+        (forced,) = run_endpoint_benchmark(
+            EndpointSettings(server.url, gen_len=5, concurrency=(2,), requests=4, ignore_eos=True)
+        )
+    assert eos.status == "ok" and eos.extra["short_outputs"] == 0
+    assert any("4 of 4 streams stopped at an end-of-sequence before 5 tokens" in note for note in eos.notes)
+    assert forced.status == "short_outputs" and forced.extra["short_outputs"] == 4
 
 
 def test_unreachable_server_is_a_failed_level_with_connect_errors() -> None:

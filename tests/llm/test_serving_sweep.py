@@ -17,8 +17,9 @@ from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import SLO
 from infermeter.llm.openai_bench import EndpointSettings
 from infermeter.llm.server_metrics import parse_prometheus, parse_slots
-from infermeter.llm.serving_sweep import SweepSettings, doubling_levels, run_sweep
+from infermeter.llm.serving_sweep import SweepSettings, run_sweep
 from infermeter.llm.serving_verdict import find_knee, level_points, verdicts
+from infermeter.load.levels import doubling_levels
 from infermeter.results.records import (
     Distribution,
     GenerationSummary,

@@ -59,11 +59,12 @@ def test_the_command_gets_one_served_model() -> None:
         ],
         standalone_mode=False,
     )
+    # No --precision: None, and the server it starts takes the model's own (int8 for a quantized graph).
     assert seen == [
         ServedModel(
             "m.onnx",
             "null",
-            precision="fp32",
+            precision=None,
             threads=2,
             inputs=("x:1x8",),
             data=None,
@@ -73,6 +74,7 @@ def test_the_command_gets_one_served_model() -> None:
         ),
     ]
     assert seen[0].serve_args() == [
-        "m.onnx", "--backend", "null", "--precision", "fp32", "--max-queue", "256", "--threads", "2",
+        "m.onnx", "--backend", "null", "--max-queue", "256", "--threads", "2",
         "--input", "x:1x8", "--option", "a=1", "--buckets", "8,16",
     ]  # fmt: skip
+    assert ServedModel("m.onnx", "null", "bf16").serve_args()[3:5] == ["--precision", "bf16"]

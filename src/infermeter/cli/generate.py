@@ -42,7 +42,7 @@ def _generation_row(result: CaseResult, label: str) -> list[str]:
         name += f" ×{result.batch}"
     size = quality.size_on_disk_mb if quality else requests.model_size_mb if requests else None
     agree = quality.top1_agreement if quality else None
-    slo_set = gen is not None and (gen.slo.ttft_ms or gen.slo.tpot_ms)
+    slo_set = gen is not None and gen.slo.is_set
     return [
         name,
         result.status if result.status == "ok" else f"{result.status}: {result.error or ''}"[:160],

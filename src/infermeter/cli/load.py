@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
-from infermeter.cli.common import require_positive, stderr, stdout
+from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
+from infermeter.cli.load_table import print_summaries
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import OPENAI_ONLY, load_openai_deprecated, openai_options
-from infermeter.core.errors import UsageError
+from infermeter.cli.serving import (
+    FIND_PEAK_HELP,
+    OPENAI_ONLY,
+    arrivals_option,
+    load_openai_deprecated,
+    openai_options,
+    slo_option,
+)
+from infermeter.core.errors import BackendError, UsageError
 from infermeter.core.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
 from infermeter.results.schema import now_iso
@@ -51,50 +58,6 @@ def _served(target: str, backend: str | None, serve_args: list[str], protocol: s
         yield f"grpc://{server.grpc_address}" if protocol == "grpc" else server.url
     finally:
         server.stop()
-
-
-def _row(summary: LoadSummary) -> list[str]:
-    stats = summary.stats
-    run = summary.run
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    target = "-" if run.target_qps is None else f"{run.target_qps:.1f}"
-    errors = sum(run.errors.values())
-    verdict = "VALID" if summary.valid else "INVALID"
-    return [
-        summary.label(),
-        target,
-        f"{run.achieved_qps:.1f}",
-        f"{summary.throughput:.1f}",
-        ms(stats.p50 if stats else None),
-        ms(stats.p90 if stats else None),
-        ms(stats.p99 if stats else None),
-        ms(stats.p999 if stats else None),
-        str(errors),
-        ms(summary.lag_p99_ms),
-        verdict,
-    ]
-
-
-def print_summaries(summaries: list[LoadSummary], title: str) -> None:
-    """The runs' table (QPS, samples/s, percentiles, errors, VALID/INVALID), then each run's reasons and warnings."""
-    table = Table(title=escape(title), header_style="bold", title_justify="left")
-    headers = ["run", "target QPS", "QPS", "samples/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms"]
-    headers += ["errors", "lag P99 ms", "result"]
-    for header in headers:
-        table.add_column(header, justify="left" if header in ("run", "result") else "right", no_wrap=True)
-    for summary in summaries:
-        cells = _row(summary)
-        colour = "green" if summary.valid else "red"
-        table.add_row(*(escape(c) for c in cells[:-1]), f"[{colour}]{cells[-1]}[/]")
-    stdout.print(table)
-    for summary in summaries:
-        for reason in summary.reasons:
-            stdout.print(f"[red]INVALID[/] {escape(summary.label())}: {escape(reason)}", soft_wrap=True)
-        for warning in summary.warnings:
-            stdout.print(f"[yellow]warning[/] {escape(summary.label())}: {escape(warning.message)}", soft_wrap=True)
 
 
 def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, started: str, url: str) -> None:
@@ -152,20 +115,33 @@ class KServeLoad:
     seed: int
     timeout_s: float
     output: Path | None
+    arrivals: str = "poisson"
+    slo_latency_ms: float | None = None  # --slo latency_ms=MS: the goodput bound
+    reshape: tuple[str, ...] = ()  # --reshape NAME:DIMS for a MODEL served here (as `serve --reshape`)
 
     def run(self, scenario: str, qps: float | None, concurrency: int) -> RunSettings:
         """One run of the scenario at a rate or a concurrency."""
         from infermeter.load.driver import RunSettings
 
         return RunSettings(
-            scenario, self.duration_s, qps=qps, concurrency=concurrency, seed=self.seed, timeout_s=self.timeout_s
+            scenario,
+            self.duration_s,
+            qps=qps,
+            concurrency=concurrency,
+            seed=self.seed,
+            timeout_s=self.timeout_s,
+            arrivals=self.arrivals,
         )
 
 
 def kserve_load(flags: dict[str, Any]) -> KServeLoad:
     """The KServe load of `load`'s flags; UsageError for a bad value or a scenario without what it needs."""
+    from infermeter.load.slo import parse_slo
+    from infermeter.models.reshape import parse_reshape
     from infermeter.serve.protocol import API_KEY_VARIABLE
 
+    slo = parse_slo(flags["slo"], stream=False)
+    parse_reshape(flags["reshape"])  # a malformed --reshape is a usage error before a server starts
     concurrency = _one_int(flags["concurrency"] or "16", "--concurrency")
     for name in ("duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
         if flags[name] is not None:
@@ -190,14 +166,22 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
         seed=flags["seed"],
         timeout_s=flags["timeout"],
         output=flags["output"],
+        arrivals=flags["arrivals"],
+        slo_latency_ms=slo.latency_ms,
+        reshape=tuple(flags["reshape"]),
     )
 
 
 def _progress(summary: LoadSummary) -> None:
+    from infermeter.load.verdict import refusal_line
+
     stats = summary.stats
     p99 = f"P99 {stats.p99:.2f} ms" if stats else "no answers"
+    good = "" if summary.goodput_qps is None else f", goodput {summary.goodput_qps:.1f} QPS"
     verdict = "VALID" if summary.valid else "INVALID"
-    stderr.print(f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS, {p99}, {verdict}")
+    refused = f"; [red]{escape(refusal_line(summary.run))}[/]" if summary.run.errors else ""
+    line = f"  {escape(summary.label())}: {summary.run.achieved_qps:.1f} QPS{good}, {p99}, {verdict}{refused}"
+    stderr.print(line, soft_wrap=True)
 
 
 def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
@@ -206,7 +190,15 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
 
     slo = load.slo_p99_ms
     assert slo is not None
-    best, probes = find_peak(target, slo, load.duration_s, load.seed, load.concurrency, on_probe=_progress)
+    best, probes, search = find_peak(
+        target,
+        slo,
+        load.duration_s,
+        load.seed,
+        load.concurrency,
+        on_probe=_progress,
+        slo_latency_ms=load.slo_latency_ms,
+    )
     print_summaries(probes, f"peak search: {label}, SLO P99 ≤ {slo:g} ms")
     if best is None:
         stdout.print(f"[red]no QPS met the SLO[/] of {slo:g} ms (lowest probe still INVALID)")
@@ -215,6 +207,7 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
             f"peak: [bold]{best.run.target_qps:.1f} QPS[/] with P99 "
             f"{best.stats.p99 if best.stats else float('nan'):.2f} ms ≤ {slo:g} ms (VALID)"
         )
+    stdout.print(escape(search.line("QPS")), soft_wrap=True)
     return probes
 
 
@@ -225,13 +218,19 @@ def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSumm
 
     if load.scenario != "sweep":
         run = run_once(target, load.run(load.scenario, load.qps, load.concurrency))
-        summaries = [summarize(run, load.slo_p99_ms, load.batch, load.seed)]
+        summaries = [summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms)]
         print_summaries(summaries, f"{load.scenario}: {label}")
         return summaries
     summaries = []
     for kind, value in sweep_steps(load.qps, load.concurrency, load.steps):
-        run = run_once(target, load.run(kind, value, int(value)))
-        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed))
+        try:
+            run = run_once(target, load.run(kind, value, int(value)))
+        except BackendError as exc:  # the server stopped answering: keep the levels measured so far
+            if not summaries:
+                raise
+            stderr.print(f"  [red]{escape(str(exc))}[/]; the sweep stops here", soft_wrap=True)
+            break
+        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms))
         _progress(summaries[-1])
     print_summaries(summaries, f"sweep: {label}")
     return summaries
@@ -243,6 +242,9 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 
     overrides, values = parse_input_flags(served.inputs)
     serve_args = [*served.serve_args(), "--max-batch", str(max(8, load.batch))]
+    if load.reshape and served.model.startswith(("http://", "https://", "grpc://")):
+        raise UsageError("--reshape rewrites a MODEL served here; a URL target is served already (reshape it there)")
+    serve_args += [arg for dims in load.reshape for arg in ("--reshape", dims)]
     started = now_iso()
     with _served(served.model, served.backend, serve_args, load.protocol) as url:
         prepared = prepare_target(
@@ -282,13 +284,15 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 )
 @click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds per run.")
 @click.option("--slo-p99-ms", type=float, help="Latency SLO: a run is VALID only when its P99 is within it.")
-@click.option("--find-peak", is_flag=True, help="Search the highest QPS whose P99 meets --slo-p99-ms.")
+@click.option("--find-peak", is_flag=True, help=FIND_PEAK_HELP)
 @click.option("--steps", type=int, default=5, show_default=True, help="QPS steps of a sweep with --qps.")
 @click.option("--batch", type=int, default=1, show_default=True, help="Rows per request.")
 @click.option("--model-name", help="The model's protocol name on a URL target (default: from the URL or /v2).")
 @click.option("--json", "use_json", is_flag=True, help="Send JSON tensors instead of the binary extension.")
 @click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
+@arrivals_option()
+@slo_option("")
 @click.option(
     "--timeout",
     type=float,
@@ -296,6 +300,7 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
     show_default=True,
     help="Seconds to wait for stragglers (--api openai: seconds per request, default 60).",
 )
+@click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("--api openai: ")
 @click.pass_context

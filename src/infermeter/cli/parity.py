@@ -241,6 +241,7 @@ def _feeds(
     spec: ModelSpec, batch: int | None, inputs: tuple[str, ...], data: Path | None, samples: int, seed: int
 ) -> _Feeds:
     """`--data`'s arrays cut into batches, or `samples` random sets at `--input`'s shapes."""
+    from infermeter.models.dim_defaults import plan_shapes
     from infermeter.parity.data import load_npz_feeds, random_feeds
 
     overrides, values = parse_input_flags(inputs)
@@ -256,6 +257,10 @@ def _feeds(
     batch = batch or 1
     for warning in shared_dim_conflicts(spec.inputs, overrides):
         stderr.print(escape(f"warning: {warning}"), soft_wrap=True)
+    planned, sizing = plan_shapes(spec.inputs, batch, overrides)
+    if sizing:  # a free dim nobody set: its stated default, said with the flag that changes it
+        stderr.print(escape(f"note: {sizing}"), soft_wrap=True)
+        overrides = tuple(planned.items())
     feed_sets = random_feeds(spec, batch, overrides, samples, seed, values)
     shapes = tuple((i.name, tuple(feed_sets[0][i.name].shape)) for i in spec.inputs)
     return _Feeds(feed_sets, batch, shapes, f"random × {samples} (seed {seed})")

@@ -20,6 +20,7 @@ from infermeter.models.input_flags import parse_input_flags
 from infermeter.models.reshape import parse_reshape
 
 if TYPE_CHECKING:
+    from infermeter.models.spec import ModelSpec
     from infermeter.serve.model import ServeConfig
 
 
@@ -104,14 +105,20 @@ def _source(source: Source) -> Source:
     return source
 
 
+def _spec(model: str, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> ModelSpec:
+    """The model to serve (the --reshape'd one when given)."""
+    from infermeter.models.resolve import resolve_model
+
+    return resolve_model(model, reshape)
+
+
 def _max_batch_for(model: str, max_batch: int, reshape: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> int:
     """--max-batch bounded by the batch the model fixes: a model exported with batch 1 runs one row per batch,
     whatever the batcher could gather (a note says so; a request with more rows gets a 400 that says why)."""
     from infermeter.models.inputs import fixed_batch
     from infermeter.models.reshape import reshape_notes
-    from infermeter.models.resolve import resolve_model
 
-    spec = resolve_model(model, reshape)
+    spec = _spec(model, reshape)
     for text in reshape_notes(spec):
         stderr.print(escape(f"warning: {text}"), soft_wrap=True)
     found = fixed_batch(spec.inputs)
@@ -244,7 +251,8 @@ def _serve_config(
     return ServeConfig(
         model=served.model,
         backend=served.backend,
-        precision=served.precision,
+        # No --precision: the model's own (an INT8 graph served as int8, not asked for an fp32 it does not have).
+        precision=served.precision or _spec(served.model, reshaped).default_precision,
         max_batch=max_batch,
         max_delay_ms=batching.max_delay_ms,
         buckets=served.buckets,

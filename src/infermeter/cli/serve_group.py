@@ -24,7 +24,7 @@ class ServedModel:
     model: str
     backend: str | None = None
     _: KW_ONLY  # the rest by keyword
-    precision: str = "fp32"
+    precision: str | None = None  # None: the model's own (int8 for a quantized graph, else fp32)
     threads: int = 0
     inputs: tuple[str, ...] = ()
     data: str | None = None
@@ -34,7 +34,8 @@ class ServedModel:
 
     def serve_args(self) -> list[str]:
         """The `infermeter serve` arguments that serve this model (for a server this process spawns)."""
-        args = [self.model, "--backend", self.backend or "", "--precision", self.precision]
+        args = [self.model, "--backend", self.backend or ""]
+        args += ["--precision", self.precision] if self.precision else []  # else the server takes the model's own
         args += ["--max-queue", str(self.max_queue)]
         if self.threads:
             args += ["--threads", str(self.threads)]
@@ -55,7 +56,11 @@ def serving_options(
     from the command's argument `model_param` and the group's flags."""
     decorators = [
         click.option("--backend", "-b", required=backend_required, help=backend_help),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
+        click.option(
+            "--precision",
+            type=click.Choice(PRECISIONS),
+            help="Default: the model's own (int8 for a quantized graph, else fp32).",
+        ),
         click.option("--threads", type=int, default=0, help="Intra-op threads in total, split across workers."),
         click.option(
             "--input",

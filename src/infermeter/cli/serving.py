@@ -39,12 +39,13 @@ class SweepFlags:
     slo_attainment: float
     seed: int
     series: str | None = None
+    arrivals: str = "poisson"
 
 
 def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
     """(mode, levels) from the flags: --rates gives a Poisson rate sweep; --scenario sweep with --concurrency N
     gives 1, 2, 4 … N; --concurrency 1,4,16 gives those levels."""
-    from infermeter.llm.serving_sweep import doubling_levels
+    from infermeter.load.levels import doubling_levels
 
     if flags.rates is not None:
         if flags.concurrency is not None or flags.scenario_sweep:
@@ -109,19 +110,26 @@ def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettin
         server_metrics=flags.server_metrics,
         metrics_interval_s=flags.metrics_interval_s,
         seed=flags.seed,
+        arrivals=flags.arrivals,
     )
 
 
-def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
-    """Run the sweep, saving after each level; print the tables, the knee and the SLO verdict; exit 1 when no
-    level had a successful request."""
+def run_openai_sweep(settings: SweepSettings, output: Path | None, find_peak: bool = False) -> None:
+    """Run the sweep (or, with `find_peak`, the peak search from its one rate), saving after each level; print
+    the tables, the knee and the SLO verdict (and the peak with its interval); exit 1 when no level had a
+    successful request."""
+    from infermeter.llm.serving_peak import find_rate_peak
     from infermeter.llm.serving_sweep import run_sweep
     from infermeter.llm.serving_verdict import verdicts
     from infermeter.machine.environment import collect_environment
     from infermeter.report.serving import failure_notes
 
     results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
-    run_sweep(settings, _on_level(results, settings.mode, output))
+    search = None
+    if find_peak:
+        _, search = find_rate_peak(settings, _on_level(results, settings.mode, output))
+    else:
+        run_sweep(settings, _on_level(results, settings.mode, output))
     endpoint = settings.endpoint
     endpoint_desc = f"{endpoint.url}: prompt {endpoint.prompt_len} words, max {endpoint.gen_len} tokens"
     for table in level_table(results.cases, endpoint_desc):
@@ -129,6 +137,8 @@ def run_openai_sweep(settings: SweepSettings, output: Path | None) -> None:
     for verdict in verdicts(results.cases):
         for line in verdict.lines() + failure_notes(verdict):
             stdout.print(escape(line), soft_wrap=True)
+    if search is not None:
+        stdout.print(escape(f"{settings.name()}: {search.line('requests/s')}"), soft_wrap=True)
     if output:
         stdout.print(f"results: {escape(str(output))}")
     if not any(r.status == "ok" for r in results.cases):
@@ -189,7 +199,21 @@ def endpoint_settings(
 
 
 # With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
-OPENAI_PARAMS = {"target", "api", "concurrency", "model_name", "api_key", "timeout", "output", "scenario", "seed"}
+OPENAI_PARAMS = {
+    *(
+        "target",
+        "api",
+        "concurrency",
+        "model_name",
+        "api_key",
+        "timeout",
+        "output",
+        "scenario",
+        "seed",
+        "arrivals",
+        "slo",
+    ),
+}
 # The flags of the serving sweep alone (`openai_options`).
 OPENAI_ONLY = (
     "prompt_len",
@@ -204,6 +228,27 @@ OPENAI_ONLY = (
     "slo_attainment",
     "series",
 )
+
+
+FIND_PEAK_HELP = (
+    "Search the highest arrival rate at which the SLO holds, by bisection on measured rates, with the interval "
+    "where it stops holding (load: P99 within --slo-p99-ms, from the capacity down; llm load: --slo-attainment of "
+    "the requests within --slo, from the one --rates rate down)."
+)
+
+
+def arrivals_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--arrivals, the open-loop schedule of `load.arrivals`, declared once for `load` and `llm load`."""
+    from infermeter.load.arrivals import ARRIVALS
+
+    return click.option(
+        "--arrivals",
+        type=click.Choice(ARRIVALS),
+        default="poisson",
+        show_default=True,
+        help="When open-loop requests are due (load's server scenario, --rates): Poisson (exponential gaps) or "
+        "constant (even gaps), seeded by --seed.",
+    )
 
 
 def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -247,6 +292,31 @@ def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., 
     return wrap
 
 
+def slo_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--slo NAME=MS (`load.slo`), declared once for `load` and `llm load`."""
+    from infermeter.load.slo import SLO_NAMES
+
+    return click.option(
+        "--slo",
+        "slo",
+        multiple=True,
+        metavar="NAME=MS",
+        help=prefix + "goodput SLO bound, repeatable: " + ", ".join(SLO_NAMES) + " (e.g. --slo latency_ms=50).",
+    )
+
+
+def _llm_slo(params: dict[str, Any]) -> SLO:
+    """The generation SLO of --slo-ttft-ms / --slo-tpot-ms and --slo NAME=MS (a bound given both ways: exit 2)."""
+    from infermeter.load.slo import parse_slo
+
+    bounds = parse_slo(params.get("slo") or ())
+    for name, flag in (("ttft_ms", "slo_ttft_ms"), ("tpot_ms", "slo_tpot_ms")):
+        if getattr(bounds, name) is not None and params[flag] is not None:
+            raise UsageError(f"--slo {name} and --{flag.replace('_', '-')} set the same bound: give one")
+    slo = make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"])
+    return SLO(slo.ttft_ms or bounds.ttft_ms, slo.tpot_ms or bounds.tpot_ms, bounds.latency_ms)
+
+
 def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, doubling: bool) -> SweepSettings:
     """The serving sweep of a command's flags (`params`, by name), each checked."""
     endpoint = endpoint_settings(
@@ -260,7 +330,7 @@ def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, do
         params["ignore_eos"],
         # An OpenAI-compatible server's key is conventionally in $OPENAI_API_KEY.
         params["api_key"] or os.environ.get("OPENAI_API_KEY") or None,
-        make_slo(params["slo_ttft_ms"], params["slo_tpot_ms"]),
+        _llm_slo(params),
     )
     flags = SweepFlags(
         concurrency=params["concurrency"],
@@ -271,6 +341,7 @@ def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, do
         slo_attainment=params["slo_attainment"],
         seed=params["seed"],
         series=params["series"],
+        arrivals=params["arrivals"],
     )
     return sweep_settings(endpoint, flags)
 
@@ -307,10 +378,16 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @click.option("--api-key", help="API key of the server (default: $OPENAI_API_KEY).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per request.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompts and arrivals.")
+@arrivals_option()
+@slo_option("")
+@click.option("--find-peak", is_flag=True, help=FIND_PEAK_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
 @openai_options("")
-def llm_load(url: str, chat: bool, scenario: str, timeout: float, output: Path | None, **flags: Any) -> None:
+def llm_load(
+    url: str, chat: bool, scenario: str, timeout: float, find_peak: bool, output: Path | None, **flags: Any
+) -> None:
     """Load an OpenAI-compatible LLM server at URL (Ollama, vLLM, llama.cpp server) with streamed completions at
     each --concurrency level (or each Poisson --rates level): TTFT, TPOT, tokens/s, requests/s, goodput under the
-    SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md)."""
-    run_openai_sweep(_sweep_of(flags, url, chat, timeout, scenario == "sweep"), output)
+    SLO, errors, the knee and the highest level where the SLO held (docs/llm-serving.md); --find-peak searches
+    the highest rate where the SLO holds, from the one --rates rate down."""
+    run_openai_sweep(_sweep_of(flags, url, chat, timeout, scenario == "sweep"), output, find_peak)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
-from infermeter.cli.load import print_summaries
+from infermeter.cli.load_table import print_summaries
 from infermeter.cli.optimize_serve import joined
 from infermeter.cli.serve_group import ServedModel, serving_options
 from infermeter.core.errors import UsageError
@@ -118,9 +118,11 @@ def tune_batching(
     pick = recommend(results)
     if output is not None:
         from infermeter.load.tune import tuning_results
+        from infermeter.models.resolve import resolve_model
         from infermeter.results.io import write_results
 
-        write_results(output, tuning_results(results, pick, served.model, backend, served.precision, started))
+        precision = served.precision or resolve_model(served.model).default_precision  # what the servers ran
+        write_results(output, tuning_results(results, pick, served.model, backend, precision, started))
         stdout.print(f"results: {escape(str(output))} (the pick is marked for `infermeter deploy --load`)")
     title = f"tune-batching {escape(served.model)} ({escape(backend)}), SLO P99 ≤ {slo_p99_ms:g} ms"
     stdout.print(_table(results, pick, title))

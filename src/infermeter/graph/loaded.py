@@ -44,12 +44,13 @@ def load_graph(
 
         raise ModelError(f"graph analysis needs the onnx package: {install_line('onnxruntime')}") from exc
     from infermeter.models.convert import onnx_for
-    from infermeter.models.inputs import resolve_shapes
+    from infermeter.models.dim_defaults import plan_shapes
     from infermeter.models.resolve import resolve_model
 
     spec = resolve_model(ref) if isinstance(ref, str) else ref
     artifact = onnx_for(spec)
-    shapes = resolve_shapes(spec.inputs, batch, overrides)
+    # A free dim nobody set: its stated default, said in the notes (FLOPs are at those shapes).
+    shapes, sizing = plan_shapes(spec.inputs, batch, overrides)
     try:
         model = onnx.load(str(artifact.path))
     except Exception as exc:
@@ -59,7 +60,7 @@ def load_graph(
 
     recovered = recover_shapes(infer_shapes(model), lambda: generate_feeds(spec.inputs, shapes, 1)[0])
     view = graph_view(recovered.model)
-    notes = ([artifact.note] if artifact.note else []) + recovered.notes
+    notes = ([artifact.note] if artifact.note else []) + ([sizing] if sizing else []) + recovered.notes
     uncounted = view.uncounted_nodes()
     if uncounted:
         ops = Counter(node.op_type for node in uncounted).most_common()

@@ -7,6 +7,9 @@ llama.cpp run, a transformers run and a stream read from an OpenAI-compatible se
 Definitions (the same as vLLM's `benchmark_serving` and MLPerf's LLM rules, written out here so nobody has to
 guess):
 
+- Request start: when the request was due. In an open-loop (rate) level that is its scheduled time from
+  `load.arrivals`, not when the client got round to sending it (`load.timing`: the KServe load generator's
+  definition too), so a client that falls behind cannot hide the queue; its lag is kept beside (`lag_s`).
 - TTFT, time to first token (prefill): first token arrival − request start.
 - E2E, end-to-end latency: request end − request start, where the end is the last byte of the response
   (the last token for in-process backends; the end of the stream for endpoints).
@@ -41,7 +44,8 @@ class RequestTiming:
 
     `token_times_s` holds one arrival time per chunk that carried output; `chunk_tokens` how many tokens each
     chunk carried (all 1 for in-process backends). `output_tokens` may come from the server's usage count
-    and then overrides the chunk sum. `error_kind` is None for a success.
+    and then overrides the chunk sum. `error_kind` is None for a success. `lag_s` is how late the client sent it
+    after `start_s`, its scheduled time (0 in a closed loop); `finish_reason` is the server's, when it gave one.
     """
 
     start_s: float
@@ -53,6 +57,8 @@ class RequestTiming:
     reported_output_tokens: int | None = None
     error_kind: str | None = None
     error: str | None = None
+    lag_s: float = 0.0
+    finish_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -156,4 +162,6 @@ def summarize(timings: Sequence[RequestTiming], slo: SLO | None = None) -> Gener
         slo=slo,
         slo_met=slo_met,
         goodput_rps=rate(slo_met),
+        # Closed loops send when due (lag 0 throughout): only an open-loop level has a lag to report.
+        lag_ms=distribution([t.lag_s * 1e3 for t in timings]) if any(t.lag_s for t in timings) else None,
     )

@@ -26,7 +26,9 @@ from infermeter.core.case import endpoint_case_id
 from infermeter.core.errors import UsageError
 from infermeter.figures.latency_stats import latency_stats
 from infermeter.llm.generation_metrics import SLO, GenerationSummary, RequestTiming, summarize
+from infermeter.llm.short_outputs import is_short, mark_short
 from infermeter.llm.tinyllama import corpus_text
+from infermeter.load.timing import Issue
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
 from infermeter.results.schema import CaseResult
@@ -125,14 +127,19 @@ def _finished(event: dict[str, Any]) -> bool:
     return any(choice.get("finish_reason") for choice in event.get("choices") or [])
 
 
+def _finish_reason(event: dict[str, Any]) -> str | None:
+    return next((str(c["finish_reason"]) for c in event.get("choices") or [] if c.get("finish_reason")), None)
+
+
 @dataclass
 class _Stream:
     """What one streamed response has shown so far: an arrival time per chunk with text, the server's usage
-    block, and whether the stream ended properly ([DONE] or a finish_reason)."""
+    block, whether the stream ended properly ([DONE] or a finish_reason), and the server's finish_reason."""
 
     token_times: list[float] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     done: bool = False
+    finish: str | None = None
 
 
 async def _read_stream(response: Any, stream: _Stream) -> tuple[str, str] | None:
@@ -156,50 +163,54 @@ async def _read_stream(response: Any, stream: _Stream) -> tuple[str, str] | None
             stream.usage = event["usage"]
         if _finished(event):
             stream.done = True
+            stream.finish = _finish_reason(event)
     return None
 
 
-def _completed(start: float, end: float, stream: _Stream) -> RequestTiming:
+def _completed(start: float, end: float, stream: _Stream, lag_s: float) -> RequestTiming:
     """The record of a stream that ended properly: a success, or `no_output` when no chunk carried text."""
     if not stream.token_times:
         return RequestTiming(
             start,
             end,
-            token_times_s=(),
-            chunk_tokens=(),
-            prompt_tokens=0,
-            reported_output_tokens=None,
             error_kind="no_output",
             error="no output tokens",
+            lag_s=lag_s,
+            finish_reason=stream.finish,
         )
     reported = stream.usage.get("completion_tokens")
     return RequestTiming(
         start_s=start,
         end_s=end,
         token_times_s=tuple(stream.token_times),
-        chunk_tokens=(),
         prompt_tokens=int(stream.usage.get("prompt_tokens") or 0),
         reported_output_tokens=int(reported) if reported else None,
+        lag_s=lag_s,
+        finish_reason=stream.finish,
     )
 
 
-async def stream_request(client: Any, settings: EndpointSettings, index: int) -> RequestTiming:
-    """Send request `index` and time its stream; every failure becomes a RequestTiming with an error kind."""
+async def stream_request(
+    client: Any, settings: EndpointSettings, index: int, issue: Issue | None = None
+) -> RequestTiming:
+    """Send request `index` and time its stream from its scheduled time (`issue`, an open-loop arrival; now in a
+    closed loop), with the client's lag beside; every failure becomes a RequestTiming with an error kind."""
     import httpx
 
     stream = _Stream()
-    start = time.perf_counter()
+    sent = time.perf_counter()
+    start = issue.scheduled_s if issue is not None else sent
+    lag_s = max(sent - start, 0.0)
 
     def failed(kind: str, message: str) -> RequestTiming:
         return RequestTiming(
             start,
             time.perf_counter(),
             token_times_s=tuple(stream.token_times),
-            chunk_tokens=(),
-            prompt_tokens=0,
-            reported_output_tokens=None,
             error_kind=kind,
             error=message[:300],
+            lag_s=lag_s,
+            finish_reason=stream.finish,
         )
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
@@ -222,7 +233,7 @@ async def stream_request(client: Any, settings: EndpointSettings, index: int) ->
     end = time.perf_counter()
     if not stream.done:
         return failed("stream_dropped", "the stream ended without [DONE] or a finish_reason")
-    return _completed(start, end, stream)
+    return _completed(start, end, stream, lag_s)
 
 
 async def run_level(settings: EndpointSettings, concurrency: int) -> list[RequestTiming]:
@@ -272,10 +283,10 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         isolated=False,
         duration_s=summary.wall_s,
     )
-    # A server may end a stream early without an error (llama-cpp-python's server interrupts a stream when the
-    # next request arrives, unless started with --interrupt_requests False): count it so that tokens/s is read
-    # with that in mind.
-    short = sum(1 for t in ok if t.output_tokens < settings.gen_len)
+    # A stream cut short without an end-of-sequence (a server that interrupts streams) makes the level
+    # `short_outputs`, not `ok` (generate/short_outputs.py); streams that stopped at an EOS are only noted.
+    short = sum(1 for t in ok if is_short(t, settings.gen_len, settings.ignore_eos))
+    eos_stops = sum(1 for t in ok if t.output_tokens < settings.gen_len) - short
     requests = GenerationCase(
         settings.prompt_len,
         settings.gen_len,
@@ -285,10 +296,10 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
     )
     write_record(result, requests)
     write_record(result, summary)
-    if short:
+    if eos_stops:
         result.notes.append(
-            f"{short} of {len(ok)} streams ended before {settings.gen_len} tokens (EOS, a stop, or the server "
-            "cut them short); use --ignore-eos where the server supports it for equal-length requests"
+            f"{eos_stops} of {len(ok)} streams stopped at an end-of-sequence before {settings.gen_len} tokens; use "
+            "--ignore-eos where the server supports it for equal-length requests"
         )
     if ok:
         e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in ok]
@@ -296,6 +307,8 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         result.samples_ms = e2e_ms
         result.iterations = len(e2e_ms)
         result.throughput = summary.output_tokens_per_s
+    if short:
+        mark_short(result, timings, settings.gen_len, short)
     return result
 
 

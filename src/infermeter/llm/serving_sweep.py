@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from infermeter.llm.openai_bench import (
     stream_request,
 )
 from infermeter.llm.server_metrics import MetricsSampler, metrics_sources
+from infermeter.load.arrivals import Arrivals, paced
 from infermeter.results.records import GenerationSummary, ServingLevel, read_record, write_record
 from infermeter.results.records.serving import SWEEP_MODES
 from infermeter.results.schema import CaseResult
@@ -43,8 +43,9 @@ MIN_RATE_REQUESTS = 16
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """A sweep: what to send (`endpoint`), the levels of `mode` ("concurrency" or "rate"), its name (`series`,
-    the URL when empty), and whether to read the server's metrics endpoints every `metrics_interval_s`."""
+    """A sweep: what to send (`endpoint`), the levels of `mode` ("concurrency" or "rate", whose requests are due
+    at `arrivals` times), its name (`series`, the URL when empty), and whether to read the server's metrics
+    endpoints every `metrics_interval_s`."""
 
     endpoint: EndpointSettings
     mode: str = "concurrency"
@@ -55,22 +56,11 @@ class SweepSettings:
     server_metrics: bool = False
     metrics_interval_s: float = 0.5
     seed: int = 0
+    arrivals: str = "poisson"
 
     def name(self) -> str:
         """The sweep's name: `series`, or the server's URL."""
         return self.series or self.endpoint.url
-
-
-def doubling_levels(max_level: int) -> tuple[int, ...]:
-    """1, 2, 4 … up to `max_level`, which is always the last level even when not a power of two."""
-    if max_level < 1:
-        raise UsageError(f"the sweep's top level must be at least 1, not {max_level}")
-    levels = [1]
-    while levels[-1] * 2 <= max_level:
-        levels.append(levels[-1] * 2)
-    if levels[-1] != max_level:
-        levels.append(max_level)
-    return tuple(levels)
 
 
 def rate_requests(endpoint: EndpointSettings, rate: float) -> int:
@@ -80,25 +70,23 @@ def rate_requests(endpoint: EndpointSettings, rate: float) -> int:
     return max(MIN_RATE_REQUESTS, math.ceil(rate * RATE_LEVEL_S))
 
 
-async def run_rate_level(endpoint: EndpointSettings, rate: float, seed: int) -> list[RequestTiming]:
-    """One open-loop level: requests start at Poisson arrival times of mean rate `rate`/s, whatever is in flight
-    (so a slow server builds a queue, as under real traffic); each request's clock starts when it is sent."""
+async def run_rate_level(
+    endpoint: EndpointSettings, rate: float, seed: int, arrivals: str = "poisson"
+) -> list[RequestTiming]:
+    """One open-loop level: requests are due at the arrival times of `load.arrivals` (Poisson or constant, mean
+    rate `rate`/s), whatever is in flight (so a slow server builds a queue, as under real traffic); each request's
+    clock starts at its scheduled time, as in the KServe load generator, with the client's lag beside."""
     import httpx
 
-    total = rate_requests(endpoint, rate)
+    schedule_s = Arrivals(rate, arrivals, seed).offsets_s(count=rate_requests(endpoint, rate))
     endpoint = fresh_level(endpoint)
-    arrivals = random.Random(seed)
     timeout = httpx.Timeout(endpoint.request_timeout_s, connect=min(10.0, endpoint.request_timeout_s))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
-        tasks = []
-        next_at = time.perf_counter()
-        for index in range(total):
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(stream_request(client, endpoint, index)))
-            next_at += arrivals.expovariate(rate)
+        tasks = [
+            asyncio.create_task(stream_request(client, endpoint, issue.index, issue))
+            async for issue in paced(schedule_s)
+        ]
         return list(await asyncio.gather(*tasks))
 
 
@@ -149,11 +137,11 @@ def _level_case(settings: SweepSettings, level: float, timings: list[RequestTimi
         result.options["series"] = settings.series
     slo = endpoint.slo
     attainment = None
-    if slo.ttft_ms is not None or slo.tpot_ms is not None:
+    if slo.is_set:
         summary = read_record(result, GenerationSummary)
         attainment = (summary.slo_met if summary else 0) / len(timings) if timings else 0.0
     line = failure_line(timings)
-    if line and result.status != "ok":
+    if line and result.status == "failed":
         result.error = line
     elif line:
         result.notes.append(line)
@@ -180,7 +168,7 @@ def _measure(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:
         if settings.mode == "concurrency":
             timings = asyncio.run(run_level(endpoint, int(level)))
         else:
-            timings = asyncio.run(run_rate_level(endpoint, level, settings.seed))
+            timings = asyncio.run(run_rate_level(endpoint, level, settings.seed, settings.arrivals))
     finally:
         if sampler is not None:
             sampler.__exit__(None, None, None)
@@ -202,12 +190,16 @@ def run_sweep(settings: SweepSettings, on_level: Callable[[CaseResult], None] | 
     t0_s = time.perf_counter()
     results = []
     for level in settings.levels:
-        try:
-            result = _measure(settings, level, t0_s)
-        except (OSError, RuntimeError, ValueError) as exc:  # the client itself broke: keep the sweep going
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            result = _failed_level(settings, level, f"{type(exc).__name__}: {first}")
-        results.append(result)
+        results.append(measure_level(settings, level, t0_s))
         if on_level:
-            on_level(result)
+            on_level(results[-1])
     return results
+
+
+def measure_level(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:
+    """One level's case; a client that broke gives a failed level with its reason, never an exception."""
+    try:
+        return _measure(settings, level, t0_s)
+    except (OSError, RuntimeError, ValueError) as exc:  # the client itself broke: keep the sweep going
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return _failed_level(settings, level, f"{type(exc).__name__}: {first}")

@@ -7,6 +7,8 @@ Definitions (docs/llm-serving.md says the same):
   gains less than `KNEE_MIN_GAIN` (10%) output tokens/s while its E2E P50 latency grows. Past the knee, more
   clients mostly queue: they wait longer for the same throughput. No knee means throughput still grew by 10% or
   more at every step (or latency did not grow): the server was not saturated up to the last level.
+- A level that is not `ok` (all requests failed, or `short_outputs`: answers shorter than asked) is left out of
+  the knee and of the max level under the SLO: its figures do not describe the load asked for.
 - The SLO holds at a level when at least `slo_target` (90% by default) of its requests, failed ones included,
   met the TTFT/TPOT bounds. The max level under the SLO is the highest level L such that the SLO held at L and
   at every lower level measured: a level that happens to pass above a failing one is not counted.
@@ -31,6 +33,11 @@ class LevelPoint:
     case: CaseResult
     level: ServingLevel
     summary: GenerationSummary | None
+
+    @property
+    def usable(self) -> bool:
+        """Whether the level's figures count in the verdict (an `ok` level; not failed, not short_outputs)."""
+        return self.case.status == "ok"
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -96,7 +103,7 @@ def level_points(cases: Sequence[CaseResult]) -> dict[tuple[str, str], list[Leve
 
 def find_knee(points: Sequence[LevelPoint], min_gain: float = KNEE_MIN_GAIN) -> float | None:
     """The first level whose next measured level gains < `min_gain` throughput while E2E P50 grows."""
-    measured = [p for p in points if p.tokens_per_s and p.e2e_p50_ms is not None]
+    measured = [p for p in points if p.usable and p.tokens_per_s and p.e2e_p50_ms is not None]
     for here, after in itertools.pairwise(measured):
         assert here.tokens_per_s and after.tokens_per_s and here.e2e_p50_ms and after.e2e_p50_ms
         gain = after.tokens_per_s / here.tokens_per_s - 1.0
@@ -109,6 +116,8 @@ def max_under_slo(points: Sequence[LevelPoint]) -> float | None:
     """The highest level at which the SLO held, with every lower level holding too."""
     best = None
     for point in points:
+        if not point.usable and point.summary and point.summary.succeeded:
+            continue  # short outputs: left out, neither holding nor breaking the SLO
         if not point.level.slo_held:
             break
         best = point.level.level

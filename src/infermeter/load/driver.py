@@ -12,8 +12,12 @@ from urllib.parse import urlsplit
 from infermeter.core.errors import BackendError, UsageError
 from infermeter.load.generator import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.load.http_client import ConnectionPool, RequestPool, build_request, fetch
+from infermeter.load.levels import doubling_levels, rate_steps
+from infermeter.load.peak import PeakSearch, bisect_peak
+from infermeter.load.server_stats import StatsSnapshot, difference, snapshot
 from infermeter.load.verdict import LoadSummary, summarize
-from infermeter.models.inputs import InputSpec, resolve_shapes
+from infermeter.models.dim_defaults import plan_shapes, sizing_hint
+from infermeter.models.inputs import InputSpec
 from infermeter.serve.protocol import DATATYPES, encode_binary_request, encode_json_request
 
 if TYPE_CHECKING:
@@ -34,6 +38,7 @@ class RunSettings:
     timeout_s: float = 30.0
     warmup_s: float = 0.5
     max_connections: int = 1024
+    arrivals: str = "poisson"  # the server scenario's schedule (`load.arrivals`)
 
 
 @dataclass
@@ -46,9 +51,10 @@ class LoadTarget:
     metadata: dict[str, Any]
     requests: list[bytes]
     batch: int
-    notes: tuple[str, ...] = ()  # how the request bodies were made from --data, when given
+    notes: tuple[str, ...] = ()  # the inputs sized by default, and how the request bodies were made from --data
     data: DataSource | None = None
     call_metadata: tuple[tuple[str, str], ...] = ()  # gRPC targets: the API key, sent with every call
+    headers: tuple[tuple[str, str], ...] = ()  # HTTP targets: the API key, for the statistics endpoint
 
     def open_pool(self, max_connections: int) -> RequestPool:
         """Keep-alive HTTP connections, or one gRPC channel for a grpc:// target."""
@@ -99,9 +105,12 @@ def _metadata_inputs(metadata: dict[str, Any]) -> list[InputSpec]:
     for entry in metadata.get("inputs", []):
         if entry.get("datatype") not in DATATYPES:
             raise UsageError(f"input {entry.get('name')!r} has datatype {entry.get('datatype')}, unsupported here")
-        # KServe metadata gives -1 for a free dim, without its name: each input's own, never shared with another's.
+        # KServe metadata gives -1 for a free dim, without its name. Inputs of one rank and kind share theirs by
+        # axis, as input_ids, attention_mask and token_type_ids do: --input input_ids:1x64 sizes the mask too.
+        kind = "int" if DATATYPES[entry["datatype"]].startswith(("int", "uint")) else "other"
+        rank = len(entry["shape"])
         dims = tuple(
-            d if d >= 0 else ("batch" if axis == 0 else f"{entry['name']}_dim{axis}")
+            d if d >= 0 else ("batch" if axis == 0 else f"free{axis}/rank{rank}/{kind}")
             for axis, d in enumerate(entry["shape"])
         )
         inputs.append(InputSpec(entry["name"], DATATYPES[entry["datatype"]], shape=dims))
@@ -169,7 +178,16 @@ def prepare_target(
             call_metadata=call_metadata(api_key),
         )
     requests = _http_requests(base, name, feed_sets, use_json, headers)
-    return LoadTarget(base, name, metadata=metadata, requests=requests, batch=batch, notes=notes, data=source)
+    return LoadTarget(
+        base,
+        name,
+        metadata=metadata,
+        requests=requests,
+        batch=batch,
+        notes=notes,
+        data=source,
+        headers=tuple(headers.items()),
+    )
 
 
 def _http_metadata(url: str, model_name: str | None, headers: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
@@ -224,15 +242,15 @@ def _request_feeds(
     sent = [spec for spec in inputs if spec.name not in server_fills or spec.name in given]
     check_input_values(sent, values)
     if data is None:
-        shapes = resolve_shapes(sent, batch, input_shapes)
-        return generated_feed_sets(sent, values, shapes, distinct, seed), (), None
+        shapes, sizing = plan_shapes(sent, batch, input_shapes)
+        return generated_feed_sets(sent, values, shapes, distinct, seed), (sizing,) if sizing else (), None
     source, samples = open_data(sent, values, data)
     count = min(max(distinct, -(-samples.count // batch)), MAX_DATA_REQUESTS)
     constant = [spec for spec in sent if spec not in data_inputs(sent, values)]
-    shapes = resolve_shapes(constant, batch, input_shapes) if constant else {}
+    shapes, sizing = plan_shapes(constant, batch, input_shapes) if constant else ({}, None)
     feed_sets = with_constants(sent, values, shapes, batched_sets(sent, samples, batch, count))
     note = data_note(source, batch, count, f"at most {MAX_DATA_REQUESTS} distinct requests are prepared")
-    return feed_sets, (note,) if note else (), source
+    return feed_sets, tuple(n for n in (sizing, note) if n), source
 
 
 def _measure(
@@ -249,8 +267,16 @@ def _measure(
                 warm = await run_closed_loop(pool, target.requests, warmup_concurrency, warmup_s, scenario="warmup")
                 if warm.ok == 0:
                     kinds = ", ".join(f"{k} {v}" for k, v in warm.errors.most_common()) or "no answer"
-                    raise BackendError(f"every warm-up request to {target.base_url} failed ({kinds})")
+                    said = "".join(f"; {kind}: {text}" for kind, text in pool.messages.items() if text)
+                    sized = next((n for n in target.notes if n.startswith("inputs sized by default")), None)
+                    raise BackendError(
+                        f"every warm-up request to {target.base_url} failed ({kinds}){said}{sizing_hint(sized)}"
+                    )
+                pool.messages.clear()
+            stats_before = await _server_stats(target)
             run: LoadRun = await body(pool)
+            run.messages = dict(pool.messages)
+            run.server = difference(stats_before, await _server_stats(target))
             return run
         finally:
             await pool.aclose()
@@ -258,15 +284,23 @@ def _measure(
     return run_async(main)
 
 
+async def _server_stats(target: LoadTarget) -> StatsSnapshot | None:
+    """The server's statistics (HTTP targets: Triton's statistics extension), None for gRPC or a server without."""
+    if target.base_url.startswith("grpc://"):
+        return None
+    return await snapshot(target.base_url, target.model_name, dict(target.headers))
+
+
 def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:
-    """One run of `server` (needs qps), `single-stream` or `offline` (closed loop at `concurrency`)."""
+    """One run of `server` (needs qps; Poisson or constant arrivals), `single-stream` or `offline` (closed loop at
+    `concurrency`)."""
     if run.scenario == "server":
         if not run.qps or run.qps <= 0:
             raise UsageError("the server scenario needs --qps (a positive rate); or use --find-peak with --slo-p99-ms")
         rate = run.qps
         return _measure(
             target,
-            lambda pool: run_server(pool, target.requests, rate, run.duration_s, run.seed, run.timeout_s),
+            lambda pool: run_server(pool, target.requests, rate, run.duration_s, run.seed, run.timeout_s, run.arrivals),
             run.warmup_s,
             4,
             run.max_connections,
@@ -283,16 +317,10 @@ def run_once(target: LoadTarget, run: RunSettings) -> LoadRun:
 
 def sweep_steps(qps: float | None, concurrency: int, steps: int) -> list[tuple[str, float]]:
     """Sweep points: QPS steps (qps/steps … qps, server scenario) when qps is given, else concurrency
-    doubling 1, 2, 4 … up to `concurrency` (closed loop)."""
+    doubling 1, 2, 4 … up to `concurrency` (closed loop); the levels of `load.levels`, as `llm load`'s."""
     if qps:
-        return [("server", qps * (i + 1) / steps) for i in range(steps)]
-    levels = []
-    level = 1
-    while level < concurrency:
-        levels.append(("offline", float(level)))
-        level *= 2
-    levels.append(("offline", float(concurrency)))
-    return levels
+        return [("server", rate) for rate in rate_steps(qps, steps)]
+    return [("offline", float(level)) for level in doubling_levels(concurrency)]
 
 
 def find_peak(
@@ -304,32 +332,26 @@ def find_peak(
     max_probes: int = 8,
     tolerance: float = 0.05,
     on_probe: Callable[[LoadSummary], None] | None = None,
-) -> tuple[LoadSummary | None, list[LoadSummary]]:
+    slo_latency_ms: float | None = None,
+) -> tuple[LoadSummary | None, list[LoadSummary], PeakSearch]:
     """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
-    bounds the capacity, then bisection on QPS until the bracket is within `tolerance`."""
+    bounds the capacity, then bisection on QPS (`load.peak`) until the bracket is within `tolerance`."""
     capacity_run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
-    capacity = summarize(capacity_run, None, target.batch)
+    capacity = summarize(capacity_run, None, target.batch, seed, slo_latency_ms)
     if on_probe:
         on_probe(capacity)
     probes: list[LoadSummary] = [capacity]
-    high = max(capacity.run.achieved_qps * 1.1, 1.0)
-    low = 0.0
-    best: LoadSummary | None = None
-    qps = high
-    for _ in range(max_probes):
-        probe = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
-        summary = summarize(probe, slo_p99_ms, target.batch)
+    by_rate: dict[float, LoadSummary] = {}
+
+    def probe(qps: float) -> bool:
+        run = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
+        summary = summarize(run, slo_p99_ms, target.batch, seed, slo_latency_ms)
         probes.append(summary)
+        by_rate[qps] = summary
         if on_probe:
             on_probe(summary)
-        if summary.valid:
-            best = summary if best is None or qps > (best.run.target_qps or 0) else best
-            low = qps
-        else:
-            high = qps
-        if low > 0 and (high - low) / high <= tolerance:
-            break
-        qps = (low + high) / 2 if low > 0 else high / 2
-        if qps < 0.5:
-            break
-    return best, probes
+        return summary.valid
+
+    search = bisect_peak(probe, max(capacity.run.achieved_qps * 1.1, 1.0), max_probes, tolerance)
+    best = by_rate.get(search.held_at) if search.held_at is not None else None
+    return best, probes, search

@@ -1,8 +1,9 @@
 """The load generator, after MLPerf LoadGen's scenarios.
 
-- server: Poisson arrivals at a target QPS. Each request's latency runs from its SCHEDULED time, not from when
-  it was sent, so a generator or connection pool that falls behind cannot hide the wait (no coordinated
-  omission). The lag between schedule and issue is measured and reported on its own.
+- server: Poisson (or constant) arrivals at a target QPS, from `load.arrivals`. Each request's latency runs from
+  its SCHEDULED time, not from when it was sent (`load.timing`, the definition the OpenAI sweep shares), so a
+  generator or connection pool that falls behind cannot hide the wait (no coordinated omission). The lag between
+  schedule and issue is measured and reported on its own.
 - single-stream: one request in flight; the next is sent when the previous answers.
 - offline / closed loop: N requests always in flight (maximum throughput at concurrency N).
 
@@ -17,16 +18,18 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from infermeter.load.arrivals import Arrivals, paced
 from infermeter.load.http_client import RequestPool
+from infermeter.load.timing import Issue
+
+if TYPE_CHECKING:
+    from infermeter.load.server_stats import ServerSide
 
 T = TypeVar("T")
-# Sleep through gaps longer than this; spin (yielding to the loop) through shorter ones: the loop's timers
-# wake up to a millisecond late, and the target is a P99 scheduling lag under 1 ms.
-_SPIN_WINDOW_NS = 2_000_000
 
 
 @dataclass
@@ -42,6 +45,8 @@ class LoadRun:
     lag_ms: list[float] = field(default_factory=list)  # issue time minus scheduled time (server scenario)
     scheduled_s: list[float] = field(default_factory=list)  # offsets from the start (server scenario)
     errors: Counter[str] = field(default_factory=Counter)
+    messages: dict[str, str] = field(default_factory=dict)  # the server's word on the first refusal of each kind
+    server: ServerSide | None = None  # the server's own account of the run (batches, queue wait), when it gives one
     issued: int = 0
     elapsed_s: float = 0.0  # from the first issue to the last completion
 
@@ -78,20 +83,6 @@ async def _await(factory: Callable[[], Awaitable[T]]) -> T:
     return await factory()
 
 
-def poisson_schedule(qps: float, duration_s: float, seed: int = 0) -> np.ndarray:
-    """Arrival offsets (seconds from the start, < duration_s) of a Poisson process at `qps`: exponential gaps
-    with mean 1/qps (LoadGen's server scenario)."""
-    if qps <= 0 or duration_s <= 0:
-        raise ValueError("qps and duration_s must be positive")
-    rng = np.random.default_rng(seed)
-    expected = qps * duration_s
-    count = int(expected + 6 * np.sqrt(expected) + 16)
-    offsets = np.cumsum(rng.exponential(1.0 / qps, count))
-    while offsets[-1] < duration_s:  # astronomically rare: extend rather than cut the schedule short
-        offsets = np.concatenate([offsets, offsets[-1] + np.cumsum(rng.exponential(1.0 / qps, count))])
-    return offsets[offsets < duration_s]
-
-
 class _Tracker:
     """Counts outstanding requests; `drained` fires when none is left after issuing stopped."""
 
@@ -102,13 +93,13 @@ class _Tracker:
         self.drained = asyncio.get_running_loop().create_future()
         self.last_done_ns = 0
 
-    def record(self, start_ns: int, status: int | None, error: str | None, done_ns: int) -> None:
+    def record(self, sent: Issue, status: int | None, error: str | None, done_ns: int) -> None:
         if self.closed:
             return  # answered after the drain deadline: already counted as a timeout
         self.outstanding -= 1
         self.last_done_ns = max(self.last_done_ns, done_ns)
         if status == 200:
-            self.run.latencies_ms.append((done_ns - start_ns) / 1e6)
+            self.run.latencies_ms.append(sent.latency_ms(done_ns))
         else:
             self.run.errors[error or f"http_{status}"] += 1
 
@@ -132,38 +123,32 @@ async def run_server(
     duration_s: float,
     seed: int = 0,
     timeout_s: float = 30.0,
+    arrivals: str = "poisson",
 ) -> LoadRun:
-    """The server scenario: Poisson arrivals at `qps` for `duration_s`; latency from each scheduled time."""
-    schedule_ns = (poisson_schedule(qps, duration_s, seed) * 1e9).astype(np.int64)
+    """The server scenario: `arrivals` (Poisson or constant) at `qps` for `duration_s`; latency from each
+    scheduled time (`load.timing`)."""
+    schedule_s = Arrivals(qps, arrivals, seed).offsets_s(duration_s=duration_s)
     run = LoadRun("server", duration_s, target_qps=qps)
     tracker = _Tracker(run)
     issuing = True
 
-    def issue(index: int, scheduled_ns: int) -> None:
+    def issue(sent: Issue) -> None:
         def done(status: int | None, error: str | None, done_ns: int) -> None:
-            tracker.record(scheduled_ns, status, error, done_ns)
+            tracker.record(sent, status, error, done_ns)
             tracker.check_drained(issuing)
 
         tracker.outstanding += 1
-        pool.request(requests[index % len(requests)], done)
+        pool.request(requests[sent.index % len(requests)], done)
 
-    lags = np.zeros(len(schedule_ns), dtype=np.int64)
+    lags = np.zeros(len(schedule_s), dtype=np.int64)
     start_ns = time.perf_counter_ns() + 1_000_000  # a millisecond ahead, so the first arrival is on time
-    perf_counter_ns = time.perf_counter_ns
-    for index, offset_ns in enumerate(schedule_ns.tolist()):
-        due_ns = start_ns + offset_ns
-        while True:
-            now_ns = perf_counter_ns()
-            wait_ns = due_ns - now_ns
-            if wait_ns <= 0:
-                break
-            await asyncio.sleep((wait_ns - _SPIN_WINDOW_NS) / 1e9 if wait_ns > 2 * _SPIN_WINDOW_NS else 0)
-        lags[index] = now_ns - due_ns
-        issue(index, due_ns)
+    async for sent in paced(schedule_s, start_ns):
+        lags[sent.index] = sent.lag_ns
+        issue(sent)
     issuing = False
-    run.issued = len(schedule_ns)
+    run.issued = len(schedule_s)
     run.lag_ms = (lags / 1e6).tolist()
-    run.scheduled_s = (schedule_ns / 1e9).tolist()
+    run.scheduled_s = schedule_s.tolist()
     await tracker.drain(timeout_s)
     run.elapsed_s = max(tracker.last_done_ns - start_ns, 1) / 1e9
     return run
@@ -182,25 +167,23 @@ async def run_closed_loop(
     tracker = _Tracker(run)
     start_ns = time.perf_counter_ns()
     stop_ns = start_ns + int(duration_s * 1e9)
-    counter = iter(range(1 << 62))
     state = {"issuing": True}
 
     def send() -> None:
-        sent_ns = time.perf_counter_ns()
-        if sent_ns >= stop_ns:
+        sent = Issue.now(run.issued)
+        if sent.sent_ns >= stop_ns:
             state["issuing"] = False
             tracker.check_drained(False)
             return
-        index = next(counter)
         run.issued += 1
         tracker.outstanding += 1
 
         def done(status: int | None, error: str | None, done_ns: int) -> None:
-            tracker.record(sent_ns, status, error, done_ns)
+            tracker.record(sent, status, error, done_ns)
             if not tracker.closed:
                 send()
 
-        pool.request(requests[index % len(requests)], done)
+        pool.request(requests[sent.index % len(requests)], done)
 
     for _ in range(concurrency):
         send()

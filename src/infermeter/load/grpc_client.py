@@ -85,6 +85,7 @@ class GrpcPool:
         self._infer = self._channel.unary_unary(INFER_METHOD)  # bytes in, bytes out: requests are pre-serialized
         self._metadata = metadata
         self._tasks: set[asyncio.Task[None]] = set()
+        self.messages: dict[str, str] = {}  # the first refusal's details of each status
 
     def request(self, request: bytes, done: DoneCallback) -> None:
         """Send `request` (a serialized ModelInferRequest) now; `done` is called when it answers."""
@@ -98,7 +99,9 @@ class GrpcPool:
         try:
             await self._infer(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
-            done(None, f"grpc_{exc.code().name.lower()}", time.perf_counter_ns())
+            kind = f"grpc_{exc.code().name.lower()}"
+            self.messages.setdefault(kind, " ".join(str(exc.details() or "").split())[:200])
+            done(None, kind, time.perf_counter_ns())
             return
         done(200, None, time.perf_counter_ns())
 

@@ -11,6 +11,7 @@ issuer stays on schedule at well over 5,000 requests per second.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +38,7 @@ class _Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._done: DoneCallback | None = None
         self._need: int | None = None  # total bytes of the current response once its header is parsed
+        self._body_at = 0  # where its body starts
         self._status = 0
         self._close_after = False
 
@@ -67,9 +69,12 @@ class _Connection(asyncio.Protocol):
                 self._fail("no_content_length")
                 return
             stop = header.find(b"\r\n", at + 2)
+            self._body_at = end + 4
             self._need = end + 4 + int(header[at + 17 : stop if stop > 0 else len(header)])
             self._close_after = b"\r\nconnection: close" in header
         if len(self._buffer) >= self._need:
+            if self._status != 200:  # a refusal: what the server said, once per status (not on the hot path)
+                self._pool.note_refusal(f"http_{self._status}", bytes(self._buffer[self._body_at : self._need]))
             del self._buffer[: self._need]
             done, self._done, self._need = self._done, None, None
             if self._close_after and self.transport is not None:
@@ -102,6 +107,10 @@ class RequestPool(Protocol):
     async def aclose(self) -> None:
         """Release the connections (on the loop that opened them)."""
 
+    @property
+    def messages(self) -> dict[str, str]:
+        """The server's message of the first refusal of each error kind (`http_400`, `grpc_invalid_argument`)."""
+
 
 class ConnectionPool:
     """Keep-alive connections to one server, opened on demand up to `max_connections`; requests beyond that
@@ -119,6 +128,12 @@ class ConnectionPool:
         self._waiting: deque[tuple[bytes, DoneCallback]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self.connect_errors = 0
+        self.messages: dict[str, str] = {}
+
+    def note_refusal(self, kind: str, body: bytes) -> None:
+        """Keep the server's message of the first refusal of `kind` (KServe's `{"error": ...}`, or the text)."""
+        if kind not in self.messages:
+            self.messages[kind] = server_message(body)
 
     @property
     def open_connections(self) -> int:
@@ -176,6 +191,18 @@ class ConnectionPool:
             if connection.transport is not None:
                 connection.transport.close()
         self._idle.clear()
+
+
+def server_message(body: bytes) -> str:
+    """One line of what a server said in a refusal's body: the `error` of a JSON object, else the text."""
+    text = body.decode(errors="replace")
+    try:
+        error = json.loads(text).get("error")
+        if error:
+            text = str(error.get("message") if isinstance(error, dict) else error)
+    except (ValueError, AttributeError):
+        pass
+    return " ".join(text.split())[:200]
 
 
 async def fetch(

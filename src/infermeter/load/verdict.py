@@ -10,6 +10,7 @@ import numpy as np
 from infermeter.core.case import load_case_id
 from infermeter.figures.latency_stats import latency_stats, min_samples_for
 from infermeter.load.generator import LoadRun
+from infermeter.load.slo import goodput
 from infermeter.results.records import LoadRecord, write_record
 from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats
 
@@ -32,6 +33,9 @@ class LoadSummary:
     valid: bool
     reasons: list[str] = field(default_factory=list)
     warnings: list[CaseWarning] = field(default_factory=list)
+    slo_latency_ms: float | None = None  # --slo latency_ms: the goodput bound
+    slo_met: int | None = None  # successful requests within it
+    goodput_qps: float | None = None  # those per second (`load.slo.goodput`)
 
     @property
     def throughput(self) -> float:
@@ -48,9 +52,24 @@ class LoadSummary:
         return f"{run.scenario} x{run.concurrency}"
 
 
-def summarize(run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int = 0) -> LoadSummary:
+def refusal_line(run: LoadRun) -> str:
+    """One line for a run whose requests failed: how many, by kind, and what the server said (status and message
+    of the first refusal of each kind)."""
+    failed = sum(run.errors.values())
+    kinds = ", ".join(f"{kind} {count}" for kind, count in run.errors.most_common())
+    said = "; ".join(
+        f"{kind.replace('http_', 'HTTP ')}: {run.messages[kind]}" for kind, _ in run.errors.most_common()
+        if run.messages.get(kind)
+    )  # fmt: skip
+    return f"{failed} of {run.issued} requests failed ({kinds})" + (f": {said}" if said else "")
+
+
+def summarize(
+    run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int = 0, slo_latency_ms: float | None = None
+) -> LoadSummary:
     """Statistics and the verdict: INVALID when requests failed, the P99 misses the SLO, too few samples back
-    the P99, or (server scenario) the server answered under 90% of the offered rate."""
+    the P99, or (server scenario) the server answered under 90% of the offered rate; with `slo_latency_ms`, the
+    goodput: requests per second answered within it."""
     stats = latency_stats(run.latencies_ms, seed) if run.latencies_ms else None
     lag_p99 = float(np.percentile(run.lag_ms, 99)) if run.lag_ms else None
     reasons: list[str] = []
@@ -59,8 +78,7 @@ def summarize(run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int 
     if stats is None:
         reasons.append("no request succeeded")
     if failed:
-        kinds = ", ".join(f"{kind} {count}" for kind, count in run.errors.most_common())
-        reasons.append(f"{failed} of {run.issued} requests failed ({kinds})")
+        reasons.append(refusal_line(run))
     if stats is not None and slo_p99_ms is not None and stats.p99 > slo_p99_ms:
         reasons.append(f"P99 {stats.p99:.2f} ms exceeds the SLO of {slo_p99_ms:g} ms")
     needed = min_samples_for(99)
@@ -80,7 +98,7 @@ def summarize(run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int 
                 f"P99 lag {lag_p99:.2f} ms",
             )
         )
-    return LoadSummary(
+    summary = LoadSummary(
         run,
         slo_p99_ms,
         batch=batch,
@@ -90,6 +108,10 @@ def summarize(run: LoadRun, slo_p99_ms: float | None, batch: int = 1, seed: int 
         reasons=reasons,
         warnings=warnings,
     )
+    if slo_latency_ms is not None:
+        summary.slo_latency_ms = slo_latency_ms
+        summary.slo_met, summary.goodput_qps = goodput(run.latencies_ms, slo_latency_ms, run.elapsed_s)
+    return summary
 
 
 def case_result(
@@ -158,4 +180,9 @@ def load_record(summary: LoadSummary, target: str) -> LoadRecord:
         reasons=list(summary.reasons),
         lag_p99_ms=summary.lag_p99_ms,
         lag_max_ms=max(run.lag_ms) if run.lag_ms else None,
+        slo_latency_ms=summary.slo_latency_ms,
+        slo_met=summary.slo_met,
+        goodput_qps=summary.goodput_qps,
+        server_batches={str(k): v for k, v in run.server.batches.items()} if run.server else None,
+        server_queue_mean_ms=run.server.queue_mean_ms if run.server else None,
     )

@@ -175,6 +175,7 @@ def build_matrix(
     """The matrix of `request`, every value checked (UsageError naming it as `name` spells it), the models
     resolved (ModelError), the default model and backends filled in. `note` hears why a default backend is left
     out, and the warnings about the inputs (a shared dim given two sizes)."""
+    from infermeter.models.dim_defaults import with_stated_defaults
     from infermeter.models.inputs import resolve_shapes, shared_dim_conflicts
     from infermeter.models.resolve import resolve_model
     from infermeter.models.zoo import DEFAULT_MODEL
@@ -194,13 +195,16 @@ def build_matrix(
         )
     all_names = {i.name for spec in specs for i in spec.inputs}
     if len(specs) == 1 or any(input_name not in all_names for input_name, _ in request.inputs):
-        # With one model, every input override must name one of its inputs; resolve_shapes says which exist.
-        resolve_shapes(specs[0].inputs, request.batch[0], request.inputs)
+        # With one model, every input override must name one of its inputs; resolve_shapes says which exist (a
+        # free dim nobody set takes its stated default below, `stated_defaults`).
+        resolve_shapes(with_stated_defaults(specs[0].inputs), request.batch[0], request.inputs)
     for spec in specs:
         own = tuple((n, dims) for n, dims in request.inputs if n in {i.name for i in spec.inputs})
         for warning in shared_dim_conflicts(spec.inputs, own):
             note(f"warning: {warning}")
     data, data_shapes = _real_inputs(request, specs, note, name)
+    if request.seq_len is None:  # --seq-len sizes the `seq` dims itself
+        data_shapes += stated_defaults(specs, request.batch[0], request.inputs + data_shapes, note)
     return Matrix(
         models=tuple(specs),
         backends=tuple(chains),
@@ -219,6 +223,24 @@ def build_matrix(
         input_values=request.input_values,
         allocators=request.allocators,
     )
+
+
+def stated_defaults(specs: list[ModelSpec], batch: int, given: Sizes, note: Callable[[str], None]) -> Sizes:
+    """The shapes of the inputs whose free dims nobody set, at their stated defaults (`models.dim_defaults`), said
+    in one line each model with the flag that changes them; an input name two models share is left to --input."""
+    from infermeter.models.dim_defaults import plan_shapes
+
+    names = [i.name for spec in specs for i in spec.inputs]
+    added: list[tuple[str, tuple[int, ...]]] = []
+    for spec in specs:
+        own = tuple((n, dims) for n, dims in given if n in {i.name for i in spec.inputs})
+        shapes, line = plan_shapes(spec.inputs, batch, own)
+        if line is None:
+            continue
+        note(f"note: {spec.ref}: {line}")
+        taken = {n for n, _ in own}
+        added += [(n, dims) for n, dims in shapes.items() if n not in taken and names.count(n) == 1]
+    return tuple(added)
 
 
 def _reshaped(specs: list[ModelSpec], reshape: Sizes, note: Callable[[str], None]) -> list[ModelSpec]:

@@ -71,7 +71,7 @@ def resolve_shapes(
     if unknown:
         raise unknown_input("--input", unknown[0], known)
     batched = batched_inputs(inputs)
-    symbols = _symbol_sizes(inputs, override_map)
+    symbols = symbol_sizes(inputs, override_map)
     shapes: dict[str, tuple[int, ...]] = {}
     for spec in inputs:
         given = override_map.get(spec.name)
@@ -128,8 +128,8 @@ def _given_sizes(
     return given
 
 
-def _symbol_sizes(inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]) -> dict[str, int]:
-    # The size of each named dim for the inputs no override shapes: the first an override gives.
+def symbol_sizes(inputs: Sequence[InputSpec], override_map: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """The size of each named symbolic dim for the inputs no override shapes: the first an override gives."""
     return {dim: next(iter(sizes)) for dim, sizes in _given_sizes(inputs, override_map).items()}
 
 

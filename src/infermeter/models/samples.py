@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +74,20 @@ def random_samples(
     overrides: Sequence[tuple[str, tuple[int, ...]]] = (),
 ) -> SampleSet:
     """`count` generated samples (what `bench` feeds); symbolic non-batch dims become `sequence_length`, unless
-    `overrides` (`--input NAME:DIMS`, their batch taken as one sample) size them."""
-    given = dict(overrides)
-    sized = [(i.name, given.get(i.name) or tuple(d if isinstance(d, int) else sequence_length for d in i.shape))
-             for i in inputs]  # fmt: skip
-    shapes = resolve_shapes(inputs, 1, sized)
+    `overrides` (`--input NAME:DIMS`, their batch taken as one sample) size them, for the inputs they name and for
+    every input sharing a named dim with them (`--input input_ids:1x64` sizes attention_mask's `sequence` too)."""
+    names = {i.name for i in inputs}  # an override of an input set to a constant is not for these
+    shapes = resolve_shapes(sized_by_default(inputs, sequence_length), 1, [o for o in overrides if o[0] in names])
     feeds = generate_feeds(inputs, shapes, count, seed)
     arrays = {i.name: np.concatenate([f[i.name] for f in feeds]) for i in inputs}
     return SampleSet(arrays, None, f"random data (seed {seed})")
+
+
+def sized_by_default(inputs: Sequence[InputSpec], size: int) -> list[InputSpec]:
+    """`inputs` with every symbolic dim defaulting to `size` when no override sizes it (nor a shared one)."""
+    return [
+        replace(i, dim_defaults=tuple((d, size) for d in dict.fromkeys(i.shape) if isinstance(d, str))) for i in inputs
+    ]
 
 
 def _conform(spec: InputSpec, array: np.ndarray, where: str) -> np.ndarray:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from infermeter.llm.serving_verdict import LevelPoint, SweepVerdict, fmt_level, verdicts
+from infermeter.llm.short_outputs import STATUS
 from infermeter.results.records import Distribution, ServerMetrics, read_record
 from infermeter.results.schema import CaseResult
 
@@ -24,6 +25,7 @@ SERVING_COLUMNS = (
     "E2E P50 ms",
     "SLO met",
     "goodput req/s",
+    "lag P99 ms",
 )
 
 
@@ -38,6 +40,8 @@ def level_row(point: LevelPoint, verdict: SweepVerdict) -> list[str]:
     if verdict.knee is not None and point.level.level == verdict.knee:
         level += " (knee)"
     status = point.case.status if point.case.status == "ok" else f"{point.case.status}: {point.case.error or ''}"
+    if point.case.status == STATUS and gen:  # `short_outputs N of M`; the cause is on the console and in notes
+        status = f"{STATUS} {point.case.extra.get('short_outputs', '?')} of {gen.succeeded}"
     attainment = point.level.slo_attainment
     return [
         level,
@@ -48,7 +52,8 @@ def level_row(point: LevelPoint, verdict: SweepVerdict) -> list[str]:
         _dist(gen.tpot_ms if gen else None),
         f"{point.e2e_p50_ms:.1f}" if point.e2e_p50_ms is not None else "-",
         "-" if attainment is None else f"{attainment:.0%}" + (" ✓" if point.level.slo_held else " ✗"),
-        f"{gen.goodput_rps:.2f}" if gen and attainment is not None else "-",
+        f"{gen.goodput_rps:.2f}" if gen and attainment is not None and point.usable else "-",
+        f"{gen.lag_ms.p99:.1f}" if gen and gen.lag_ms else "-",  # the client's own lag (rate levels)
     ]
 
 
@@ -76,12 +81,15 @@ def serving_markdown(cases: Sequence[CaseResult]) -> list[str]:
 
 
 def failure_notes(verdict: SweepVerdict) -> list[str]:
-    """The one-line reason of each level where some (not all) requests failed."""
-    return [
-        f"level {fmt_level(p.level.level)}: {p.level.failure}"
-        for p in verdict.points
-        if p.level.failure and p.case.status == "ok"
-    ]
+    """The one-line reason of each level where some (not all) requests failed, and of each level whose answers
+    came back short (with the likely cause)."""
+    notes = []
+    for p in verdict.points:
+        if p.case.status == STATUS:
+            notes.append(f"level {fmt_level(p.level.level)}: {STATUS}, left out of the verdict: {p.case.error}")
+        if p.level.failure and p.case.status in ("ok", STATUS):
+            notes.append(f"level {fmt_level(p.level.level)}: {p.level.failure}")
+    return notes
 
 
 def _slo_line(fig: object, value: float | None, label: str, row: int) -> None:
@@ -109,7 +117,7 @@ def serving_charts(cases: Sequence[CaseResult]) -> list[Chart]:
         lat = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("TTFT (ms)", "TPOT (ms)"))
         slo = None
         for verdict in sweeps:
-            points = [p for p in verdict.points if p.summary and p.summary.succeeded]
+            points = [p for p in verdict.points if p.usable and p.summary and p.summary.succeeded]
             xs = [p.level.level for p in points]
             tput.add_trace(
                 go.Scatter(x=xs, y=[p.tokens_per_s for p in points], mode="lines+markers", name=verdict.series)

@@ -72,6 +72,7 @@ class DynamicBatcher:
         max_queue: int,
         workers: int = 1,
         observer: Callable[[BatchStats], None] | None = None,
+        unbatched: frozenset[str] = frozenset(),
     ) -> None:
         if max_batch < 1 or workers < 1 or max_queue < 1 or max_delay_ms < 0:
             raise ValueError("max_batch, workers and max_queue must be positive and max_delay_ms non-negative")
@@ -80,6 +81,9 @@ class DynamicBatcher:
         self.max_queue = max_queue
         self._runner = runner
         self._observer = observer
+        # Inputs without a batch axis (a control vector, a scalar): one value per batch, which requests batched
+        # together share (their signatures hold the value), so they are passed as they are, not concatenated.
+        self._unbatched = unbatched
         self._queue: deque[_Pending] = deque()
         self._cond = threading.Condition()
         self._stopping = False
@@ -182,7 +186,10 @@ class DynamicBatcher:
             if len(batch) == 1:
                 feeds = batch[0].feeds
             else:
-                feeds = {name: np.concatenate([item.feeds[name] for item in batch]) for name in batch[0].feeds}
+                feeds = {
+                    name: value if name in self._unbatched else np.concatenate([item.feeds[name] for item in batch])
+                    for name, value in batch[0].feeds.items()
+                }
             marks.append(time.perf_counter())
             outputs = self._runner(index, feeds)
             marks.append(time.perf_counter())

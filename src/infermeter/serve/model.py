@@ -279,6 +279,7 @@ class ServedModel:
         rows: int | None = None
         feeds: dict[str, np.ndarray] = {}
         unpad: tuple[int, int, int] | None = None
+        batched = self.batched
         for name, spec in expected.items():
             array = inputs[name]
             if array.dtype != np.dtype(spec.dtype):
@@ -292,13 +293,17 @@ class ServedModel:
                     400, f"input {name!r} has shape {list(array.shape)}, the model expects {spec.describe()}"
                 )
             for axis, dim in enumerate(spec.shape):
-                if isinstance(dim, int) and array.shape[axis] != dim and axis != spec.batch_axis:
+                if (
+                    isinstance(dim, int)
+                    and array.shape[axis] != dim
+                    and (axis != spec.batch_axis or name not in batched)
+                ):
                     raise ProtocolError(
                         400,
                         f"input {name!r} has shape {list(array.shape)}, dim {axis} must be {dim} "
                         f"(the model expects {spec.describe()})",
                     )
-            if spec.batch_axis is not None:
+            if spec.batch_axis is not None and name in batched:  # a control vector's first dim is no batch
                 count = array.shape[spec.batch_axis]
                 if rows is not None and count != rows:
                     raise ProtocolError(400, f"inputs disagree on the batch size ({rows} vs {count} in {name!r})")
@@ -311,8 +316,19 @@ class ServedModel:
         rows = rows or 1
         if rows < 1 or rows > self.config.max_batch:
             raise ProtocolError(400, f"a request may carry 1 to {self.config.max_batch} rows (--max-batch); got {rows}")
-        signature = tuple((n, a.dtype.str, a.shape[1:]) for n, a in feeds.items())
+        signature = tuple(
+            (n, a.dtype.str, a.shape[1:]) if n in batched else (n, a.dtype.str, a.shape, _value_key(a))
+            for n, a in feeds.items()
+        )
         return PreparedRequest(feeds, rows, signature, unpad)
+
+    @property
+    def batched(self) -> set[str]:
+        """The inputs whose first axis is the batch (`models.inputs.batched_inputs`); the others (a control vector,
+        a scalar) hold one value per request, which only requests of the same value share in a batch."""
+        from infermeter.models.inputs import batched_inputs
+
+        return batched_inputs(self.spec.inputs)
 
     def unpad(self, outputs: list[np.ndarray], request: PreparedRequest) -> list[np.ndarray]:
         """Slice outputs that carry the padded axis back to the request's own length."""
@@ -327,6 +343,12 @@ class ServedModel:
                 output = output[tuple(index)]
             sliced.append(output)
         return sliced
+
+
+def _value_key(array: np.ndarray) -> object:
+    """What batches a request with others by an unbatched input's value: its bytes when small, else the array
+    itself (by identity: a large unbatched input never shares a batch)."""
+    return array.tobytes() if array.size <= 256 else id(array)
 
 
 def worker_threads(total_threads: int, workers: int) -> int:

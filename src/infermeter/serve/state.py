@@ -72,6 +72,7 @@ class ServerState:
                 model.config.max_queue,
                 model.config.workers,
                 observer=self._observe_batch,
+                unbatched=frozenset(spec.name for spec in model.spec.inputs) - model.batched,
             )
             for error in model.warmup_errors[:1]:
                 log.warning("warm-up with generated inputs failed (%s); serving anyway", error)

@@ -23,10 +23,9 @@ class ModelInputs:
     def check(self) -> None:
         """Every shape and constant names an input and fits it (InputSpecError otherwise), before any slow step."""
         from infermeter.models.feeds_data import check_input_values
-        from infermeter.models.inputs import resolve_shapes
 
         check_input_values(self.inputs, self.values)
-        resolve_shapes(self.inputs, 1, self._sized())
+        self._shapes()
 
     @property
     def data_inputs(self) -> tuple[InputSpec, ...]:
@@ -42,20 +41,21 @@ class ModelInputs:
         """`count` generated samples at the `--input` shapes, with the constants."""
         return self._completed(random_samples(self.data_inputs, count, seed, overrides=self.shapes))
 
-    def _sized(self, sequence_length: int = 16) -> Sizes:
-        given = dict(self.shapes)
-        return tuple(
-            (i.name, given.get(i.name) or tuple(d if isinstance(d, int) else sequence_length for d in i.shape))
-            for i in self.inputs
-        )
+    def _shapes(self, sequence_length: int = 16) -> dict[str, tuple[int, ...]]:
+        """The inputs' shapes for one sample: the `--input` ones, and those sharing their named dims (an
+        attention_mask beside input_ids), the other free dims `sequence_length` (as `random_samples`)."""
+        from infermeter.models.inputs import resolve_shapes
+        from infermeter.models.samples import sized_by_default
+
+        return resolve_shapes(sized_by_default(self.inputs, sequence_length), 1, self.shapes)
 
     def _completed(self, samples: SampleSet) -> SampleSet:
         if not self.values:
             return samples
         from infermeter.models.feeds_data import constant_array
-        from infermeter.models.inputs import batched_inputs, resolve_shapes
+        from infermeter.models.inputs import batched_inputs
 
-        shapes = resolve_shapes(self.inputs, 1, self._sized())
+        shapes = self._shapes()
         batched = batched_inputs(self.inputs)
         by_name = {spec.name: spec for spec in self.inputs}
         constants = tuple(

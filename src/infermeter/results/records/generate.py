@@ -37,6 +37,9 @@ class TokenLatencies(Protocol):
     @property
     def tpot_ms(self) -> float | None: ...
 
+    @property
+    def e2e_ms(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class SLO:
@@ -44,15 +47,23 @@ class SLO:
 
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+    e2e_ms: float | None = None  # `--slo latency_ms=`: end to end, from the request's scheduled time
+
+    @property
+    def is_set(self) -> bool:
+        """Whether any bound is set."""
+        return self.ttft_ms is not None or self.tpot_ms is not None or self.e2e_ms is not None
 
     def met_by(self, metrics: TokenLatencies) -> bool:
         """True when `metrics` satisfies every bound that is set."""
         if self.ttft_ms is not None and metrics.ttft_ms > self.ttft_ms:
             return False
+        if self.e2e_ms is not None and metrics.e2e_ms > self.e2e_ms:
+            return False
         return not (self.tpot_ms is not None and metrics.tpot_ms is not None and metrics.tpot_ms > self.tpot_ms)
 
 
-_DISTRIBUTIONS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tokens_per_s_per_request")
+_DISTRIBUTIONS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tokens_per_s_per_request", "lag_ms")
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,7 @@ class GenerationSummary(Record):
     slo: SLO = field(default_factory=SLO)
     slo_met: int = 0
     goodput_rps: float = 0.0
+    lag_ms: Distribution | None = None  # the client's send lag behind the schedule (open-loop levels)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -14,7 +14,8 @@ from infermeter.results.records.base import Record
 class LoadRecord(Record):
     """A load run: its scenario (`server`, `single-stream`, `offline`), the rate it was offered and achieved,
     requests issued / ok / failed by kind, and VALID (`valid`) or INVALID with `reasons`. `lag_*` is the load
-    generator's own lateness against its schedule (trusted under 1 ms at P99)."""
+    generator's own lateness against its schedule (trusted under 1 ms at P99); `goodput_qps` the requests per second
+    answered within `slo_latency_ms` (`load.slo`)."""
 
     KEY: ClassVar[str] = "load"
 
@@ -34,6 +35,11 @@ class LoadRecord(Record):
     reasons: list[str] = field(default_factory=list)
     lag_p99_ms: float | None = None
     lag_max_ms: float | None = None
+    slo_latency_ms: float | None = None  # --slo latency_ms: the goodput bound
+    slo_met: int | None = None  # requests answered within it
+    goodput_qps: float | None = None  # those per second, over the run's wall time
+    server_batches: dict[str, int] | None = None  # the server's statistics: batches it formed, by size
+    server_queue_mean_ms: float | None = None  # and the mean wait of a request in its queue
 
 
 @dataclass(frozen=True)
