@@ -13,7 +13,7 @@ import pytest
 from infermeter.backends._tensorrt_engine import constrain_layers
 from infermeter.backends.onnxruntime import OnnxRuntimeBackend
 from infermeter.core.case import MeasureSettings
-from infermeter.quantize.fallback import engines as fallback_engines
+from infermeter.quantize.fallback import study as fallback_study
 from infermeter.quantize.fallback.pipeline import FallbackRequest, study_fallback, time_arms
 from infermeter.quantize.reduced import Budget, decisions_changed
 from precision_models import VARIANCE_NODES, layernorm_classifier
@@ -133,7 +133,7 @@ def test_decisions_changed_rules() -> None:
 
 
 def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fallback_engines, "STUDY_SETTINGS", MeasureSettings(
+    monkeypatch.setattr(fallback_study, "STUDY_SETTINGS", MeasureSettings(
         warmup_iterations=2, min_iterations=5, min_time_s=0.05, max_time_s=0.5, rounds=3, target_ci=0.0))  # fmt: skip
     model = layernorm_classifier(tmp_path / "ln.onnx")
     request = FallbackRequest(
