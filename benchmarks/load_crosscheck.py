@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infermeter.load.driver import LoadTarget, RunSettings, prepare_target, run_once
+from infermeter.load.driver import RunSettings, run_once
+from infermeter.load.target import LoadTarget, prepare_target
 from infermeter.serve.server import spawn_server
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load-crosscheck.md"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from infermeter.load.driver import RunSettings, prepare_target, run_once
+from infermeter.load.driver import RunSettings, run_once
+from infermeter.load.target import prepare_target
 from infermeter.load.verdict import LoadSummary, summarize
 from infermeter.serve.server import spawn_server
 

@@ -17,9 +17,9 @@ from serve_helpers import make_server
 from infermeter.llm.openai_bench import EndpointSettings
 from infermeter.llm.serving_sweep import run_rate_level
 from infermeter.load.arrivals import Arrivals
-from infermeter.load.driver import prepare_target
 from infermeter.load.generator import run_async, run_server
 from infermeter.load.http_client import ConnectionPool
+from infermeter.load.target import prepare_target
 
 T = TypeVar("T")
 RATE_PER_S = 50.0  # a request every 20 ms

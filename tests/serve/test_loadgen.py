@@ -13,9 +13,10 @@ from scipy import stats as scipy_stats
 from serve_helpers import run_cli
 
 from infermeter.load.arrivals import poisson_schedule
-from infermeter.load.driver import RunSettings, prepare_target, run_once
+from infermeter.load.driver import RunSettings, run_once
 from infermeter.load.generator import run_async, run_server
 from infermeter.load.http_client import ConnectionPool
+from infermeter.load.target import prepare_target
 from infermeter.load.verdict import summarize
 from infermeter.results.io import read_results
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "measure"))
 from real_input_models import branch_model, lookup_model
 from serve_helpers import run_cli
 
-from infermeter.load.driver import prepare_target
+from infermeter.load.target import prepare_target
 from infermeter.results.io import read_results
 from infermeter.serve.protocol import encode_json_request
 

@@ -238,7 +238,8 @@ def test_load_drives_grpc_through_the_shared_batcher_and_metrics(served: Served)
     import httpx
     from serve_helpers import metric
 
-    from infermeter.load.driver import RunSettings, prepare_target, run_once
+    from infermeter.load.driver import RunSettings, run_once
+    from infermeter.load.target import prepare_target
 
     client = triton_http.InferenceServerClient(url=served.http)
     before = client.get_inference_statistics("linear")["model_stats"][0]["inference_stats"]["success"]["count"]

@@ -17,14 +17,8 @@ from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
 from infermeter.cli.generate import reject_flags
 from infermeter.cli.load_table import print_summaries
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import (
-    FIND_PEAK_HELP,
-    OPENAI_ONLY,
-    arrivals_option,
-    load_openai_deprecated,
-    openai_options,
-    slo_option,
-)
+from infermeter.cli.serving import load_openai_deprecated
+from infermeter.cli.serving_options import FIND_PEAK_HELP, OPENAI_ONLY, arrivals_option, openai_options, slo_option
 from infermeter.core.errors import BackendError, UsageError
 from infermeter.core.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
@@ -32,7 +26,8 @@ from infermeter.results.schema import now_iso
 from infermeter.serve import SCENARIOS
 
 if TYPE_CHECKING:
-    from infermeter.load.driver import LoadTarget, RunSettings
+    from infermeter.load.driver import RunSettings
+    from infermeter.load.target import LoadTarget
     from infermeter.load.verdict import LoadSummary
 
 
@@ -238,7 +233,7 @@ def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSumm
 
 def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
     """Serve MODEL here when it is not a URL, load it as `load` says, print the runs and write the results."""
-    from infermeter.load.driver import prepare_target
+    from infermeter.load.target import prepare_target
 
     overrides, values = parse_input_flags(served.inputs)
     serve_args = [*served.serve_args(), "--max-batch", str(max(8, load.batch))]

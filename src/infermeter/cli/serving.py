@@ -6,23 +6,29 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
 from infermeter.cli.generate import deprecated, make_slo, reject_flags
+from infermeter.cli.serving_options import (
+    FIND_PEAK_HELP,
+    OPENAI_ONLY,
+    OPENAI_PARAMS,
+    arrivals_option,
+    openai_options,
+    slo_option,
+)
 from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import SLO
-from infermeter.results.schema import CaseResult, ResultsFile, now_iso
 
 if TYPE_CHECKING:
     from infermeter.llm.openai_bench import EndpointSettings
+    from infermeter.llm.serving_run import LevelDone
     from infermeter.llm.serving_sweep import SweepSettings
 
 
@@ -71,24 +77,6 @@ def sweep_levels(flags: SweepFlags) -> tuple[str, tuple[float, ...]]:
     return "concurrency", tuple(float(level) for level in levels)
 
 
-def level_table(cases: list[CaseResult], title: str) -> list[Table]:
-    """One rich table per sweep in `cases` (the same rows as the markdown report)."""
-    from infermeter.llm.serving_verdict import verdicts
-    from infermeter.report.serving import SERVING_COLUMNS, level_row, sweep_title
-
-    tables = []
-    for verdict in verdicts(cases):
-        table = Table(title=escape(f"{title}: {sweep_title(verdict)}"), title_justify="left", header_style="bold")
-        for column in SERVING_COLUMNS:
-            table.add_column(column, justify="left" if column in ("level", "status") else "right")
-        for point in verdict.points:
-            cells = level_row(point, verdict)
-            cells[1] = cells[1][:160]
-            table.add_row(*(escape(cell) for cell in cells))
-        tables.append(table)
-    return tables
-
-
 def sweep_settings(endpoint: EndpointSettings, flags: SweepFlags) -> SweepSettings:
     """The sweep of the flags, each checked (UsageError) before anything is sent."""
     from infermeter.llm.serving_sweep import SweepSettings
@@ -118,51 +106,34 @@ def run_openai_sweep(settings: SweepSettings, output: Path | None, find_peak: bo
     """Run the sweep (or, with `find_peak`, the peak search from its one rate), saving after each level; print
     the tables, the knee and the SLO verdict (and the peak with its interval); exit 1 when no level had a
     successful request."""
-    from infermeter.llm.serving_peak import find_rate_peak
-    from infermeter.llm.serving_sweep import run_sweep
+    from infermeter.llm.serving_run import run_serving
     from infermeter.llm.serving_verdict import verdicts
-    from infermeter.machine.environment import collect_environment
     from infermeter.report.serving import failure_notes
+    from infermeter.report.terminal import serving_tables
 
-    results = ResultsFile(created=now_iso(), environment=collect_environment(), command=["infermeter", *sys.argv[1:]])
-    search = None
-    if find_peak:
-        _, search = find_rate_peak(settings, _on_level(results, settings.mode, output))
-    else:
-        run_sweep(settings, _on_level(results, settings.mode, output))
+    run = run_serving(settings, output, ["infermeter", *sys.argv[1:]], find_peak, _progress)
     endpoint = settings.endpoint
     endpoint_desc = f"{endpoint.url}: prompt {endpoint.prompt_len} words, max {endpoint.gen_len} tokens"
-    for table in level_table(results.cases, endpoint_desc):
+    for table in serving_tables(run.results.cases, endpoint_desc):
         stdout.print(table)
-    for verdict in verdicts(results.cases):
+    for verdict in verdicts(run.results.cases):
         for line in verdict.lines() + failure_notes(verdict):
             stdout.print(escape(line), soft_wrap=True)
-    if search is not None:
-        stdout.print(escape(f"{settings.name()}: {search.line('requests/s')}"), soft_wrap=True)
+    if run.search is not None:
+        stdout.print(escape(f"{settings.name()}: {run.search.line('requests/s')}"), soft_wrap=True)
     if output:
         stdout.print(f"results: {escape(str(output))}")
-    if not any(r.status == "ok" for r in results.cases):
+    if not run.any_ok:
         sys.exit(1)
 
 
-def _on_level(results: ResultsFile, mode: str, output: Path | None) -> Callable[[CaseResult], None]:
-    """What is done with each level measured: kept, written (before the next level starts), told on stderr."""
-    from infermeter.results.io import write_results
-    from infermeter.results.records import ServingLevel, read_record
-
-    def on_level(result: CaseResult) -> None:
-        results.cases.append(result)
-        if output is not None:
-            write_results(output, results)
-        level = read_record(result, ServingLevel)
-        name = f"{mode} {level.level:g}" if level else mode
-        if result.status != "ok":
-            line = f"[red]{escape(result.error or '')}[/]"
-        else:
-            line = f"done; [yellow]{escape(level.failure)}[/]" if level and level.failure else "done"
-        stderr.print(f"  {escape(name)}: {line}", soft_wrap=True)
-
-    return on_level
+def _progress(done: LevelDone) -> None:
+    """One level measured, on stderr."""
+    if done.error is not None:
+        line = f"[red]{escape(done.error)}[/]"
+    else:
+        line = f"done; [yellow]{escape(done.failure)}[/]" if done.failure else "done"
+    stderr.print(f"  {escape(done.name)}: {line}", soft_wrap=True)
 
 
 def endpoint_settings(
@@ -195,113 +166,6 @@ def endpoint_settings(
         ignore_eos=ignore_eos,
         api_key=api_key,
         slo=slo,
-    )
-
-
-# With --api openai, load takes these parameters (the others drive the KServe load generator and are refused).
-OPENAI_PARAMS = {
-    *(
-        "target",
-        "api",
-        "concurrency",
-        "model_name",
-        "api_key",
-        "timeout",
-        "output",
-        "scenario",
-        "seed",
-        "arrivals",
-        "slo",
-    ),
-}
-# The flags of the serving sweep alone (`openai_options`).
-OPENAI_ONLY = (
-    "prompt_len",
-    "gen_len",
-    "requests",
-    "slo_ttft_ms",
-    "slo_tpot_ms",
-    "ignore_eos",
-    "rates",
-    "server_metrics",
-    "metrics_interval",
-    "slo_attainment",
-    "series",
-)
-
-
-FIND_PEAK_HELP = (
-    "Search the highest arrival rate at which the SLO holds, by bisection on measured rates, with the interval "
-    "where it stops holding (load: P99 within --slo-p99-ms, from the capacity down; llm load: --slo-attainment of "
-    "the requests within --slo, from the one --rates rate down)."
-)
-
-
-def arrivals_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--arrivals, the open-loop schedule of `load.arrivals`, declared once for `load` and `llm load`."""
-    from infermeter.load.arrivals import ARRIVALS
-
-    return click.option(
-        "--arrivals",
-        type=click.Choice(ARRIVALS),
-        default="poisson",
-        show_default=True,
-        help="When open-loop requests are due (load's server scenario, --rates): Poisson (exponential gaps) or "
-        "constant (even gaps), seeded by --seed.",
-    )
-
-
-def openai_options(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The serving sweep's own flags, declared once for `llm load` and `load --api openai` (whose help says
-    `prefix`, the API they apply to)."""
-
-    def say(text: str) -> str:
-        return prefix + text[0].lower() + text[1:] if prefix else text
-
-    decorators = [
-        click.option("--prompt-len", type=int, default=64, show_default=True, help=say("Prompt words.")),
-        click.option("--gen-len", type=int, default=32, show_default=True, help=say("max_tokens per request.")),
-        click.option("--requests", type=int, help=say("Requests per level (default: max(8, 2 × concurrency)).")),
-        click.option("--slo-ttft-ms", type=float, help=say("Goodput SLO, time to first token at most this.")),
-        click.option("--slo-tpot-ms", type=float, help=say("Goodput SLO, time per output token at most this.")),
-        click.option("--ignore-eos", is_flag=True, help=say("Send ignore_eos (vLLM, llama.cpp) for exact lengths.")),
-        click.option("--rates", help=say("A Poisson rate sweep instead, requests/s per level, e.g. 0.5,1,2.")),
-        click.option(
-            "--server-metrics",
-            is_flag=True,
-            help=say("Read the server's /metrics and /slots while each level runs."),
-        ),
-        click.option(
-            "--metrics-interval", type=float, default=0.5, show_default=True, help="--server-metrics: seconds."
-        ),
-        click.option(
-            "--slo-attainment",
-            type=float,
-            default=0.9,
-            show_default=True,
-            help=say("The SLO holds at a level when this fraction of its requests meet it."),
-        ),
-        click.option("--series", help=say("The sweep's name in tables and charts (default: the URL).")),
-    ]
-
-    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
-        for decorator in reversed(decorators):
-            command = decorator(command)
-        return command
-
-    return wrap
-
-
-def slo_option(prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--slo NAME=MS (`load.slo`), declared once for `load` and `llm load`."""
-    from infermeter.load.slo import SLO_NAMES
-
-    return click.option(
-        "--slo",
-        "slo",
-        multiple=True,
-        metavar="NAME=MS",
-        help=prefix + "goodput SLO bound, repeatable: " + ", ".join(SLO_NAMES) + " (e.g. --slo latency_ms=50).",
     )
 
 

@@ -8,7 +8,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from infermeter.load.driver import RunSettings, prepare_target, run_once
+from infermeter.load.driver import RunSettings, run_once
+from infermeter.load.target import prepare_target
 from infermeter.load.verdict import LoadSummary, summarize
 from infermeter.machine.environment import new_results_file
 from infermeter.results.records import TunePoint, write_record

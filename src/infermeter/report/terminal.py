@@ -238,3 +238,22 @@ def _print_gate(comparison: Comparison, console: Console) -> None:
         )
     if not regressions and not undecided:
         console.print("no significant regression beyond the threshold")
+
+
+def serving_tables(cases: list[CaseResult], title: str) -> list[Table]:
+    """One console table per serving sweep in `cases`, titled `title` and the sweep (the same rows as the markdown
+    report)."""
+    from infermeter.llm.serving_verdict import verdicts
+    from infermeter.report.serving import SERVING_COLUMNS, level_row, sweep_title
+
+    tables = []
+    for verdict in verdicts(cases):
+        table = Table(title=escape(f"{title}: {sweep_title(verdict)}"), title_justify="left", header_style="bold")
+        for column in SERVING_COLUMNS:
+            table.add_column(column, justify="left" if column in ("level", "status") else "right")
+        for point in verdict.points:
+            cells = level_row(point, verdict)
+            cells[1] = cells[1][:160]
+            table.add_row(*(escape(cell) for cell in cells))
+        tables.append(table)
+    return tables
