@@ -58,25 +58,10 @@ def _served(target: str, backend: str | None, serve_args: list[str], protocol: s
 def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, started: str, url: str) -> None:
     if path is None:
         return
-    from infermeter.backends.registry import backend_names, get_backend
-    from infermeter.load.verdict import case_result
-    from infermeter.machine.environment import collect_environment
+    from infermeter.load.verdict import load_results
     from infermeter.results.io import write_results
-    from infermeter.results.schema import ResultsFile
 
-    backend = target.backend
-    version = get_backend(backend).version() if backend in backend_names() else None
-    options = {"serve." + k: str(v) for k, v in (target.metadata.get("parameters") or {}).items() if k != "backend"}
-    if target.data is not None:  # what the requests carried: part of the run's identity
-        options["load.data"] = target.data.describe()
-    cases = [
-        case_result(s, target.model_name, backend, version, target.precision, target.precision_effective, options,
-                    started, url)
-        for s in summaries
-    ]  # fmt: skip
-    results = ResultsFile(created=started, environment=collect_environment(), cases=cases)
-    results.command = ["infermeter", *sys.argv[1:]]
-    write_results(path, results)
+    write_results(path, load_results(summaries, target, started, url, ["infermeter", *sys.argv[1:]]))
     stdout.print(f"results: {escape(str(path))}")
 
 

@@ -3,7 +3,9 @@ into a results-file case that `report` and `compare` read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,7 +14,10 @@ from infermeter.figures.latency_stats import latency_stats, min_samples_for
 from infermeter.load.generator import LoadRun
 from infermeter.load.slo import goodput
 from infermeter.results.records import LoadRecord, write_record
-from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats
+from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, ResultsFile
+
+if TYPE_CHECKING:
+    from infermeter.load.target import LoadTarget
 
 # The generator is trusted while its P99 scheduling lag stays under this (the capacity target).
 MAX_LAG_P99_MS = 1.0
@@ -186,3 +191,25 @@ def load_record(summary: LoadSummary, target: str) -> LoadRecord:
         server_batches={str(k): v for k, v in run.server.batches.items()} if run.server else None,
         server_queue_mean_ms=run.server.queue_mean_ms if run.server else None,
     )
+
+
+def load_results(
+    summaries: Sequence[LoadSummary], target: LoadTarget, started: str, url: str, command: Sequence[str]
+) -> ResultsFile:
+    """The results file of a load command (`command`, handed in by the caller) started at `started`: one case per
+    scenario run against `target` at `url`, with the server's parameters and the --data source as options."""
+    from infermeter.backends.registry import backend_names, get_backend
+    from infermeter.machine.environment import new_results_file
+
+    backend = target.backend
+    version = get_backend(backend).version() if backend in backend_names() else None
+    options = {"serve." + k: str(v) for k, v in (target.metadata.get("parameters") or {}).items() if k != "backend"}
+    if target.data is not None:  # what the requests carried: part of the run's identity
+        options["load.data"] = target.data.describe()
+    results = new_results_file(command, created=started)
+    results.cases = [
+        case_result(s, target.model_name, backend, version, target.precision, target.precision_effective, options,
+                    started, url)
+        for s in summaries
+    ]  # fmt: skip
+    return results
