@@ -23,6 +23,7 @@ from infermeter.models.resolve import resolve_model
 from infermeter.models.spec import ModelSpec
 from infermeter.serve.buckets import BucketSpec, pad_to_bucket, parse_buckets
 from infermeter.serve.protocol import ProtocolError, datatype_of
+from infermeter.serve.request_check import check_names, check_tensor, request_signature
 
 if TYPE_CHECKING:
     from infermeter.models.samples import SampleSet
@@ -267,42 +268,14 @@ class ServedModel:
             inputs = fill_constants(self.spec.inputs, self.config.input_values, inputs)
         except InputSpecError as exc:
             raise ProtocolError(400, str(exc)) from None
-        missing = sorted(set(expected) - set(inputs))
-        unknown = sorted(set(inputs) - set(expected))
-        if unknown or missing:
-            parts = []
-            if unknown:
-                parts.append(f"unknown input(s) {', '.join(unknown)}")
-            if missing:
-                parts.append(f"missing input(s) {', '.join(missing)}")
-            raise ProtocolError(400, f"{'; '.join(parts)}; the model's inputs are {', '.join(expected)}")
+        check_names(list(expected), inputs)
         rows: int | None = None
         feeds: dict[str, np.ndarray] = {}
         unpad: tuple[int, int, int] | None = None
         batched = self.batched
         for name, spec in expected.items():
             array = inputs[name]
-            if array.dtype != np.dtype(spec.dtype):
-                raise ProtocolError(
-                    400,
-                    f"input {name!r} has datatype {datatype_of(array.dtype)}, the model expects "
-                    f"{datatype_of(spec.dtype)}",
-                )
-            if array.ndim != len(spec.shape):
-                raise ProtocolError(
-                    400, f"input {name!r} has shape {list(array.shape)}, the model expects {spec.describe()}"
-                )
-            for axis, dim in enumerate(spec.shape):
-                if (
-                    isinstance(dim, int)
-                    and array.shape[axis] != dim
-                    and (axis != spec.batch_axis or name not in batched)
-                ):
-                    raise ProtocolError(
-                        400,
-                        f"input {name!r} has shape {list(array.shape)}, dim {axis} must be {dim} "
-                        f"(the model expects {spec.describe()})",
-                    )
+            check_tensor(spec, array, name in batched)
             if spec.batch_axis is not None and name in batched:  # a control vector's first dim is no batch
                 count = array.shape[spec.batch_axis]
                 if rows is not None and count != rows:
@@ -316,11 +289,7 @@ class ServedModel:
         rows = rows or 1
         if rows < 1 or rows > self.config.max_batch:
             raise ProtocolError(400, f"a request may carry 1 to {self.config.max_batch} rows (--max-batch); got {rows}")
-        signature = tuple(
-            (n, a.dtype.str, a.shape[1:]) if n in batched else (n, a.dtype.str, a.shape, _value_key(a))
-            for n, a in feeds.items()
-        )
-        return PreparedRequest(feeds, rows, signature, unpad)
+        return PreparedRequest(feeds, rows, request_signature(feeds, batched), unpad)
 
     @property
     def batched(self) -> set[str]:
@@ -343,12 +312,6 @@ class ServedModel:
                 output = output[tuple(index)]
             sliced.append(output)
         return sliced
-
-
-def _value_key(array: np.ndarray) -> object:
-    """What batches a request with others by an unbatched input's value: its bytes when small, else the array
-    itself (by identity: a large unbatched input never shares a batch)."""
-    return array.tobytes() if array.size <= 256 else id(array)
 
 
 def worker_threads(total_threads: int, workers: int) -> int:
