@@ -97,10 +97,6 @@ def test_the_name_branch_check_sees_a_branch(tmp_path: Path) -> None:
 FILE_MAX_LINES = 350  # issue 45: small files and small functions, over the whole package
 FUNCTION_MAX_LINES = 60  # issue 30 held the CLI to this; issue 45 the library too
 
-# Functions over the limit, by "path:name" (package-relative); other branches edit these files now:
-# split after the merge of the explain and engine-truths branches
-LONG_FUNCTIONS_ALLOWED = ("api/calls.py:bench", "quantize/fallback/engines.py:openvino_study")
-
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -148,19 +144,14 @@ def test_no_file_is_longer_than_350_lines() -> None:
 
 
 def test_no_function_is_longer_than_60_lines() -> None:
-    found, allowed_seen = [], set()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for name, lines in long_functions(path, FUNCTION_MAX_LINES):
-            key = f"{path.relative_to(PACKAGE).as_posix()}:{name}"
-            if key in LONG_FUNCTIONS_ALLOWED:
-                allowed_seen.add(key)
-            else:
-                found.append(f"{key} has {lines} own lines")
+    found = [
+        f"{path.relative_to(PACKAGE).as_posix()}:{name} has {lines} own lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, lines in long_functions(path, FUNCTION_MAX_LINES)
+    ]
     assert not found, "functions over 60 lines (split them along a seam; the CLI's work goes to the library):\n" + (
         "\n".join(found)
     )
-    stale = sorted(set(LONG_FUNCTIONS_ALLOWED) - allowed_seen)
-    assert not stale, f"allowed functions that are no longer long (remove them from the list): {stale}"
 
 
 def test_the_length_checks_see_a_long_function_and_a_long_file(tmp_path: Path) -> None:

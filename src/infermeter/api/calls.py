@@ -185,9 +185,39 @@ def bench(
     Raises UsageError (bad keyword or value), ModelError (unknown model) before anything runs.
     """
     arguments = dict(locals())
-    from infermeter.machine.environment import collect_environment
-    from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
-    from infermeter.measure.request import build_matrix
+    request = _checked_request(**arguments)
+    # Messages name a setting as the caller spelled it (`iterations`, not `min_iterations`).
+    spelled = {_SETTING_ALIASES.get(key, key): key for key in measure}
+    path = Path(output) if output is not None else None
+    return _run(
+        request, spelled, _call_text(arguments), path, isolate, roofline, history, progress, allow_mixed_precision
+    )
+
+
+def _checked_request(
+    settings: MeasureSettings | None,
+    measure: Mapping[str, Any],
+    *,
+    models: Names,
+    backends: Names,
+    batch: int | str | Sequence[int] | None,
+    precision: str | Sequence[str] | None,
+    shape_mode: str | Sequence[str],
+    streams: int | str | Sequence[int],
+    threads: int,
+    fallback: str | Sequence[str | Sequence[str]],
+    options: Mapping[str, object] | Sequence[str] | None,
+    inputs: SizesArg,
+    data: str | Path | None,
+    input_values: Mapping[str, object] | None,
+    reshape: SizesArg,
+    dynamic: SizesArg,
+    buckets: SizesArg,
+    seq_len: int | None,
+    allocators: str | Sequence[str],
+    **_run_arguments: Any,  # bench()'s arguments for the run itself (output, isolate, …), not the request's
+) -> BenchRequest:
+    """The BenchRequest of bench()'s keywords, each checked and parsed as the CLI parses its flag."""
     from infermeter.measure.scenarios import scenario_of
     from infermeter.measure.shapes import parse_sizes
     from infermeter.models.input_flags import parse_input_override
@@ -197,7 +227,7 @@ def bench(
             raise UsageError(f"{key}={value!r}: expected an integer")
     settings = measure_settings(settings, measure)
     points = scenario_of(settings).dynamic_points
-    request = BenchRequest(
+    return BenchRequest(
         models=_names(models),
         backends=_names(backends),
         fallback=tuple(_names(chain) for chain in ([fallback] if isinstance(fallback, str) else fallback)),
@@ -217,16 +247,32 @@ def bench(
         input_values=_input_values(input_values),
         allocators=_names(allocators),
     )
+
+
+def _run(
+    request: BenchRequest,
+    spelled: Mapping[str, str],
+    call_text: str,
+    output: Path | None,
+    isolate: bool,
+    roofline: bool,
+    history: bool,
+    progress: bool,
+    allow_mixed_precision: bool,
+) -> Results:
+    """Build the matrix of `request` and run it as `infermeter bench` runs it (the call recorded as `call_text`;
+    a setting named in messages as the caller `spelled` it)."""
+    from infermeter.machine.environment import collect_environment
+    from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
+    from infermeter.measure.request import build_matrix
+
     display: BenchDisplay = SilentDisplay()
     if progress:
         from infermeter.report.terminal import ConsoleDisplay
 
         display = ConsoleDisplay(exit_on_interrupt=False)
-    # Messages name a setting as the caller spelled it (`iterations`, not `min_iterations`).
-    spelled = {_SETTING_ALIASES.get(key, key): key for key in measure}
     matrix = build_matrix(request, display.note, lambda name: spelled.get(name, name))
-    path = Path(output) if output is not None else None
-    sweep = new_sweep(path, matrix, False, isolate, [_call_text(arguments)], collect_environment())
+    sweep = new_sweep(output, matrix, False, isolate, [call_text], collect_environment())
     run = run_bench(sweep, display, roofline=roofline, history=history)
     return Results(run.results, run.path, allow_mixed_precision)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from infermeter.backends.compute_precision import ort_model_precision
 from infermeter.models.resolve import resolve_model
@@ -134,6 +135,18 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
     keep = _kept(study)
     if not keep or not search.verdict.meets:
         return study  # the search's notes say why (the budget is out of reach even with every layer in FP32)
+    _openvino_mixed(ctx, study, core, config, keep, ran)
+    study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
+    return study
+
+
+def _openvino_mixed(
+    ctx: StudyContext, study: EngineStudy, core: Any, config: dict[str, Any], keep: set[str], ran: str
+) -> None:
+    """The `keep` layers marked FP32 in an IR written beside the study's files, compiled with `config` (the
+    precision hint, `ran` read back), judged, and what the runtime really did with each mark read back."""
+    import openvino as ov
+
     model = core.read_model(str(ctx.fp32_onnx))
     for op in model.get_ordered_ops():
         if op.get_friendly_name() in keep:
@@ -156,8 +169,6 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
         study.lines.append(
             f"openvino: not in the runtime model under their names (fused or renamed): {_listed(unseen)}"
         )
-    study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
-    return study
 
 
 def tensorrt_study(ctx: StudyContext) -> EngineStudy:
