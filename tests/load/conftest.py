@@ -6,5 +6,5 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "serve"))
-sys.path.insert(0, str(Path(__file__).parent.parent / "generate"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "llm"))
 sys.path.insert(0, str(Path(__file__).parent))

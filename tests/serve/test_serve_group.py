@@ -77,4 +77,4 @@ def test_the_command_gets_one_served_model() -> None:
         "m.onnx", "--backend", "null", "--max-queue", "256", "--threads", "2",
         "--input", "x:1x8", "--option", "a=1", "--buckets", "8,16",
     ]  # fmt: skip
-    assert ServedModel("m.onnx", "null", "bf16").serve_args()[3:5] == ["--precision", "bf16"]
+    assert ServedModel("m.onnx", "null", precision="bf16").serve_args()[3:5] == ["--precision", "bf16"]
