@@ -185,7 +185,9 @@ def bench(
     Raises UsageError (bad keyword or value), ModelError (unknown model) before anything runs.
     """
     arguments = dict(locals())
-    request = _checked_request(**arguments)
+    run_only = ("isolate", "roofline", "history", "output", "progress", "allow_mixed_precision")
+    # Every other keyword is the request's: one bench() gains and _checked_request lacks is a TypeError, not lost.
+    request = _checked_request(**{key: value for key, value in arguments.items() if key not in run_only})
     # Messages name a setting as the caller spelled it (`iterations`, not `min_iterations`).
     spelled = {_SETTING_ALIASES.get(key, key): key for key in measure}
     path = Path(output) if output is not None else None
@@ -215,7 +217,6 @@ def _checked_request(
     buckets: SizesArg,
     seq_len: int | None,
     allocators: str | Sequence[str],
-    **_run_arguments: Any,  # bench()'s arguments for the run itself (output, isolate, …), not the request's
 ) -> BenchRequest:
     """The BenchRequest of bench()'s keywords, each checked and parsed as the CLI parses its flag."""
     from infermeter.measure.scenarios import scenario_of
