@@ -54,7 +54,14 @@ def test_optimize_keeps_openvino_on_an_int8_model(tmp_path: Path) -> None:
     openvino = [c for c in cases if c["backend"] == "openvino" and c.get("parity")]
     assert openvino and all(c["parity"]["status"] == "pass" for c in openvino)
     assert all(c["parity"]["tolerance"]["precision"] == "int8" for c in openvino)
-    assert "openvino int8" in proc.stdout.split("candidates meeting the constraints")[1].split("Pick")[0]
+    # OpenVINO stays a candidate at the model's own precision: ranked, or raced among the finalists and decided
+    # slower (issue 47's race), never ruled out for its precision.
+    ranked = proc.stdout.split("candidates meeting the constraints")[1].split("Pick")[0]
+    raced = [line for line in proc.stdout.splitlines() if "openvino int8" in line and "dropped in the race" in line]
+    assert "openvino int8" in ranked or raced, proc.stdout
+    assert not [
+        line for line in proc.stdout.splitlines() if "excluded" in line and "openvino" in line and "precision" in line
+    ]
 
 
 def test_a_declared_static_model_runs_reshaped_in_bench_and_parity(tmp_path: Path) -> None:
