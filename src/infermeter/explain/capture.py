@@ -4,12 +4,11 @@ where ONNX Runtime's and OpenVINO's C++ loggers write) and Python warnings, kept
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import sys
-import tempfile
-import warnings
 from collections.abc import Iterator
+
+from infermeter.backends.engine_log import capture_engine_log
 
 # Lines worth quoting: the engine's own warnings (ONNX Runtime's `[W:onnxruntime:...]`, OpenVINO's `[ WARNING ]`).
 _WARNING = re.compile(r"\[W:onnxruntime|\bwarning\b", re.IGNORECASE)
@@ -29,23 +28,14 @@ def warning_lines(text: str) -> list[str]:
 
 @contextlib.contextmanager
 def captured_warnings(into: list[str]) -> Iterator[None]:
-    """Collect into `into` the warnings written to fd 2 and the Python warnings raised inside the block; the
-    other stderr lines are written back to stderr afterwards."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as sink, warnings.catch_warnings(record=True) as raised:
-        warnings.simplefilter("always")
-        os.dup2(sink.fileno(), 2)
+    """Collect into `into` the warnings written to fd 2 and the Python warnings raised inside the block (the one
+    capture of an engine's log, `backends.engine_log`); the other stderr lines are written back to stderr after."""
+    with capture_engine_log() as capture:
         try:
             yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            text = sink.read().decode(errors="replace")
-            into.extend(warning_lines(text))
-            into.extend(str(w.message)[:MAX_CHARS] for w in raised)
-            rest = "\n".join(line for line in text.splitlines() if not _WARNING.search(line))
-            if rest.strip():
-                print(rest, file=sys.stderr)
+            into.extend(warning_lines("\n".join(capture.lines)))
+    into.extend(str(w.message)[:MAX_CHARS] for w in capture.python)
+    rest = "\n".join(line for line in capture.lines if not _WARNING.search(line))
+    if rest.strip():
+        print(rest, file=sys.stderr)
