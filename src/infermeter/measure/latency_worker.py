@@ -11,9 +11,9 @@ from typing import Any
 from infermeter.core.case import Case
 from infermeter.measure.allocator import allocator_environment
 from infermeter.measure.burstworker import BurstWorker, serve_bursts
-from infermeter.measure.execute import CaseRunner, PhaseCallback, blank_result
+from infermeter.measure.execute import CaseRunner, PhaseCallback, blank_result, peak_rss_mb
 from infermeter.measure.isolation import die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit, own_peak_rss_mb
+from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, case_to_dict
@@ -48,7 +48,7 @@ def _child_main(
             if limit is not None and runner.result.peak_rss_mb is None:
                 # The peak it reached before failing (under a limit, likely the allocation that hit it), which the
                 # parent's polling may not have seen in a worker that fails within its first 0.2 s.
-                runner.result.peak_rss_mb = own_peak_rss_mb()
+                runner.result.peak_rss_mb = peak_rss_mb()
             conn.send(("result", case_to_dict(runner.result)))
             return
 

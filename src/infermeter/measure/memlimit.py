@@ -99,11 +99,6 @@ def enter_limit(limit: MemoryLimit) -> str:
     return limit.how
 
 
-def own_peak_rss_mb() -> float:
-    """This process's highest resident memory so far (the kernel's ru_maxrss, KB on Linux), in MB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _set_rlimit(limit_mb: float) -> None:
     size = int(limit_mb * 2**20)
     resource.setrlimit(resource.RLIMIT_AS, (size, size))
