@@ -33,9 +33,9 @@ from infermeter.llm.generation_metrics import SLO, RequestTiming, summarize
 from infermeter.llm.tinyllama import corpus_text
 from infermeter.machine.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.burstworker import BurstWorker, run_worker_until_stopped, serve_bursts
-from infermeter.measure.execute import now_iso, peak_rss_mb, record_failure
+from infermeter.measure.execute import measured_in_process, now_iso, peak_rss_mb, record_failure
 from infermeter.measure.isolation import PhaseCallback, die_with_parent, set_thread_environment
-from infermeter.measure.stoprule import Burst, StopState, max_time_warning, run_until_stopped
+from infermeter.measure.stoprule import Burst, StopState, max_time_warning
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
 from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, case_to_dict
@@ -248,15 +248,7 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
     """Load, warm up and measure `case` in this process until its stop rule; framework errors become a `failed`
     result."""
     runner = GenerationRunner(case, slo, clock)
-    if not runner.load():
-        return runner.result
-    try:
-        state = run_until_stopped(runner, case.settings)
-    except Exception as exc:
-        runner.close()
-        record_failure(runner.result, exc)
-        return runner.result
-    return runner.finish(state)
+    return measured_in_process(runner, case.settings) if runner.load() else runner.result
 
 
 def _child_main(conn: multiprocessing.connection.Connection, case: GenerateCase, slo: SLO | None) -> None:

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
@@ -19,7 +19,7 @@ from infermeter.backends.base import Session
 from infermeter.backends.engine_log import attach_engine_log, capture_engine_log
 from infermeter.backends.registry import get_backend
 from infermeter.build.case_build import build_artifact, discard_private, load_session
-from infermeter.core.case import Case
+from infermeter.core.case import Case, MeasureSettings
 from infermeter.core.errors import InfermeterError, describe_exception, failure_status
 from infermeter.machine.interference import CpuMeter
 from infermeter.measure.case_figures import fill_measurements
@@ -36,6 +36,9 @@ from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.records import Int8Run, write_record
 from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
+
+if TYPE_CHECKING:
+    from infermeter.measure.burstworker import BurstRunner
 
 PhaseCallback = Callable[[str], None]
 
@@ -299,10 +302,14 @@ def execute_case(
     """Load (from `artifact`, else built here), warm up and measure `case` in this process until the stop rule.
     Framework errors become a `failed` result."""
     runner = CaseRunner(spec, case, on_phase, artifact)
-    if not runner.load():
-        return runner.result
+    return measured_in_process(runner, case.settings) if runner.load() else runner.result
+
+
+def measured_in_process(runner: BurstRunner, settings: MeasureSettings) -> CaseResult:
+    """A loaded case (an inference or a generation case) timed in this process until its stop rule, then
+    finished; a framework failure mid-run ends it as `failed`, with the reason."""
     try:
-        state = run_until_stopped(runner, case.settings)
+        state = run_until_stopped(runner, settings)
     except Exception as exc:
         runner.close()
         record_failure(runner.result, exc)

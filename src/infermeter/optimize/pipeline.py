@@ -222,9 +222,9 @@ def open_run(request: OptimizeRequest, emit: EventCallback) -> Run:
                 "resume it, or give another -o folder"
             )
         emit(OptimizeEvent("note", "start", f"resuming {path}: {len(results.cases)} case(s) already measured"))
+        results.command = list(request.command)  # the command that resumed it
     else:
         results = new_results_file(request.command)
-    results.command = list(request.command)
     journal = Journal(results)
     journal.data["model"] = request.model
     journal.data["request"] = request.to_dict()
