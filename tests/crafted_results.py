@@ -185,3 +185,39 @@ def sample_results() -> ResultsFile:
     ]
     peak = {"fp32_gflops": 500.0, "bf16_gflops": 1000.0, "bandwidth_gbs": 40.0}
     return make_results(cases, extra={"peak": peak})
+
+
+def serving_level_case(
+    level: int,
+    tokens_per_s: float,
+    e2e_p50_ms: float,
+    status: str = "ok",
+    slo_attainment: float | None = None,
+) -> CaseResult:
+    """One level of a crafted serving sweep (series `s`, by concurrency): `tokens_per_s` output tokens per second,
+    every request's end-to-end time `e2e_p50_ms`, and the share of requests within the SLO when one was set."""
+    from dataclasses import replace
+
+    from infermeter.results.records import Distribution, GenerationSummary, ServingLevel, write_record
+
+    case = make_case("openai-endpoint", 1, e2e_p50_ms, n=5, status=status)
+    summary = GenerationSummary(
+        5,
+        5,
+        failed=0,
+        errors_by_kind={},
+        wall_s=1.0,
+        requests_per_s=5.0,
+        output_tokens=10,
+        prompt_tokens=10,
+        output_tokens_per_s=tokens_per_s,
+        ttft_ms=None,
+        tpot_ms=None,
+        itl_ms=None,
+        e2e_ms=None,
+        tokens_per_s_per_request=None,
+    )
+    e2e = Distribution(e2e_p50_ms, e2e_p50_ms, p99=e2e_p50_ms, mean=e2e_p50_ms, min=1, max=1, count=5)
+    write_record(case, replace(summary, e2e_ms=e2e))
+    write_record(case, ServingLevel("s", "concurrency", level, slo_attainment))
+    return case

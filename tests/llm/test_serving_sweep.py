@@ -5,7 +5,6 @@ dies mid-sweep, streams nothing, sends a malformed SSE line, or does not know th
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from fake_openai import FakeOpenAIServer
 
 from cli_helpers import load_json, run_cli
 from crafted_results import make_case
+from crafted_results import serving_level_case as _level
 from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import SLO
 from infermeter.llm.openai_bench import EndpointSettings
@@ -21,8 +21,6 @@ from infermeter.llm.serving_sweep import SweepSettings, run_sweep
 from infermeter.llm.serving_verdict import find_knee, level_points, verdicts
 from infermeter.load.levels import doubling_levels
 from infermeter.results.records import (
-    Distribution,
-    GenerationSummary,
     ServerMetrics,
     ServingLevel,
     read_record,
@@ -70,35 +68,14 @@ def test_concurrency_sweep_finds_the_knee_at_the_servers_slots() -> None:
     assert verdict.lines()[0] == f"{verdict.series}: {said}" or said.startswith("no knee")
 
 
-def _level(level: int, tokens_per_s: float, e2e_p50_ms: float) -> CaseResult:
-    case = make_case("openai-endpoint", 1, e2e_p50_ms, n=5)
-    summary = GenerationSummary(
-        5,
-        5,
-        failed=0,
-        errors_by_kind={},
-        wall_s=1.0,
-        requests_per_s=5.0,
-        output_tokens=10,
-        prompt_tokens=10,
-        output_tokens_per_s=tokens_per_s,
-        ttft_ms=None,
-        tpot_ms=None,
-        itl_ms=None,
-        e2e_ms=None,
-        tokens_per_s_per_request=None,
-    )
-    summary = replace(
-        summary, e2e_ms=Distribution(e2e_p50_ms, e2e_p50_ms, p99=e2e_p50_ms, mean=e2e_p50_ms, min=1, max=1, count=5)
-    )
-    write_record(case, summary)
-    write_record(case, ServingLevel("s", "concurrency", level))
-    return case
-
-
 def test_knee_is_the_last_level_worth_going_to() -> None:
     # 100 → 190 (+90%) → 200 (+5%, latency up): the knee is 2. A later bigger gain does not move it.
-    cases = [_level(1, 100, 10), _level(2, 190, 11), _level(4, 200, 20), _level(8, 400, 21)]
+    cases = [
+        _level(1, 100, 10),
+        _level(2, 190, 11),
+        _level(4, 200, 20),
+        _level(8, 400, 21),
+    ]
     assert find_knee(level_points(cases)[("s", "concurrency")]) == 2
     # +5% with latency falling is not a knee (noise, not queueing); still growing ≥ 10% everywhere: no knee.
     assert find_knee(level_points([_level(1, 100, 10), _level(2, 105, 9)])[("s", "concurrency")]) is None

@@ -3,15 +3,13 @@ the likely cause, and left out of the knee, the max level under the SLO, the goo
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from fake_openai import FakeOpenAIServer
 
 from cli_helpers import load_json, run_cli
-from crafted_results import make_case
+from crafted_results import serving_level_case
 from infermeter.llm.serving_verdict import find_knee, level_points, max_under_slo
-from infermeter.results.records import Distribution, GenerationSummary, ServingLevel, write_record
 from infermeter.results.schema import CaseResult
 
 
@@ -36,29 +34,7 @@ def test_a_server_that_truncates_some_streams_gives_short_output_levels(tmp_path
 
 
 def _level(level: int, tokens_per_s: float, e2e_p50_ms: float, status: str = "ok", held: bool = True) -> CaseResult:
-    case = make_case("openai-endpoint", 1, e2e_p50_ms, n=5, status=status)
-    summary = GenerationSummary(
-        5,
-        5,
-        failed=0,
-        errors_by_kind={},
-        wall_s=1.0,
-        requests_per_s=5.0,
-        output_tokens=10,
-        prompt_tokens=10,
-        output_tokens_per_s=tokens_per_s,
-        ttft_ms=None,
-        tpot_ms=None,
-        itl_ms=None,
-        e2e_ms=None,
-        tokens_per_s_per_request=None,
-    )
-    summary = replace(
-        summary, e2e_ms=Distribution(e2e_p50_ms, e2e_p50_ms, p99=e2e_p50_ms, mean=e2e_p50_ms, min=1, max=1, count=5)
-    )
-    write_record(case, summary)
-    write_record(case, ServingLevel("s", "concurrency", level, 1.0 if held else 0.0))
-    return case
+    return serving_level_case(level, tokens_per_s, e2e_p50_ms, status, 1.0 if held else 0.0)
 
 
 def test_short_levels_are_left_out_of_the_knee_and_the_slo_verdict() -> None:
