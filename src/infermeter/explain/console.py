@@ -7,13 +7,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.explain.records import Block, ExplainRecord
+from infermeter.explain.records import Block, EngineSummary, ExplainRecord
+from infermeter.figures.number_format import format_number
 
 KERNEL_CHARS = 48
+# The engines table's columns, for the console and the HTML page (which adds the engine's notes).
+ENGINE_COLUMNS = (
+    "engine",
+    "precision",
+    "P50 µs",
+    "attributed µs",
+    "data movement µs",
+    "unattributed µs",
+    "nodes aligned",
+)
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+def microseconds(value: float | None) -> str:
+    """A time in µs as every explain table shows it (one decimal, "—" when unknown)."""
+    return format_number(value, ",.1f")
+
+
+def engine_cells(engine: EngineSummary) -> list[str]:
+    """An engine's row of the engines table (ENGINE_COLUMNS), as plain text."""
+    coverage = format_number(engine.coverage, ".0%")
+    figures = (engine.p50_us, engine.attributed_us, engine.data_movement_us, engine.unattributed_us)
+    return [engine.engine, engine.precision or "—", *(microseconds(value) for value in figures), coverage]
 
 
 def _cell(block: Block, engine: str) -> str:
@@ -37,7 +56,7 @@ def blocks_table(record: ExplainRecord, top: int) -> Table:
             escape(block.label),
             escape("+".join(block.op_types)),
             *(_cell(block, e) for e in engines),
-            _us(block.difference_us),
+            microseconds(block.difference_us),
             f"{block.difference_share:.0%}",
             escape(kernels),
         )
@@ -47,8 +66,8 @@ def blocks_table(record: ExplainRecord, top: int) -> Table:
         table.add_row(
             f"({len(rest)} more blocks)",
             "",
-            *(_us(s) for s in sums),
-            _us(sum(b.difference_us for b in rest)),
+            *(microseconds(s) for s in sums),
+            microseconds(sum(b.difference_us for b in rest)),
             f"{sum(b.difference_share for b in rest):.0%}",
             "",
         )
@@ -58,27 +77,10 @@ def blocks_table(record: ExplainRecord, top: int) -> Table:
 def engines_table(record: ExplainRecord) -> Table:
     """One row per engine: its P50 and what its profile accounts for."""
     table = Table(title="engines", header_style="bold", title_justify="left")
-    for column in (
-        "engine",
-        "precision",
-        "P50 µs",
-        "attributed µs",
-        "data movement µs",
-        "unattributed µs",
-        "nodes aligned",
-    ):
+    for column in ENGINE_COLUMNS:
         table.add_column(column, justify="left" if column in ("engine", "precision") else "right")
-    for e in record.engines:
-        coverage = "—" if e.coverage is None else f"{e.coverage:.0%}"
-        table.add_row(
-            escape(e.engine),
-            escape(e.precision or "—"),
-            _us(e.p50_us),
-            _us(e.attributed_us),
-            _us(e.data_movement_us),
-            _us(e.unattributed_us),
-            coverage,
-        )
+    for engine in record.engines:
+        table.add_row(*(escape(cell) for cell in engine_cells(engine)))
     return table
 
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from infermeter.explain.console import ENGINE_COLUMNS, engine_cells, microseconds
 from infermeter.explain.records import ExplainRecord
 from infermeter.report.html import _STYLE, _plotly_js, _table
 
 # Blocks drawn as bars; the rest are summed into one bar.
 CHART_BLOCKS = 20
-
-
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
 
 
 def blocks_figure(record: ExplainRecord) -> Any:
@@ -45,22 +42,7 @@ def blocks_figure(record: ExplainRecord) -> Any:
 
 
 def _engine_rows(record: ExplainRecord) -> list[list[str]]:
-    rows = []
-    for e in record.engines:
-        coverage = "—" if e.coverage is None else f"{e.coverage:.0%}"
-        rows.append(
-            [
-                e.engine,
-                e.precision or "—",
-                _us(e.p50_us),
-                _us(e.attributed_us),
-                _us(e.data_movement_us),
-                _us(e.unattributed_us),
-                coverage,
-                e.error or "; ".join(e.notes),
-            ]
-        )
-    return rows
+    return [[*engine_cells(e), e.error or "; ".join(e.notes)] for e in record.engines]
 
 
 def _blocks_table(record: ExplainRecord) -> str:
@@ -70,7 +52,7 @@ def _blocks_table(record: ExplainRecord) -> str:
             b.label,
             "+".join(b.op_types),
             *(f"{b.time_us.get(e, 0.0):,.1f}" for e in engines),
-            _us(b.difference_us),
+            microseconds(b.difference_us),
             f"{b.difference_share:.0%}",
             " | ".join(f"{e}: {k}" for e, k in b.kernels.items() if k),
         ]
@@ -112,16 +94,7 @@ def render_explain_html(record: ExplainRecord) -> str:
                 config={"displaylogo": False},
             )
         )
-    columns = [
-        "engine",
-        "precision",
-        "P50 µs",
-        "attributed µs",
-        "data movement µs",
-        "unattributed µs",
-        "nodes aligned",
-        "notes",
-    ]
+    columns = [*ENGINE_COLUMNS, "notes"]
     parts += ["</section><h2>Engines</h2>", _table(columns, _engine_rows(record), "explain-engines")]
     parts += ["<h2>Blocks</h2>", _blocks_table(record)]
     if record.findings:
