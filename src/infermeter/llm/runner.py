@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing.connection
-import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from infermeter.llm.tinyllama import corpus_text
 from infermeter.machine.interference import CpuMeter, interference_warning, oversubscription_warning
 from infermeter.measure.burstworker import BurstWorker, run_worker_until_stopped, serve_bursts
 from infermeter.measure.execute import measured_in_process, now_iso, peak_rss_mb, record_failure
-from infermeter.measure.isolation import PhaseCallback, die_with_parent, set_thread_environment
+from infermeter.measure.isolation import PhaseCallback, WorkerSetup, WorkerStarted
 from infermeter.measure.stoprule import Burst, StopState, max_time_warning
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
@@ -251,21 +250,16 @@ def execute_generate_case(case: GenerateCase, slo: SLO | None = None, clock: Clo
     return measured_in_process(runner, case.settings) if runner.load() else runner.result
 
 
-def _child_main(conn: multiprocessing.connection.Connection, case: GenerateCase, slo: SLO | None) -> None:
-    """The worker: load the case, then serve the parent's bursts (`measure.burstworker.serve_bursts`)."""
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
-    set_thread_environment(case.threads)
-    try:
-        runner = GenerationRunner(case, slo, on_phase=lambda name: conn.send(("phase", name)))
-        if runner.load():
-            serve_bursts(conn, runner)
-        else:
-            conn.send(("result", case_to_dict(runner.result)))
-    except BaseException as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+def _generation_job(
+    conn: multiprocessing.connection.Connection, _started: WorkerStarted, case: GenerateCase, slo: SLO | None
+) -> None:
+    """The worker's job (under `isolation.worker_main`): load the case, then serve the parent's bursts
+    (`measure.burstworker.serve_bursts`)."""
+    runner = GenerationRunner(case, slo, on_phase=lambda name: conn.send(("phase", name)))
+    if runner.load():
+        serve_bursts(conn, runner)
+    else:
+        conn.send(("result", case_to_dict(runner.result)))
 
 
 class GenerationWorker(BurstWorker):
@@ -275,7 +269,7 @@ class GenerationWorker(BurstWorker):
         def blank(status: str, error: str) -> CaseResult:
             return blank_generate_result(case, status, error)
 
-        super().__init__(_child_main, (case, slo), case.timeout_s, blank, on_phase)
+        super().__init__(_generation_job, (case, slo), case.timeout_s, blank, on_phase, setup=WorkerSetup(case.threads))
 
 
 def run_generate_isolated(

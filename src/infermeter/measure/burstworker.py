@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from infermeter.measure.isolation import PhaseCallback, WorkerGone, WorkerProcess
-from infermeter.measure.memlimit import MemoryLimit, mark_oom
+from infermeter.measure.isolation import PhaseCallback, WorkerFailure, WorkerGone, WorkerJob, WorkerProcess, WorkerSetup
+from infermeter.measure.memlimit import mark_oom
 from infermeter.measure.stoprule import Burst, StopState
 from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
 
@@ -76,20 +76,21 @@ class WorkerEnded(Exception):
 class BurstWorker(WorkerProcess):
     """The parent's side of a case in a fresh worker: `wait_ready`, then `burst` as often as the stop rule or the
     interleaving asks, then `finish`; the whole life bounded by `timeout_s` (`--case-timeout`). `blank` makes the
-    case's result when the worker ends without one; `limit`: the memory limit it runs under (an `oom` verdict)."""
+    case's result when the worker ends without one; `setup`: how the worker starts (under a memory limit, a case
+    that dies of it is judged `oom`)."""
 
     def __init__(
         self,
-        target: Callable[..., None],
+        job: WorkerJob,
         args: tuple[Any, ...],
         timeout_s: float,
         blank: BlankResult,
         on_phase: PhaseCallback | None = None,
         environment: dict[str, str] | None = None,
-        limit: MemoryLimit | None = None,
+        setup: WorkerSetup | None = None,
     ) -> None:
-        self.blank, self.limit = blank, limit
-        super().__init__(target, args, timeout_s, on_phase, environment)
+        self.blank, self.limit = blank, (setup.limit if setup is not None else None)
+        super().__init__(job, args, timeout_s, on_phase, environment, setup=setup)
 
     def _judged(self, result: CaseResult) -> CaseResult:
         """A final result, marked `oom` when the case's memory limit stopped it."""
@@ -112,7 +113,8 @@ class BurstWorker(WorkerProcess):
     def _final(self, kind: str, payload: Any) -> CaseResult:
         self.join()
         if kind == "error":
-            return self._ended("failed", payload)
+            failure: WorkerFailure = payload
+            return self._ended(failure.status, failure.message)
         return self._judged(case_from_dict(payload))
 
     def wait_ready(self) -> CaseResult | None:

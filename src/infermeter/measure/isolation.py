@@ -1,6 +1,7 @@
 """The one isolation runner: a function in a fresh `spawn`ed worker process, talking over a pipe, bounded by a
-deadline. Cases (`measure.worker.CaseWorker`) and builds (`measure.worker.build_isolated`) run in it, so each gets
-its own memory, its own crash and its own timeout, and the parent goes on.
+deadline. Cases (`measure.worker.CaseWorker`), soaks, generation cases and builds (`measure.worker.build_isolated`)
+run in it, so each gets its own memory, its own crash and its own timeout, and the parent goes on. Every worker
+enters through one `worker_main`, which does the start-up they all need before their job runs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from infermeter.core.errors import describe_exception, failure_status
 from infermeter.core.interrupts import deferred_interrupts
+from infermeter.measure.memlimit import MemoryLimit, enter_limit
 from infermeter.results.env import THREAD_COUNT_VARIABLES
 
 PhaseCallback = Callable[[str], None]
@@ -38,6 +42,61 @@ def die_with_parent() -> None:
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker sets up before its job runs: `threads`, the thread-count variables (before any framework is
+    imported: OpenMP reads them once); `limit`, the case's memory limit (entered before anything is loaded)."""
+
+    threads: int | None = None
+    limit: MemoryLimit | None = None
+
+
+@dataclass(frozen=True)
+class WorkerStarted:
+    """Handed to a worker's job: `entered_s`, the wall clock when the worker's own code began (after the
+    interpreter's start-up and infermeter's imports); `limit_note`, what entering the memory limit said, if any."""
+
+    entered_s: float
+    limit_note: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """What a worker's job raised: the status it means for a case (`failure_status`) and its one-line reason
+    (`describe_exception`)."""
+
+    status: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# A worker's job: `job(conn, started, *args)` sends `(kind, payload)` messages over `conn`.
+WorkerJob = Callable[..., None]
+
+
+def worker_main(
+    conn: multiprocessing.connection.Connection, job: WorkerJob, setup: WorkerSetup, args: tuple[Any, ...]
+) -> None:
+    """The one entry point of every worker process: die with the parent, leave Ctrl-C to it, enter the memory
+    limit, set the thread counts, then run `job(conn, WorkerStarted, *args)`. Whatever the job raises (a
+    MemoryError included) goes back as ("error", `WorkerFailure`) rather than dying silently; the pipe is closed."""
+    entered_s = time.time()
+    die_with_parent()
+    # The parent owns Ctrl-C: it stops this worker itself, after saving what was measured.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_note = enter_limit(setup.limit) if setup.limit is not None else None
+    if setup.threads is not None:
+        set_thread_environment(setup.threads)
+    try:
+        job(conn, WorkerStarted(entered_s, limit_note), *args)
+    except BaseException as exc:  # anything at all: report it rather than die silently
+        conn.send(("error", WorkerFailure(failure_status(exc), describe_exception(exc))))
+    finally:
+        conn.close()
 
 
 def _signal_name(exitcode: int) -> str:
@@ -80,8 +139,9 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
 
 
 class WorkerProcess:
-    """A function run in a fresh `spawn`ed process that talks over a pipe, bounded by a deadline: the one isolation
-    runner. `target(conn, *args)` sends `(kind, payload)` messages; `("phase", name)` ones go to `on_phase`.
+    """A job run in a fresh `spawn`ed process that talks over a pipe, bounded by a deadline: the one isolation
+    runner. `job(conn, started, *args)` runs under `worker_main` with `setup`, and sends `(kind, payload)` messages;
+    `("phase", name)` ones go to `on_phase`; a job that raised sends ("error", `WorkerFailure`).
     A worker that dies or outlives its deadline is reported as `WorkerGone` with the status and reason.
     `environment`: variables the worker starts with (a per-case allocator, `measure.allocator`).
     `idle_timeout`: the deadline counts from the worker's last message rather than its start, so a long run that
@@ -89,19 +149,22 @@ class WorkerProcess:
 
     def __init__(
         self,
-        target: Callable[..., None],
+        job: WorkerJob,
         args: tuple[Any, ...],
         timeout_s: float,
         on_phase: PhaseCallback | None,
         environment: dict[str, str] | None = None,
         idle_timeout: bool = False,
+        setup: WorkerSetup | None = None,
     ) -> None:
         self.on_phase, self.timeout_s, self.idle_timeout = on_phase, timeout_s, idle_timeout
         # The highest RSS seen while waiting on the worker (polled): what a case killed for memory had reached.
         self.peak_seen_mb = 0.0
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe(duplex=True)
-        self.process = context.Process(target=target, args=(child_conn, *args), daemon=True)
+        self.process = context.Process(
+            target=worker_main, args=(child_conn, job, setup or WorkerSetup(), args), daemon=True
+        )
         self.started = time.perf_counter()
         self.deadline = self.started + timeout_s
         try:
@@ -205,11 +268,11 @@ class WorkerGone(Exception):
         self.status, self.error = status, error
 
 
-def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
-    """`target(conn, *args)` in a `WorkerProcess` that sends one final `(kind, payload)` message: that message, or
-    ("timeout" | "crashed", reason) when the worker ended without one (for workers that are not measured cases:
-    generation cases, scoring)."""
-    worker = WorkerProcess(target, args, timeout_s, None)
+def run_in_worker(job: WorkerJob, args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
+    """`job(conn, started, *args)` in a `WorkerProcess` that sends one final `(kind, payload)` message: that
+    message, or ("timeout" | "crashed", reason) when the worker ended without one (for workers that are not
+    measured cases: scoring, NNCF's accuracy control)."""
+    worker = WorkerProcess(job, args, timeout_s, None)
     try:
         message = worker.receive()
     except WorkerGone as gone:
@@ -220,19 +283,15 @@ def run_in_worker(target: Callable[..., None], args: tuple[Any, ...], timeout_s:
 
 def call_in_worker(function: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
     """`function(*args)` in a worker process of its own (a module-level function: it travels by name):
-    ("result", what it returned), ("error", `describe_exception` of what it raised), or ("timeout" | "crashed",
+    ("result", what it returned), ("error", `WorkerFailure` of what it raised), or ("timeout" | "crashed",
     reason) when the worker ended without either."""
-    return run_in_worker(_call_main, (function, args), timeout_s)
+    return run_in_worker(_call, (function, args), timeout_s)
 
 
-def _call_main(
-    conn: multiprocessing.connection.Connection, function: Callable[..., Any], args: tuple[Any, ...]
+def _call(
+    conn: multiprocessing.connection.Connection,
+    _started: WorkerStarted,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
 ) -> None:
-    from infermeter.core.errors import describe_exception
-
-    try:
-        conn.send(("result", function(*args)))
-    except BaseException as exc:
-        conn.send(("error", describe_exception(exc)))
-    finally:
-        conn.close()
+    conn.send(("result", function(*args)))

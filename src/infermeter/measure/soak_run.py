@@ -5,46 +5,35 @@ goes on."""
 from __future__ import annotations
 
 import multiprocessing.connection
-import signal
 import time
 from typing import Any
 
 from infermeter.core.case import Case
 from infermeter.measure.allocator import allocator_environment
 from infermeter.measure.execute import PhaseCallback, blank_result
-from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
-from infermeter.measure.memlimit import MemoryLimit, case_limit, enter_limit, mark_oom
+from infermeter.measure.isolation import WorkerFailure, WorkerGone, WorkerProcess, WorkerSetup, WorkerStarted
+from infermeter.measure.memlimit import case_limit, mark_oom
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.schema import CaseResult, case_from_dict, case_to_dict
 
 
-def _soak_main(
+def _soak_job(
     conn: multiprocessing.connection.Connection,
+    started: WorkerStarted,
     spec: ModelSpec,
     case: Case,
     artifact: dict[str, Any] | None,
-    limit: MemoryLimit | None,
 ) -> None:
-    """The soak worker: enter the memory limit, soak the case, send its result."""
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
-    note = enter_limit(limit) if limit is not None else None
-    set_thread_environment(case.threads)
-    try:
-        from infermeter.measure.soak_case import soak_case
+    """The soak worker's job (under `isolation.worker_main`, inside the case's memory limit): soak the case, send
+    its result."""
+    from infermeter.measure.soak_case import soak_case
 
-        built = Artifact.from_dict(artifact) if artifact is not None else None
-        result = soak_case(spec, case, built, on_phase=lambda name: conn.send(("phase", name)))
-        if note:
-            result.notes.append(note)
-        conn.send(("result", case_to_dict(result)))
-    except BaseException as exc:  # anything at all, a MemoryError included: report it rather than die silently
-        from infermeter.core.errors import describe_exception
-
-        conn.send(("error", describe_exception(exc)))
-    finally:
-        conn.close()
+    built = Artifact.from_dict(artifact) if artifact is not None else None
+    result = soak_case(spec, case, built, on_phase=lambda name: conn.send(("phase", name)))
+    if started.limit_note:
+        result.notes.append(started.limit_note)
+    conn.send(("result", case_to_dict(result)))
 
 
 def run_soak(
@@ -56,12 +45,13 @@ def run_soak(
     limit = case_limit(case)
     payload = artifact.to_dict() if artifact is not None else None
     worker = WorkerProcess(
-        _soak_main,
-        (spec, case, payload, limit),
+        _soak_job,
+        (spec, case, payload),
         case.settings.case_timeout_s,
         on_phase,
         allocator_environment(case.allocator),
         idle_timeout=True,
+        setup=WorkerSetup(case.threads, limit),
     )
     try:
         kind, message = worker.receive()
@@ -69,7 +59,8 @@ def run_soak(
         if kind == "result":
             result = case_from_dict(message)
         else:
-            result = blank_result(spec, case, "failed", message)
+            failure: WorkerFailure = message
+            result = blank_result(spec, case, failure.status, failure.message)
     except WorkerGone as gone:
         result = blank_result(spec, case, gone.status, gone.error)
     except BaseException:

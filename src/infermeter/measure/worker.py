@@ -7,7 +7,6 @@ framework becomes a `crashed` or `timeout` result, and the sweep goes on.
 from __future__ import annotations
 
 import multiprocessing.connection
-import signal
 
 from infermeter.build.case_build import BuildFailure
 from infermeter.core.case import Case
@@ -19,7 +18,14 @@ from infermeter.measure.execute import (
     execute_case,
     unavailable_reason,
 )
-from infermeter.measure.isolation import WorkerGone, WorkerProcess, die_with_parent, set_thread_environment
+from infermeter.measure.isolation import (
+    WorkerFailure,
+    WorkerGone,
+    WorkerProcess,
+    WorkerSetup,
+    WorkerStarted,
+    set_thread_environment,
+)
 from infermeter.measure.scenarios import scenario_of
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
@@ -39,29 +45,23 @@ __all__ = [
 ]
 
 
-def _build_main(conn: multiprocessing.connection.Connection, spec: ModelSpec, case: Case) -> None:
-    """The build worker: build `case`'s artifact (`case_build.build_artifact`) and send it back."""
-    die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    set_thread_environment(case.threads)
-    try:
-        from infermeter.build.case_build import build_artifact
+def _build_job(
+    conn: multiprocessing.connection.Connection, _started: WorkerStarted, spec: ModelSpec, case: Case
+) -> None:
+    """The build worker's job: build `case`'s artifact (`case_build.build_artifact`) and send it back."""
+    from infermeter.build.case_build import build_artifact
 
-        conn.send(("phase", "building"))
-        artifact = build_artifact(spec, case)
-        conn.send(("built", artifact.to_dict() if artifact is not None else None))
-    except BaseException as exc:
-        from infermeter.core.errors import describe_exception, failure_status
-
-        conn.send(("error", (failure_status(exc), describe_exception(exc))))
-    finally:
-        conn.close()
+    conn.send(("phase", "building"))
+    artifact = build_artifact(spec, case)
+    conn.send(("built", artifact.to_dict() if artifact is not None else None))
 
 
 def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None = None) -> Artifact | BuildFailure:
     """`case`'s artifact built in a fresh worker within `build_timeout_s` (`case_build.build_artifact`);
     a failure, crash or timeout comes back as a `BuildFailure`, never raised."""
-    worker = WorkerProcess(_build_main, (spec, case), case.settings.build_timeout_s, on_phase)
+    worker = WorkerProcess(
+        _build_job, (spec, case), case.settings.build_timeout_s, on_phase, setup=WorkerSetup(case.threads)
+    )
     try:
         kind, payload = worker.receive()
     except WorkerGone as gone:
@@ -69,8 +69,8 @@ def build_isolated(spec: ModelSpec, case: Case, on_phase: PhaseCallback | None =
         return BuildFailure(gone.status, error)
     worker.join()
     if kind == "error":
-        status, error = payload if isinstance(payload, tuple | list) else ("failed", payload)
-        return BuildFailure(status, error)
+        failure: WorkerFailure = payload
+        return BuildFailure(failure.status, failure.message)
     return Artifact.from_dict(payload)
 
 
