@@ -59,23 +59,17 @@ LLM_BENCH_FLAGS = (
     "--slo-tpot-ms",
 )
 LLM_LOAD = "llm load: an OpenAI-protocol client (prompts in words, requests per level)"
-LLM_LOAD_FLAGS = ("--prompt-len", "--gen-len", "--requests", "--seed", "--slo-ttft-ms", "--slo-tpot-ms")
-LLM_LOAD_ROUTE = "load --api openai: the deprecated route to llm load, its help says so"
-LLM_LOAD_ROUTE_FLAGS = (
-    "--scenario",
-    "--concurrency",
-    "--model-name",
-    "--timeout",
-    "--ignore-eos",
-    "--rates",
-    "--server-metrics",
-    "--slo-attainment",
-    "--series",
+LLM_LOAD_FLAGS = (
     "--prompt-len",
     "--gen-len",
     "--requests",
+    "--seed",
     "--slo-ttft-ms",
     "--slo-tpot-ms",
+    "--scenario",  # levels or a doubling sweep, not load's KServe scenarios
+    "--concurrency",  # a list of levels, not load's one
+    "--model-name",  # sent in each request, not looked up on a KServe server
+    "--timeout",  # seconds per request, not load's wait for stragglers
 )
 VARIANTS: dict[tuple[str, str], str] = {
     **{
@@ -96,7 +90,6 @@ VARIANTS: dict[tuple[str, str], str] = {
     ("--threads", "llm quantize"): LLM_QUANTIZE + ": threads of --compare",
     **{(flag, "llm bench"): LLM_BENCH for flag in LLM_BENCH_FLAGS},
     **{(flag, "llm load"): LLM_LOAD for flag in LLM_LOAD_FLAGS},
-    **{(flag, "load"): LLM_LOAD_ROUTE for flag in LLM_LOAD_ROUTE_FLAGS},
     **{
         (flag, cmd): SERVING
         for flag in ("--threads", "--option", "--input", "--buckets")

@@ -1,7 +1,9 @@
 """The deprecated spellings are gone (issue 45 item 8; the project never released them): `bench --task generate`
 and bench's generation flags (`infermeter llm bench` has them), `quantize --format gguf` and its GGUF flags
-(`infermeter llm quantize`), `optimize --backends` (`-b/--backend`). Each is click's usage error, exit 2, naming the
-option; a bare `bench --resume` of a generation results file says in one line to use `llm bench --resume FILE`."""
+(`infermeter llm quantize`), `load --api openai` and load's serving-sweep flags (`infermeter llm load`),
+`optimize --backends` (`-b/--backend`). Each is click's usage error, exit 2, naming the option (`load --api`'s names
+`infermeter llm load` too); a bare `bench --resume` of a generation results file says in one line to use
+`llm bench --resume FILE`."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from infermeter.llm.sweep import GenerationPlan, store_generation_plan
 from infermeter.results.io import write_results
 from infermeter.results.schema import ResultsFile
 
+URL = "http://127.0.0.1:9"  # nothing listens: a removed flag is refused before anything is sent
 REMOVED = [
     ("bench", "--task", "generate"),
     ("bench", "--task", "infer"),  # the option is gone, not only its `generate` value
@@ -30,6 +33,11 @@ REMOVED = [
     ("quantize", "tiny-llama", "--compare"),
     *(("quantize", "tiny-llama", flag, "8") for flag in ("--prompt-len", "--gen-len", "--requests")),
     ("optimize", "tiny_cnn", "--backends", "onnxruntime"),
+    *(("load", URL, "--api", api) for api in ("openai", "openai-chat", "kserve")),  # the option is gone
+    *(("load", URL, flag, "8") for flag in ("--prompt-len", "--gen-len", "--requests", "--slo-ttft-ms")),
+    *(("load", URL, flag, "1") for flag in ("--slo-tpot-ms", "--rates", "--metrics-interval", "--slo-attainment")),
+    *(("load", URL, flag) for flag in ("--ignore-eos", "--server-metrics")),
+    ("load", URL, "--series", "s"),
 ]
 
 
@@ -56,7 +64,21 @@ def test_the_current_spellings_are_listed_where_the_old_ones_were() -> None:
     assert generation <= longs("llm", "bench") and not generation & longs("bench") and "--task" not in longs("bench")
     gguf = {"--levels", "--compare", "--prompt-len", "--gen-len", "--requests"}
     assert gguf <= longs("llm", "quantize") and not (gguf | {"--format"}) & longs("quantize")
+    sweep = {"--prompt-len", "--gen-len", "--requests", "--rates", "--ignore-eos", "--server-metrics", "--series"}
+    assert sweep | {"--chat"} <= longs("llm", "load") and not (sweep | {"--api"}) & longs("load")
     assert "--backend" in longs("optimize") and "--backends" not in longs("optimize")
+
+
+@pytest.mark.parametrize("api", [["--api", "openai"], ["--api=openai-chat"]], ids=" ".join)
+def test_load_api_openai_names_llm_load(api: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli("load", URL, *api, "--concurrency", "1", "-o", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "error: No such option '--api': `load` speaks KServe v2 alone; an OpenAI-compatible server is loaded with "
+        "`infermeter llm load URL [--chat]` (see `infermeter load --help`)"
+    ]
+    assert proc.stdout == "" and not out.exists()
 
 
 def _generation_file(path: Path) -> None:

@@ -1,12 +1,11 @@
 """The LLM flows: `llm bench`'s defaults, the flags of one command refused by the other (`bench` / `llm bench`,
-`quantize` / `llm quantize`) with exit 2 before anything runs, and `load --api openai`'s (per API)."""
+`quantize` / `llm quantize`) with exit 2 before anything runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAIServer
 
 from cli_helpers import load_json, run_cli
 
@@ -71,37 +70,3 @@ def test_llm_quantize_refuses_the_int8_flags(args: list[str], named: str, tmp_pa
     assert proc.returncode == 2, proc.stderr
     assert named in proc.stderr
     assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize(
-    ("args", "named"),
-    [
-        (["--api", "openai", "--qps", "5", "--protocol", "grpc"], "--protocol, --qps apply only to --api kserve"),
-        (["--api", "openai", "--scenario", "offline"], "--api openai takes --scenario sweep only"),
-        (["--api", "openai", "-b", "onnxruntime"], "--backend applies only to --api kserve"),
-        (["--api", "openai", "--concurrency", "1,x"], "--concurrency 'x' is not an integer"),
-        (["--scenario", "offline", "--gen-len", "8"], "--gen-len applies only to --api openai"),
-        (["--scenario", "offline", "--concurrency", "1,4"], "needs --api openai"),
-        (["--scenario", "offline", "--concurrency", "0"], "--concurrency 0 must be positive"),
-    ],
-)
-def test_load_refuses_flags_of_the_other_api(args: list[str], named: str) -> None:
-    proc = run_cli("load", "http://127.0.0.1:9", *args)
-    assert proc.returncode == 2, proc.stderr
-    assert named in proc.stderr
-
-
-def test_load_openai_chat_sends_the_chosen_fields(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    with FakeOpenAIServer(["ok"], tokens=3) as server:
-        proc = run_cli(
-            "load", server.url, "--api", "openai-chat", "--model-name", "m1", "--concurrency", "2",
-            "--requests", "2", "--gen-len", "3", "--prompt-len", "5", "--ignore-eos", "--api-key", "k", "-o", str(out),
-        )  # fmt: skip
-        bodies = list(server.bodies)
-    assert proc.returncode == 0, proc.stderr
-    assert [c["concurrency"] for c in load_json(out)["cases"]] == [2]
-    assert len(bodies) == 2
-    for body in bodies:
-        assert body["model"] == "m1" and body["max_tokens"] == 3 and body["ignore_eos"] is True
-        assert len(body["messages"][0]["content"].split()) == 5 and "prompt" not in body

@@ -192,7 +192,7 @@ def llama_server() -> Iterator[str]:
 def test_endpoint_benchmark_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
     out = tmp_path / "endpoint.json"
     proc = run_cli(
-        "load", llama_server, "--api", "openai", "--model-name", "tiny", "--concurrency", "1,4", "--requests", "4",
+        "llm", "load", llama_server, "--model-name", "tiny", "--concurrency", "1,4", "--requests", "4",
         "--prompt-len", "16", "--gen-len", "8", "--slo-ttft-ms", "60000", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

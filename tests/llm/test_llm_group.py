@@ -1,6 +1,5 @@
-"""`infermeter llm bench|quantize|load`: LLM generation's own command group, and the old spelling `load --api openai`
-still working with one deprecation line naming the new (`bench --task generate` and `quantize --format gguf` are
-gone: tests/test_removed_spellings.py)."""
+"""`infermeter llm bench|quantize|load`: LLM generation's own command group (`bench --task generate`,
+`quantize --format gguf` and `load --api openai` are gone: tests/test_removed_spellings.py)."""
 
 from __future__ import annotations
 
@@ -15,15 +14,10 @@ from cli_helpers import load_json, run_cli
 FAKE_BENCH = ["tiny-llama", "-b", "fake", "--prompt-len", "8", "--gen-len", "4", "--requests", "2", "--no-isolation"]
 
 
-def _deprecations(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("deprecated:")]
-
-
 def test_llm_bench_runs_the_generation_sweep(tmp_path: Path) -> None:
     out = tmp_path / "gen.json"
     proc = run_cli("llm", "bench", *FAKE_BENCH, "-O", "fake.decode_ms=2", "--batch", "1,2", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert not _deprecations(proc.stderr)
     data = load_json(out)
     assert data["plan"]["task"] == "generate"
     assert [(c["backend"], c["batch"], c["status"]) for c in data["cases"]] == [("fake", 1, "ok"), ("fake", 2, "ok")]
@@ -31,7 +25,6 @@ def test_llm_bench_runs_the_generation_sweep(tmp_path: Path) -> None:
     assert "TTFT" in proc.stdout
     again = run_cli("llm", "bench", "--resume", str(out))
     assert again.returncode == 0 and "0 of 2 planned case(s) remain" in again.stderr
-    assert not _deprecations(again.stderr)
 
 
 def test_llm_bench_refuses_an_inference_file_and_bad_flags(tmp_path: Path) -> None:
@@ -66,24 +59,23 @@ def test_llm_quantize_writes_the_levels(tmp_path: Path) -> None:
     new = tmp_path / "new"
     proc = run_cli("llm", "quantize", "tiny-llama", "--levels", "q8_0", "-o", str(new))
     assert proc.returncode == 0, proc.stderr
-    assert [gguf_file_type(f) for f in new.glob("*.gguf")] == ["q8_0"] and not _deprecations(proc.stderr)
+    assert [gguf_file_type(f) for f in new.glob("*.gguf")] == ["q8_0"]
 
 
-def test_llm_load_and_the_old_spelling_run_the_same_sweep(tmp_path: Path) -> None:
-    new, old = tmp_path / "new.json", tmp_path / "old.json"
-    flags = ["--model-name", "m1", "--concurrency", "1,2", "--requests", "2", "--gen-len", "3", "--prompt-len", "5"]
+def test_llm_load_chat_sends_the_chosen_fields(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
     with FakeOpenAIServer(["ok"], tokens=3) as server:
-        proc = run_cli("llm", "load", server.url, "--chat", *flags, "-o", str(new))
-        assert proc.returncode == 0, proc.stderr
-        assert not _deprecations(proc.stderr)
+        proc = run_cli(
+            "llm", "load", server.url, "--chat", "--model-name", "m1", "--concurrency", "1,2", "--requests", "2",
+            "--gen-len", "3", "--prompt-len", "5", "--ignore-eos", "--api-key", "k", "-o", str(out),
+        )  # fmt: skip
         bodies = list(server.bodies)
-        legacy = run_cli("load", server.url, "--api", "openai-chat", *flags, "-o", str(old))
-    assert legacy.returncode == 0, legacy.stderr
-    assert [c["concurrency"] for c in load_json(new)["cases"]] == [c["concurrency"] for c in load_json(old)["cases"]]
-    assert [c["concurrency"] for c in load_json(new)["cases"]] == [1, 2]
-    assert all(b["model"] == "m1" and len(b["messages"][0]["content"].split()) == 5 for b in bodies)
-    [line] = _deprecations(legacy.stderr)
-    assert "`infermeter load URL --api openai-chat`" in line and "`infermeter llm load URL --chat`" in line
+    assert proc.returncode == 0, proc.stderr
+    assert [c["concurrency"] for c in load_json(out)["cases"]] == [1, 2]
+    assert len(bodies) == 2 * 2
+    for body in bodies:
+        assert body["model"] == "m1" and body["max_tokens"] == 3 and body["ignore_eos"] is True
+        assert len(body["messages"][0]["content"].split()) == 5 and "prompt" not in body
 
 
 def test_llm_load_sweep_doubles_to_the_top_and_checks_its_flags() -> None:

@@ -97,11 +97,11 @@ def test_prompt_is_made_of_shipped_words() -> None:
 def test_cli_writes_a_results_file(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     with FakeOpenAIServer(["ok", "drop"]) as server:
-        proc = run_cli("load", server.url, "--api", "openai", "--concurrency", "1,2", "--requests", "4", "-o", str(out))
+        proc = run_cli("llm", "load", server.url, "--concurrency", "1,2", "--requests", "4", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     data = load_json(out)
     assert [c["concurrency"] for c in data["cases"]] == [1, 2]
     assert data["cases"][0]["generate"]["errors_by_kind"] == {"stream_dropped": 2}
     assert "TTFT" in proc.stdout
-    bad = run_cli("load", "localhost:1", "--api", "openai", "--requests", "1")
+    bad = run_cli("llm", "load", "localhost:1", "--requests", "1")
     assert bad.returncode == 2 and "must start with http" in bad.stderr

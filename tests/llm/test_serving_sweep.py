@@ -161,7 +161,7 @@ def test_server_down_mid_sweep_keeps_the_levels_measured(tmp_path: Path) -> None
     out = tmp_path / "sweep.json"
     with FakeOpenAIServer(["ok"], max_requests=4) as server:
         proc = run_cli(
-            "load", server.url, "--api", "openai", "--scenario", "sweep", "--concurrency", "4", "--requests", "4",
+            "llm", "load", server.url, "--scenario", "sweep", "--concurrency", "4", "--requests", "4",
             "--timeout", "5", "-o", str(out),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -197,7 +197,7 @@ def test_wrong_model_name_says_what_the_server_said(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     with FakeOpenAIServer(["ok"], model="tiny") as server:
         proc = run_cli(
-            "load", server.url, "--api", "openai", "--model-name", "nope", "--concurrency", "1,2",
+            "llm", "load", server.url, "--model-name", "nope", "--concurrency", "1,2",
             "--requests", "2", "-o", str(out),
         )  # fmt: skip
         good = run_sweep(_sweep(server.url, (1,), requests=2, model="tiny"))
@@ -213,12 +213,14 @@ def test_wrong_model_name_says_what_the_server_said(tmp_path: Path) -> None:
     assert good[0].status == "ok"
 
 
-def test_sweep_flags_are_checked() -> None:
-    bad = run_cli("load", "http://127.0.0.1:1", "--api", "openai", "--rates", "1,x")
-    assert bad.returncode == 2 and "--rates 'x' is not a number" in bad.stderr
-    both = run_cli("load", "http://127.0.0.1:1", "--api", "openai", "--rates", "1", "--concurrency", "2")
-    assert both.returncode == 2 and "without --concurrency" in both.stderr
-    wrong = run_cli("load", "http://127.0.0.1:1", "--api", "openai", "--scenario", "offline")
-    assert wrong.returncode == 2 and "--scenario sweep only" in wrong.stderr
-    kserve = run_cli("load", "http://127.0.0.1:1", "--rates", "1")
-    assert kserve.returncode == 2 and "--rates applies only to --api openai" in kserve.stderr
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--rates", "1,x"), "--rates 'x' is not a number"),
+        (("--concurrency", "1,x"), "--concurrency 'x' is not an integer"),
+    ],
+)
+def test_sweep_levels_are_checked(flags: tuple[str, ...], said: str) -> None:
+    """(--rates with --concurrency: tests/llm/test_llm_group.py; --rates 0: tests/load/test_goodput.py.)"""
+    proc = run_cli("llm", "load", "http://127.0.0.1:1", *flags)
+    assert proc.returncode == 2 and said in proc.stderr

@@ -101,6 +101,10 @@ def test_load_command_writes_a_results_file(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "needs --qps" in bad.stderr
     url_with_backend = run_cli("load", "http://127.0.0.1:1", "-b", "null", "--qps", "1")
     assert url_with_backend.returncode == 2 and "--backend is for a MODEL" in url_with_backend.stderr
+    levels = run_cli("load", "http://127.0.0.1:1", "--scenario", "offline", "--concurrency", "1,4")
+    assert levels.returncode == 2 and "'1,4' is not a valid integer" in levels.stderr  # levels are `llm load`'s
+    zero = run_cli("load", "http://127.0.0.1:1", "--scenario", "offline", "--concurrency", "0")
+    assert zero.returncode == 2 and "--concurrency 0 must be positive" in zero.stderr
 
 
 def test_load_command_over_grpc(tmp_path: Path) -> None:

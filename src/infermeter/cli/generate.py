@@ -1,7 +1,7 @@
 """LLM generation's shared CLI parts: the generation table, the flags of one mode refused in another, the SLO,
-the deprecation line of an old spelling, and `llm quantize`'s flow (llama.cpp levels, `--compare` for
-size/memory/speed/quality). `llm bench` is in `cli.bench_generate`, `llm load` in `cli.serving`, the group in
-`cli.llm`. Only flow and printing live here; the measuring is in `infermeter.llm`."""
+and `llm quantize`'s flow (llama.cpp levels, `--compare` for size/memory/speed/quality). `llm bench` is in
+`cli.bench_generate`, `llm load` in `cli.serving`, the group in `cli.llm`. Only flow and printing live here; the
+measuring is in `infermeter.llm`."""
 
 from __future__ import annotations
 
@@ -107,13 +107,6 @@ def reject_flags(ctx: click.Context, names: Iterable[str], reason: str) -> None:
     flags = given_flags(ctx, names)
     if flags:
         raise UsageError(f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} only {reason}")
-
-
-def deprecated(old: str, new: str) -> None:
-    """The one line an old spelling of an LLM command prints on stderr once its flags are checked, naming the new
-    spelling (`infermeter llm ...`)."""
-    text = f"deprecated: `infermeter {old}` is now `infermeter {new}`; the old spelling goes in the next release"
-    stderr.print(escape(text), style="yellow", soft_wrap=True)
 
 
 def make_slo(ttft_ms: float | None, tpot_ms: float | None) -> SLO:

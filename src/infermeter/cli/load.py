@@ -14,11 +14,9 @@ import click
 from rich.markup import escape
 
 from infermeter.cli.common import RESHAPE_HELP, require_positive, stderr, stdout
-from infermeter.cli.generate import reject_flags
 from infermeter.cli.load_table import print_summaries
 from infermeter.cli.serve_group import ServedModel, serving_options
-from infermeter.cli.serving import load_openai_deprecated
-from infermeter.cli.serving_options import FIND_PEAK_HELP, OPENAI_ONLY, arrivals_option, openai_options, slo_option
+from infermeter.cli.serving_options import FIND_PEAK_HELP, arrivals_option, slo_option
 from infermeter.core.errors import BackendError, UsageError
 from infermeter.core.extras import SERVE_MODULES, require_extra
 from infermeter.models.input_flags import parse_input_flags
@@ -63,16 +61,6 @@ def _write(path: Path | None, summaries: list[LoadSummary], target: LoadTarget, 
 
     write_results(path, load_results(summaries, target, started, url, ["infermeter", *sys.argv[1:]]))
     stdout.print(f"results: {escape(str(path))}")
-
-
-def _one_int(text: str, flag: str) -> int:
-    """The single positive integer of a flag that takes a list only with --api openai."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not an integer (a list such as 1,4,16 needs --api openai)") from None
-    require_positive(value, flag)
-    return value
 
 
 @dataclass(frozen=True)
@@ -122,8 +110,7 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
 
     slo = parse_slo(flags["slo"], stream=False)
     parse_reshape(flags["reshape"])  # a malformed --reshape is a usage error before a server starts
-    concurrency = _one_int(flags["concurrency"] or "16", "--concurrency")
-    for name in ("duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
+    for name in ("concurrency", "duration", "batch", "steps", "timeout", "qps", "slo_p99_ms"):
         if flags[name] is not None:
             require_positive(flags[name], "--" + name.replace("_", "-"))
     if flags["find_peak"] and flags["slo_p99_ms"] is None:
@@ -134,7 +121,7 @@ def kserve_load(flags: dict[str, Any]) -> KServeLoad:
         protocol=flags["protocol"],
         scenario=flags["scenario"],
         qps=flags["qps"],
-        concurrency=concurrency,
+        concurrency=flags["concurrency"],
         duration_s=flags["duration"],
         slo_p99_ms=flags["slo_p99_ms"],
         find_peak=flags["find_peak"],
@@ -238,29 +225,41 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
         _write(load.output, run(prepared, load, label), prepared, started, url)
 
 
-@click.command("load")
+class _LoadCommand(click.Command):
+    """`load`, whose unknown-option error for --api names `infermeter llm load`: --api chose KServe v2 or an
+    OpenAI-compatible server until `llm load` took the latter, and `load` speaks KServe v2 alone."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if exc.option_name != "--api":
+                raise
+            message = (
+                "No such option '--api': `load` speaks KServe v2 alone; an OpenAI-compatible server is loaded with "
+                "`infermeter llm load URL [--chat]`"
+            )
+            raise click.NoSuchOption("--api", message, ctx=ctx) from None
+
+
+@click.command("load", cls=_LoadCommand)
 @click.argument("target")
-@click.option(
-    "--api",
-    type=click.Choice(["kserve", "openai", "openai-chat"]),
-    default="kserve",
-    show_default=True,
-    help="kserve: the Open Inference Protocol (v2); openai / openai-chat (deprecated: `infermeter llm load`): an "
-    "OpenAI-compatible LLM server, streaming /v1/completions or /v1/chat/completions.",
-)
 @serving_options("target", "Serve TARGET (a model) with this backend first; omit for a URL.")
 @click.option(
     "--protocol",
     type=click.Choice(["http", "grpc"]),
     default="http",
     show_default=True,
-    help="--api kserve: KServe v2 over HTTP or gRPC (a grpc://HOST:PORT target is gRPC already).",
+    help="KServe v2 over HTTP or gRPC (a grpc://HOST:PORT target is gRPC already).",
 )
 @click.option("--scenario", type=click.Choice(SCENARIOS), default="server", show_default=True)
 @click.option("--qps", type=float, help="Target queries per second (server scenario; top of a QPS sweep).")
 @click.option(
     "--concurrency",
-    help="Requests in flight (offline, sweep; default 16); --api openai: levels, e.g. 1,4,16 (the default).",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Requests in flight (offline, sweep).",
 )
 @click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds per run.")
 @click.option("--slo-p99-ms", type=float, help="Latency SLO: a run is VALID only when its P99 is within it.")
@@ -269,36 +268,20 @@ def run_kserve_load(served: ServedModel, load: KServeLoad) -> None:
 @click.option("--batch", type=int, default=1, show_default=True, help="Rows per request.")
 @click.option("--model-name", help="The model's protocol name on a URL target (default: from the URL or /v2).")
 @click.option("--json", "use_json", is_flag=True, help="Send JSON tensors instead of the binary extension.")
-@click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY; --api openai: $OPENAI_API_KEY).")
+@click.option("--api-key", help="API key of the target (default: $INFERMETER_API_KEY).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arrivals and inputs.")
 @arrivals_option()
 @slo_option("")
-@click.option(
-    "--timeout",
-    type=float,
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for stragglers (--api openai: seconds per request, default 60).",
-)
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for stragglers.")
 @click.option("--reshape", multiple=True, metavar="NAME:DIMS", help=RESHAPE_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
-@openai_options("--api openai: ")
-@click.pass_context
-def load(ctx: click.Context, served: ServedModel, api: str, **flags: Any) -> None:  # flags: read by kserve_load
+def load(served: ServedModel, **flags: Any) -> None:  # flags: read by kserve_load
     """Put TARGET under load, MLPerf-LoadGen style; TARGET is a served URL (http://HOST:PORT[/v2/models/NAME], or
     grpc://HOST:PORT for KServe v2 gRPC) or a MODEL served here with --backend (over gRPC with --protocol grpc).
-
-    With --api openai (deprecated: `infermeter llm load`), TARGET is the URL of an OpenAI-compatible server
-    (Ollama, vLLM, llama.cpp server): streamed completions at each --concurrency level (or each Poisson --rates
-    level) give TTFT, TPOT, tokens/s, requests/s, goodput under the SLO, errors, the knee and the highest level
-    where the SLO held (docs/llm-serving.md).
 
     Scenarios: server (Poisson arrivals at --qps; latency from each request's scheduled time), single-stream
     (one request in flight), offline (--concurrency requests in flight), sweep (QPS steps up to --qps, or
     concurrency 1, 2, 4 … --concurrency). Each run is VALID or INVALID against --slo-p99-ms, with the reason.
+    An OpenAI-compatible LLM server (Ollama, vLLM, llama.cpp server) is loaded with `infermeter llm load URL`.
     """
-    if api != "kserve":
-        load_openai_deprecated(ctx, served.model, api == "openai-chat")
-        return
-    reject_flags(ctx, OPENAI_ONLY, "to --api openai (add --api openai)")
     run_kserve_load(served, kserve_load(flags))

@@ -1,6 +1,6 @@
-"""`infermeter llm load URL` (and its old spelling, `load URL --api openai`): a serving sweep against an
-OpenAI-compatible server (concurrency levels, or Poisson request rates), saved after every level, printed as a
-table per sweep with the knee and the max level under the SLO."""
+"""`infermeter llm load URL`: a serving sweep against an OpenAI-compatible server (concurrency levels, or Poisson
+request rates), saved after every level, printed as a table per sweep with the knee and the max level under the
+SLO."""
 
 from __future__ import annotations
 
@@ -14,15 +14,8 @@ import click
 from rich.markup import escape
 
 from infermeter.cli.common import parse_positive_ints, require_positive, split_values, stderr, stdout
-from infermeter.cli.generate import deprecated, make_slo, reject_flags
-from infermeter.cli.serving_options import (
-    FIND_PEAK_HELP,
-    OPENAI_ONLY,
-    OPENAI_PARAMS,
-    arrivals_option,
-    openai_options,
-    slo_option,
-)
+from infermeter.cli.generate import make_slo
+from infermeter.cli.serving_options import FIND_PEAK_HELP, arrivals_option, openai_options, slo_option
 from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import SLO
 
@@ -34,7 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SweepFlags:
-    """The sweep's own flags of `load --api openai` (the request shape comes in EndpointSettings)."""
+    """The sweep's own flags of `llm load` (the request shape comes in EndpointSettings)."""
 
     concurrency: str | None
     scenario_sweep: bool
@@ -210,23 +203,6 @@ def _sweep_of(params: dict[str, Any], url: str, chat: bool, timeout_s: float, do
     return sweep_settings(endpoint, flags)
 
 
-def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
-    """`load URL --api openai` (deprecated for `llm load URL`): refuse the KServe-only flags, then run the serving
-    sweep, after the one deprecation line."""
-    params = ctx.params
-    kserve_only = [p.name for p in ctx.command.params if p.name and p.name not in {*OPENAI_PARAMS, *OPENAI_ONLY}]
-    reject_flags(ctx, kserve_only, "to --api kserve, not --api openai")
-    scenario_given = ctx.get_parameter_source("scenario") not in (None, click.core.ParameterSource.DEFAULT)
-    if scenario_given and params["scenario"] != "sweep":
-        raise UsageError(
-            f"--api openai takes --scenario sweep only (1, 2, 4 … --concurrency), not {params['scenario']}"
-        )
-    timeout_given = ctx.get_parameter_source("timeout") not in (None, click.core.ParameterSource.DEFAULT)
-    settings = _sweep_of(params, url, chat, params["timeout"] if timeout_given else 60.0, scenario_given)
-    deprecated(f"load URL --api {params['api']}", "llm load URL" + (" --chat" if chat else ""))
-    run_openai_sweep(settings, params["output"])
-
-
 @click.command("load")
 @click.argument("url")
 @click.option("--chat", is_flag=True, help="Stream /v1/chat/completions instead of /v1/completions.")
@@ -246,7 +222,7 @@ def load_openai_deprecated(ctx: click.Context, url: str, chat: bool) -> None:
 @slo_option("")
 @click.option("--find-peak", is_flag=True, help=FIND_PEAK_HELP)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Results file for report/compare.")
-@openai_options("")
+@openai_options()
 def llm_load(
     url: str, chat: bool, scenario: str, timeout: float, find_peak: bool, output: Path | None, **flags: Any
 ) -> None:

@@ -52,7 +52,7 @@ def load_case_id(model: str, backend: str, precision: str, batch: int, scenario:
 
 
 def endpoint_case_id(identity: str, concurrency: int, prompt_len: int, gen_len: int) -> str:
-    """An OpenAI-compatible endpoint level's id (`load --api openai`); `identity` names endpoint, model and API."""
+    """An OpenAI-compatible endpoint level's id (`llm load`); `identity` names endpoint, model and API."""
     return f"openai-c{concurrency}-p{prompt_len}-g{gen_len}-{identity_digest(identity, 8)}"
 
 

@@ -2,7 +2,7 @@
 
 Options: `llama-cpp.n_batch` (prompt batch size, default 512), `llama-cpp.n_gpu_layers` (default 0: CPU),
 `llama-cpp.flash_attn` (on/off). One sequence at a time: the high-level API has no batched decoding; for
-concurrent requests, benchmark llama.cpp's server with `infermeter load URL --api openai`. Each session reads
+concurrent requests, benchmark llama.cpp's server with `infermeter llm load URL`. Each session reads
 back the ISA the loaded llama.cpp was built for (`generate.engine_build`).
 """
 
@@ -80,7 +80,7 @@ class LlamaCppBackend(GenerationBackend):
         if case.batch != 1:
             return (
                 "llama-cpp runs one sequence at a time (llama-cpp-python has no batched decoding); use --batch 1, "
-                "or benchmark concurrent requests against llama.cpp's server with `infermeter load URL --api openai`"
+                "or benchmark concurrent requests against llama.cpp's server with `infermeter llm load URL`"
             )
         return None
 

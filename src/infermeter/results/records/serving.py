@@ -1,4 +1,4 @@
-"""The serving-sweep records (`load --api openai`): where one level sits in its sweep (`ServingLevel`) and the
+"""The serving-sweep records (`llm load`): where one level sits in its sweep (`ServingLevel`) and the
 server's own state sampled from its metrics endpoint while that level ran (`ServerMetrics`)."""
 
 from __future__ import annotations
