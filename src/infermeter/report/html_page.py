@@ -20,7 +20,7 @@ tr.failed td { color: #b42318; } td.FAIL { color: #b42318; font-weight: 600; } t
 .envdiff { background: #fdecea; border-left: 4px solid #d92d20; padding: 0.5em 0.8em; margin: 0.5em 0; }
 .chart { margin: 1em 0 2em 0; } ul.notes li { margin: 0.2em 0; }
 .wide { overflow-x: auto; }
-#explain-engines td:last-child, #explain-blocks td:last-child { white-space: normal; min-width: 22em; }
+#explain-engines td:last-child, #explain-blocks td:last-child { white-space: normal; min-width: 16em; }
 """
 
 
