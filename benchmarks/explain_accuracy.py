@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.explain.records import ExplainRecord
 from infermeter.explain.run import ExplainRequest, explain_model
+from infermeter.results.explain import ExplainRecord
 
 PAIRS = (("onnxruntime", "openvino"), ("torch", "onnxruntime"), ("torch", "torchscript"))
 CLOSURE_TOLERANCE = 0.10
@@ -152,18 +152,18 @@ def planted_rows(settings: Settings, folder: Path) -> list[dict[str, Any]]:
 
 
 def gap_figures(settings: Settings) -> dict[str, Any]:
-    """torch eager vs TorchScript at the gap batch: both P50s, and what the eager profile attributes (TorchScript
-    gives no per-unit profile here, so the gap is explained from the eager side only)."""
+    """torch eager vs TorchScript at the gap batch: both P50s, what each profile attributes, and the blocks that
+    differ most (TorchScript's units are its operators' module scopes, placed by the eager call order)."""
     record = _explain(settings.gap_model, ("torch", "torchscript"), 1, settings, batch=settings.gap_batch)
     rows = {e.engine: e for e in record.engines}
     eager, script = rows["torch"], rows["torchscript"]
-    top = [{"block": b.label, "torch_us": b.time_us.get("torch"), "share": b.share.get("torch")}
-           for b in sorted(record.blocks, key=lambda b: -b.time_us.get("torch", 0.0))[:5]]  # fmt: skip
+    top = [{"block": b.label, "torch_us": b.time_us.get("torch"), "torchscript_us": b.time_us.get("torchscript"),
+            "difference_share": b.difference_share} for b in record.blocks[:5]]  # fmt: skip
     return {
         "model": settings.gap_model, "batch": settings.gap_batch, "torch_p50_us": eager.p50_us,
         "torchscript_p50_us": script.p50_us, "torch_unattributed_us": eager.unattributed_us,
-        "torch_top_blocks": top, "findings": [f.text for f in record.findings][:10],
-        "torchscript": script.error or "; ".join(script.notes),
+        "torchscript_unattributed_us": script.unattributed_us, "top_blocks_by_difference": top,
+        "findings": [f.text for f in record.findings][:10], "torchscript": script.error or "; ".join(script.notes),
     }  # fmt: skip
 
 

@@ -1,6 +1,6 @@
-"""explain on real engines (ONNX Runtime, OpenVINO, torch eager) with tiny models built in code: the planted
-expensive node ranks first on every engine, a fusion only one engine does is found, the alignment covers the
-graph, and the record has the keys the JSON promises."""
+"""explain on real engines (ONNX Runtime, OpenVINO, torch eager, TorchScript) with tiny models built in code: the
+planted expensive node ranks first on every engine, a fusion only one engine does is found, the alignment covers
+the graph, and the record has the keys the JSON promises."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from explain.builders import PLANTED, conv_bn_relu_model, planted_model
 from infermeter.explain.output import write_record
-from infermeter.explain.records import ExplainRecord
 from infermeter.explain.run import ExplainRequest, explain_model
+from infermeter.results.explain import ExplainRecord
 
 pytestmark = pytest.mark.slow
 ITERATIONS = 8
@@ -42,6 +42,28 @@ class Net(torch.nn.Module):
 
 def make():
     return Net().eval(), (torch.randn(1, 3, 8, 8),)
+"""
+
+# A torch model with one planted expensive node: a [16, 512] x [512, 4096] Linear among small layers.
+PLANTED_TORCH = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Linear(64, 512)
+        self.act = torch.nn.ReLU()
+        self.planted = torch.nn.Linear(512, 4096)
+        self.gate = torch.nn.Sigmoid()
+        self.head = torch.nn.Linear(4096, 8)
+
+    def forward(self, x):
+        return self.head(self.gate(self.planted(self.act(self.scale(x)))))
+
+
+def make():
+    return Net().eval(), (torch.randn(1, 64),)
 """
 
 
@@ -104,3 +126,19 @@ def test_torch_eager_units_are_its_modules(tmp_path: Path) -> None:
     assert torch_row.coverage is not None and torch_row.coverage >= 0.95
     linear = next(b for b in record.blocks if "Gemm" in b.op_types or "MatMul" in b.op_types)
     assert "Linear" in linear.kernels["torch"]
+
+
+@pytest.mark.parametrize("optimize", ["on", "off"])
+def test_torchscript_units_are_its_modules_and_the_planted_node_ranks_first(tmp_path: Path, optimize: str) -> None:
+    source = tmp_path / "planted.py"
+    source.write_text(PLANTED_TORCH)
+    record = _explain(f"{source}:make", "torchscript,torch", batch=16, options=(("torchscript.optimize", optimize),))
+    assert record.profiled_engines() == ["torchscript", "torch"]
+    heaviest = max(record.blocks, key=lambda b: b.flops or 0)  # the planted Linear's Gemm (and what joins it)
+    assert heaviest.flops is not None and heaviest.flops >= 2 * 16 * 512 * 4096
+    for engine in record.profiled_engines():
+        hottest = max(record.blocks, key=lambda b: b.time_us[engine])
+        assert hottest is heaviest, (engine, hottest)
+    torchscript = next(e for e in record.engines if e.engine == "torchscript")
+    assert torchscript.coverage is not None and torchscript.coverage >= 0.95, torchscript
+    assert "Linear" in heaviest.kernels["torchscript"] and "(torchscript)" in heaviest.kernels["torchscript"]

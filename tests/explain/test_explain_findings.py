@@ -4,7 +4,8 @@ and the list is ranked by the time each finding explains."""
 from __future__ import annotations
 
 from infermeter.explain.findings import findings, is_reference
-from infermeter.explain.records import Block, EngineProfile, Unit
+from infermeter.explain.records import EngineProfile, Unit
+from infermeter.results.explain import Block
 
 
 def _block(nodes: list[str], times: dict[str, float], units: dict[str, int], p50: dict[str, float]) -> Block:

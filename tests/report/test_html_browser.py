@@ -1,5 +1,5 @@
 """The HTML report in a real headless chromium (Debian's, driven by playwright): the page renders offline, every
-chart is drawn, no console errors, and the screenshot is not blank."""
+chart is drawn (the Explain section's bars too), no console errors, and the screenshot is not blank."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from crafted_results import make_case, make_results, sample_results
 from infermeter.report.chart_list import report_charts
 from infermeter.report.html import render_html
 from infermeter.report.merged import MergedReport, SourceFile, merge_results
+from infermeter.results.explain import ExplainRecord
+from report.crafted_explain import explain_record
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -46,9 +48,11 @@ def _require_chromium() -> None:
     pytest.fail("chromium is missing but installable: run `make browser` (make test does it)")
 
 
-def _inspect(context: Any, report: MergedReport, tmp_path: Path, name: str) -> dict[str, Any]:
+def _inspect(
+    context: Any, report: MergedReport, tmp_path: Path, name: str, explain: ExplainRecord | None = None
+) -> dict[str, Any]:
     page_path = tmp_path / f"{name}.html"
-    page_path.write_text(render_html(report), encoding="utf-8")
+    page_path.write_text(render_html(report, explain=explain), encoding="utf-8")
     shot = tmp_path / f"{name}.png"
     errors: list[str] = []
     remote: list[str] = []
@@ -75,6 +79,10 @@ def _inspect(context: Any, report: MergedReport, tmp_path: Path, name: str) -> d
         "roofline_points": page.evaluate(
             "() => { const el = document.getElementById('chart-roofline');"
             " return el ? el.querySelectorAll('.scatterlayer .point').length : -1; }"
+        ),
+        "explain_bars": page.evaluate(
+            "() => { const el = document.getElementById('chart-explain-blocks');"
+            " return el ? el.querySelectorAll('.barlayer .point').length : -1; }"
         ),
         # A data: URI, because a file: image would taint the canvas (cross-origin) and forbid reading it.
         "colours": page.evaluate(
@@ -103,7 +111,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
             viewport={"width": 1280, "height": 900},
         )
         try:
-            seen = _inspect(context, full, tmp_path, "full")
+            seen = _inspect(context, full, tmp_path, "full", explain_record())
             seen_plain = _inspect(context, plain, tmp_path, "plain")
         finally:
             context.close()
@@ -111,7 +119,8 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert seen["errors"] == [], seen["errors"]
     assert seen["remote"] == [], "the page must not fetch anything (offline, no CDN)"
     assert len(report_charts(full)) == 6
-    assert seen["plots"] == 6
+    assert seen["plots"] == 7  # the report's six charts and the Explain section's
+    assert seen["explain_bars"] == 4 * 2  # four blocks, two profiled engines
     assert all(count >= 1 for count in seen["svgs_per_plot"]), seen["svgs_per_plot"]
     summary = seen["summary"]
     for backend in ("torch", "onnxruntime", "openvino"):
@@ -125,4 +134,5 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert seen_plain["errors"] == []
     assert seen_plain["plots"] == 5
     assert seen_plain["roofline_points"] == -1
+    assert seen_plain["explain_bars"] == -1
     assert "ort" in seen_plain["summary"]

@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infermeter.results.explain import ExplainRecord, read_explain
 from infermeter.results.schema import CaseResult, ResultsFile
 
 if TYPE_CHECKING:
@@ -150,8 +151,11 @@ class Results:
         self.path = target
         return target
 
-    def report(self, path: str | Path, format: str | None = None) -> Path:
-        """Write the report `infermeter report` writes: html, md or csv (default: from the suffix)."""
+    def report(
+        self, path: str | Path, format: str | None = None, explain: ExplainRecord | str | Path | None = None
+    ) -> Path:
+        """Write the report `infermeter report` writes: html, md or csv (default: from the suffix). `explain` (a
+        record from `infermeter.explain(...)`, or its JSON file) adds the HTML report's Explain section."""
         from infermeter.core.errors import UsageError
         from infermeter.core.files import write_text_atomically
         from infermeter.report.merged import SourceFile, merge_results
@@ -162,7 +166,9 @@ class Results:
         if fmt not in ("html", "md", "csv"):
             raise UsageError(f"report format {fmt!r} is not one of html, md, csv (for the console: table())")
         merged = merge_results([SourceFile(str(self.path or "infermeter.bench"), self.data)])
-        write_text_atomically(target, render(merged, fmt, self.allow_mixed_precision))
+        if isinstance(explain, str | Path):
+            explain = read_explain(Path(explain))
+        write_text_atomically(target, render(merged, fmt, self.allow_mixed_precision, explain))
         return target
 
     def compare(

@@ -147,7 +147,7 @@ class Backend(BackendInfo):
     # `quantize.fallback_engines.FALLBACK_PATHS` (None: no reduced-precision fallback path here).
     precision_fallback: ClassVar[str | None] = None
     # How `infermeter explain` profiles this engine per unit: a key of `explain.engines.PROFILERS` ("ort-kernels",
-    # "ov-primitives", "torch-modules"); None: no per-unit profile there, end-to-end time only.
+    # "ov-primitives", "torch-modules", "torchscript-modules"); None: no per-unit profile there, end-to-end time only.
     unit_profiler: ClassVar[str | None] = None
     # Options that make a session collect per-node counters (`Session.layer_profile`); None: no per-node profile.
     profiling_options: ClassVar[tuple[tuple[str, str], ...] | None] = None

@@ -29,6 +29,7 @@ class TorchScriptBackend(TorchFamilyBackend):
     name = "torchscript"
     description = "TorchScript: trace + freeze + optimize_for_inference"
     options = (OPTIMIZE,)
+    unit_profiler = "torchscript-modules"
     triton = TritonTarget(
         "platform",
         "pytorch_libtorch",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from infermeter.explain.align import Alignment
 from infermeter.explain.original import OriginalGraph
-from infermeter.explain.records import Block, EngineProfile, Unit
+from infermeter.explain.records import EngineProfile, Unit
+from infermeter.results.explain import Block
 
 
 def _block_of(alignment: Alignment) -> dict[str, int]:

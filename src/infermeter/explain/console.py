@@ -7,32 +7,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from infermeter.explain.records import Block, EngineSummary, ExplainRecord
-from infermeter.figures.number_format import format_number
+from infermeter.report.explain_section import ENGINE_COLUMNS, engine_cells, microseconds
+from infermeter.results.explain import Block, ExplainRecord
 
 KERNEL_CHARS = 48
-# The engines table's columns, for the console and the HTML page (which adds the engine's notes).
-ENGINE_COLUMNS = (
-    "engine",
-    "precision",
-    "P50 µs",
-    "attributed µs",
-    "data movement µs",
-    "unattributed µs",
-    "nodes aligned",
-)
-
-
-def microseconds(value: float | None) -> str:
-    """A time in µs as every explain table shows it (one decimal, "—" when unknown)."""
-    return format_number(value, ",.1f")
-
-
-def engine_cells(engine: EngineSummary) -> list[str]:
-    """An engine's row of the engines table (ENGINE_COLUMNS), as plain text."""
-    coverage = format_number(engine.coverage, ".0%")
-    figures = (engine.p50_us, engine.attributed_us, engine.data_movement_us, engine.unattributed_us)
-    return [engine.engine, engine.precision or "—", *(microseconds(value) for value in figures), coverage]
 
 
 def _cell(block: Block, engine: str) -> str:

@@ -51,6 +51,11 @@ def nodes_by_module(original: OriginalGraph, modules: set[str]) -> dict[str, lis
     return grouped
 
 
+def module_children(model: Any) -> dict[str, list[str]]:
+    """Each module's qualified name -> its child modules' qualified names."""
+    return {name: [f"{name}.{c}" if name else c for c, _ in m.named_children()] for name, m in model.named_modules()}
+
+
 class ScopeClock:
     """Forward hooks on every module of a model: each call's inclusive time and its children's, in µs."""
 
@@ -58,9 +63,7 @@ class ScopeClock:
         self.self_us: dict[str, list[float]] = defaultdict(list)
         self._stack: list[list[float]] = []
         self._handles = []
-        self.children = {
-            name: [f"{name}.{c}" if name else c for c, _ in m.named_children()] for name, m in model.named_modules()
-        }
+        self.children = module_children(model)
         for name, module in model.named_modules():
             self._handles.append(module.register_forward_pre_hook(self._enter))
             self._handles.append(module.register_forward_hook(self._leave(name)))
@@ -110,8 +113,10 @@ def merged_units(
     grouped: dict[str, list[str]],
     types: dict[str, str],
     children: dict[str, list[str]],
+    mode: str = "eager",
 ) -> list[Unit]:
-    """One unit per module with exported nodes, in the order the modules finished. A leaf module with no node of
+    """One unit per module with exported nodes, in the order the modules finished (`mode` ends each kernel's
+    text: how torch ran it). A leaf module with no node of
     its own (the exporter folded it into the next one, as a Conv into the BatchNormalization after it, or
     dropped it, as an Identity) joins the next module that has nodes, so that its time lands on them; container
     modules with no node keep their self time as a unit of no node (Python between their children)."""
@@ -127,10 +132,10 @@ def merged_units(
             members = [*pending, (name, times)]
             parts = tuple((types[n], float(np.median(t))) for n, t in members)
             times = [sum(t) for t in zip(*(t for _, t in members), strict=False)]
-            kernel = "+".join(types[n] for n, _ in members) + " (eager)"
+            kernel = "+".join(types[n] for n, _ in members) + f" ({mode})"
             name, pending = "+".join(n for n, _ in members), []
         else:
-            kernel = f"{types[name]} (eager)"
+            kernel = f"{types[name]} ({mode})"
         label = name or "(model)"
         op_type = types.get(name, kernel)
         units.append(
@@ -146,6 +151,6 @@ def merged_units(
             )
         )
     units += [
-        Unit(n, (), time_us=float(np.median(t)), kernel=f"{types[n]} (eager)", op_type=types[n]) for n, t in pending
+        Unit(n, (), time_us=float(np.median(t)), kernel=f"{types[n]} ({mode})", op_type=types[n]) for n, t in pending
     ]
     return units

@@ -120,12 +120,34 @@ def _torch_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Uni
         session.close()
 
 
+def _torchscript_units(job: EngineJob, case: Case, profile: EngineProfile) -> list[Unit]:
+    """TorchScript's module scopes, from the backend's session under torch.profiler, placed by the call order of
+    one run of the same model in eager mode (`torch`, the case's options left out: they are TorchScript's)."""
+    from infermeter.explain.engine_torchscript import torchscript_units
+
+    session, prepared = _session_units(job, case)
+    eager = _open(job, replace(case, backend="torch", options=()), EngineProfile("torch"))
+    try:
+        eager_prepared = eager.prepare(job.feeds)
+        return torchscript_units(
+            eager._module,
+            lambda: eager.run(eager_prepared),
+            lambda: session.run(prepared),
+            job.iterations,
+            job.original,
+        )
+    finally:
+        eager.close()
+        session.close()
+
+
 # Per `Backend.unit_profiler` key: how its units are read, and whether a unit is a kernel the engine ran (fusions
 # show) or a framework scope.
 PROFILERS: dict[str, tuple[Callable[[EngineJob, Case, EngineProfile], list[Unit]], str]] = {
     "ort-kernels": (_ort_units, "kernel"),
     "ov-primitives": (_ov_units, "kernel"),
     "torch-modules": (_torch_units, "module"),
+    "torchscript-modules": (_torchscript_units, "module"),
 }
 
 

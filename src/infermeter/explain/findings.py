@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from infermeter.explain.records import Block, EngineProfile, Finding, Unit
+from infermeter.explain.records import EngineProfile, Unit
+from infermeter.results.explain import Block, Finding
 
 # A block that takes at least this share of an engine's end-to-end time dominates it.
 DOMINANT_SHARE = 0.5

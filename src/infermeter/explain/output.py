@@ -9,16 +9,16 @@ from pathlib import Path
 from infermeter.core.errors import UsageError
 from infermeter.core.files import write_text_atomically
 from infermeter.explain.engines import PROFILERS
-from infermeter.explain.records import ExplainRecord
+from infermeter.results.explain import ExplainRecord
 
 
 def write_record(record: ExplainRecord, path: Path) -> None:
     """The record at `path` (folders made as needed): a page of the HTML report for `.html`, else JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() in (".html", ".htm"):
-        from infermeter.explain.html import render_explain_html
+        from infermeter.report.explain_section import render_explain_page
 
-        write_text_atomically(path, render_explain_html(record))
+        write_text_atomically(path, render_explain_page(record))
         return
     write_text_atomically(path, json.dumps(record.to_dict(), indent=2, ensure_ascii=False))
 
@@ -42,5 +42,5 @@ def check_profiled(record: ExplainRecord) -> None:
     have = ", ".join(profiled) or "none"
     raise UsageError(
         f"explain needs per-unit profiles of two engines; profiled: {have}. Engines that profile here: "
-        f"{', '.join(profilers_here())} (torch, eager, needs a model with a PyTorch form)"
+        f"{', '.join(profilers_here())} (torch and torchscript need a model with a PyTorch form)"
     )

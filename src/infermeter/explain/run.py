@@ -15,8 +15,9 @@ from infermeter.explain.blocks import flops_per_node, make_blocks
 from infermeter.explain.engines import EngineJob, profile_engine
 from infermeter.explain.findings import findings
 from infermeter.explain.original import OriginalGraph, named_copy, original_graph
-from infermeter.explain.records import EngineProfile, EngineSummary, ExplainRecord
+from infermeter.explain.records import EngineProfile
 from infermeter.models.spec import ModelSpec
+from infermeter.results.explain import EngineSummary, ExplainRecord
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,49 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from infermeter.figures.metric_registry import NUMERIC_COLUMNS
 from infermeter.report.chart_list import report_charts
+from infermeter.report.html_page import html_table, page_head
 from infermeter.report.markdown import fastest_lines
 from infermeter.report.merged import MergedReport, environment_summary, report_table
 from infermeter.report.summary import group_warnings
+from infermeter.results.explain import ExplainRecord
 from infermeter.results.schema import CaseWarning
-
-_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
-       padding: 0 1em; color: #1d2330; background: #fff; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #dde1e8; }
-.meta, .caption { color: #5b6475; font-size: 0.92em; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.93em; }
-th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #e6e9ef; text-align: left; white-space: nowrap; }
-th { background: #f4f6f9; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.failed td { color: #b42318; } td.FAIL { color: #b42318; font-weight: 600; } td.pass { color: #067647; }
-.warning { background: #fff8e6; border-left: 4px solid #f5a524; padding: 0.5em 0.8em; margin: 0.5em 0; }
-.envdiff { background: #fdecea; border-left: 4px solid #d92d20; padding: 0.5em 0.8em; margin: 0.5em 0; }
-.chart { margin: 1em 0 2em 0; } ul.notes li { margin: 0.2em 0; }
-.wide { overflow-x: auto; }
-"""
-
-
-def _table(columns: list[str], rows: list[list[str]], table_id: str) -> str:
-    head = "".join(f'<th class="{"num" if c in NUMERIC_COLUMNS else ""}">{escape(c)}</th>' for c in columns)
-    body = []
-    for row in rows:
-        failed = any(cell in ("FAILED", "CRASHED", "TIMEOUT", "UNAVAILABLE") for cell in row)
-        cells = []
-        for column, cell in zip(columns, row, strict=True):
-            css = "num" if column in NUMERIC_COLUMNS else (cell if column == "parity" else "")
-            cells.append(f'<td class="{css}">{escape(cell)}</td>')
-        body.append(f'<tr class="{"failed" if failed else "case"}">{"".join(cells)}</tr>')
-    # A table wider than the page (many columns, long backend labels) scrolls by itself, not the whole page.
-    table = f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-    return f'<div class="wide">{table}</div>'
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    # "</script" inside the library would end the tag early; plotly's bundle does not contain it, but be safe.
-    return get_plotlyjs().replace("</script", "<\\/script")
 
 
 def _sources_lines(report: MergedReport) -> list[str]:
@@ -105,38 +69,32 @@ def _warning_lines(warnings: Sequence[tuple[str, CaseWarning]]) -> list[str]:
     return lines
 
 
-def render_html(report: MergedReport, allow_mixed_precision: bool = False) -> str:
-    """The whole page as text (UTF-8 when written)."""
+def render_html(report: MergedReport, allow_mixed_precision: bool = False, explain: ExplainRecord | None = None) -> str:
+    """The whole page as text (UTF-8 when written); with an explain record, its Explain section after the charts."""
     from infermeter.core.extras import require_extra
+    from infermeter.report.explain_section import explain_section
 
     require_extra("html", ["plotly"], "the HTML report")
     table = report_table(report, allow_mixed_precision)
     columns, rows, caption = table.compact()
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>infermeter report</title>",
-        f"<style>{_STYLE}</style>",
-        f"<script>{_plotly_js()}</script>",
-        "</head><body>",
-        "<h1>infermeter report</h1>",
-    ]
+    parts = [*page_head("infermeter report"), "<h1>infermeter report</h1>"]
     parts += _sources_lines(report)
     parts.append("<h2>Results</h2>")
     if caption:
         parts.append(f'<p class="caption">{escape(caption)}</p>')
-    parts.append(_table(columns, rows, "summary") if rows else "<p>No cases.</p>")
+    parts.append(html_table(columns, rows, "summary") if rows else "<p>No cases.</p>")
     if table.footnotes:
         parts.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in table.footnotes) + "</ul>")
     fastest = fastest_lines(report.cases, allow_mixed_precision)
     if fastest:
         parts.append('<ul class="notes" id="speedups">' + "".join(f"<li>{escape(x)}</li>" for x in fastest) + "</ul>")
     parts += _chart_sections(report)
+    if explain is not None:
+        parts += explain_section(explain)
     parts += _warning_lines(table.warnings)
     parts.append("<h2>Environment</h2>")
     env_rows = [[label, value] for label, value in environment_summary(report.environment)]
-    parts.append(_table(["", "value"], env_rows, "environment"))
+    parts.append(html_table(["", "value"], env_rows, "environment"))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from infermeter.core.errors import UsageError
 from infermeter.report.merged import MergedReport, SourceFile, merge_results
+from infermeter.results.explain import ExplainRecord
 
 FORMATS = ("table", "md", "html", "csv")
 _SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
@@ -19,8 +20,13 @@ def load_report(paths: tuple[Path, ...]) -> MergedReport:
     return merge_results([SourceFile(str(path), read_results(path)) for path in paths])
 
 
-def render(report: MergedReport, fmt: str, allow_mixed_precision: bool = False) -> str:
-    """The report in a file format (md, html, csv)."""
+def render(
+    report: MergedReport, fmt: str, allow_mixed_precision: bool = False, explain: ExplainRecord | None = None
+) -> str:
+    """The report in a file format (md, html, csv); an explain record has its section in the HTML report only
+    (UsageError for another format)."""
+    if explain is not None and fmt != "html":
+        raise UsageError(f"--explain adds a section to the HTML report; {fmt} has none (use --format html)")
     if fmt == "md":
         from infermeter.report.markdown import render_markdown
 
@@ -28,7 +34,7 @@ def render(report: MergedReport, fmt: str, allow_mixed_precision: bool = False) 
     if fmt == "html":
         from infermeter.report.html import render_html
 
-        return render_html(report, allow_mixed_precision)
+        return render_html(report, allow_mixed_precision, explain)
     from infermeter.report.csv import render_csv
 
     return render_csv(report)
