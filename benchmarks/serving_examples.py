@@ -154,7 +154,7 @@ def llm_example(args: argparse.Namespace, work: Path) -> Example:
             ["llm", "load", url, *request, "--rates", f"{top:g}", "--find-peak", *slo, *requests, "-o", out.name],
             shown, url, doc_url, work,
         )  # fmt: skip
-    return Example(tuple(shown), read_results(out), peak_line(stdout))
+    return Example(tuple(shown), read_results(out), peak_line(stdout).replace(url, doc_url))
 
 
 def main() -> None:

@@ -66,3 +66,16 @@ def test_requests_never_answered_are_counted_at_the_drain_deadline() -> None:
     client = TimerClient(0.005, lost=frozenset({1, 4}))
     traffic = run_async(lambda: closed_loop(client, 2, duration_s=0.1, drain_timeout_s=0.05))
     assert traffic.unanswered == 2 and len(traffic.answers) == traffic.issued - 2
+
+
+def test_a_request_the_openai_client_cannot_classify_is_counted_not_waited_for() -> None:
+    """An exception the stream reader does not know (here: an HTTP client without `stream`) is the request's
+    `client_error`: the closed loop ends with every request answered instead of waiting on a lost one."""
+    from infermeter.llm.openai_bench import EndpointSettings
+    from infermeter.llm.openai_client import OpenAIClient
+
+    client = OpenAIClient(object(), EndpointSettings("http://127.0.0.1:1"))
+    traffic = run_async(lambda: closed_loop(client, 2, requests=4, drain_timeout_s=None))
+    assert traffic.issued == len(traffic.answers) == 4
+    assert {timing.error_kind for _, timing, _ in traffic.answers} == {"client_error"}
+    assert all("AttributeError" in (timing.error or "") for _, timing, _ in traffic.answers)
