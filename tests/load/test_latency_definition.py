@@ -1,6 +1,7 @@
 """One meaning of latency for both protocols: against a server slowed on purpose (one worker, so the queue grows)
-and a client held up on purpose at the start, the KServe load generator and the OpenAI rate level, at the same
-rate, both time each request from its scheduled send time, so each latency holds its wait in the queue and the
+and a client held up on purpose at the start, the one load generator's open loop through the KServe client
+(`load`'s server scenario) and through the OpenAI streaming client (an `llm load --rates` level), at the same
+rate, times each request from its scheduled send time, so each latency holds its wait in the queue and the
 client's own lag, which both report beside."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fake_openai import FakeOpenAIServer
 from serve_helpers import make_server
 
 from infermeter.llm.openai_bench import EndpointSettings
-from infermeter.llm.serving_sweep import run_rate_level
+from infermeter.llm.openai_client import run_openai_level
 from infermeter.load.arrivals import Arrivals
 from infermeter.load.generator import run_async, run_server
 from infermeter.load.http_client import ConnectionPool
@@ -75,7 +76,8 @@ def test_kserve_and_openai_latencies_both_hold_the_queue_and_the_client_lag() ->
 
     with FakeOpenAIServer(["ok"], tokens=4, delay_s=SERVICE_S / 4, slots=1) as fake:
         endpoint = EndpointSettings(fake.url, gen_len=4, requests=REQUESTS, request_timeout_s=30.0)
-        timings = asyncio.run(_held_up(lambda: run_rate_level(endpoint, RATE_PER_S, 0, "constant")))
+        arrivals = Arrivals(RATE_PER_S, "constant")
+        timings = run_async(lambda: _held_up(lambda: run_openai_level(endpoint, arrivals=arrivals)))
     assert all(t.ok for t in timings) and len(timings) == REQUESTS
     # Each request's clock starts at its scheduled time: evenly spaced, whatever time the client sent it.
     np.testing.assert_allclose(np.diff([t.start_s for t in timings]), 1 / RATE_PER_S, atol=1e-6)

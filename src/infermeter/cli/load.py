@@ -181,6 +181,7 @@ def _peak(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]
 def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSummary]:
     """The scenario's run (or the sweep's runs), printed."""
     from infermeter.load.driver import run_once, sweep_steps
+    from infermeter.load.levels import step_levels
     from infermeter.load.verdict import summarize
 
     if load.scenario != "sweep":
@@ -189,16 +190,21 @@ def _scenario(target: LoadTarget, load: KServeLoad, label: str) -> list[LoadSumm
         print_summaries(summaries, f"{load.scenario}: {label}")
         return summaries
     summaries = []
-    for kind, value in sweep_steps(load.qps, load.concurrency, load.steps):
-        try:
-            run = run_once(target, load.run(kind, value, int(value)))
-        except BackendError as exc:  # the server stopped answering: keep the levels measured so far
-            if not summaries:
-                raise
-            stderr.print(f"  [red]{escape(str(exc))}[/]; the sweep stops here", soft_wrap=True)
-            break
-        summaries.append(summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms))
-        _progress(summaries[-1])
+
+    def measure(step: tuple[str, float]) -> LoadSummary:
+        run = run_once(target, load.run(step[0], step[1], int(step[1])))
+        return summarize(run, load.slo_p99_ms, load.batch, load.seed, load.slo_latency_ms)
+
+    def measured(summary: LoadSummary) -> None:
+        summaries.append(summary)
+        _progress(summary)
+
+    try:
+        step_levels(sweep_steps(load.qps, load.concurrency, load.steps), measure, measured)
+    except BackendError as exc:  # the server stopped answering: keep the levels measured so far
+        if not summaries:
+            raise
+        stderr.print(f"  [red]{escape(str(exc))}[/]; the sweep stops here", soft_wrap=True)
     print_summaries(summaries, f"sweep: {label}")
     return summaries
 

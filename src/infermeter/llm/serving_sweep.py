@@ -1,6 +1,8 @@
 """A serving sweep against an OpenAI-compatible server: closed-loop concurrency levels (1, 2, 4 … max) or
-open-loop Poisson request rates, each level one case with its generation metrics (`openai_bench`), its place
-in the sweep (`ServingLevel`) and, when asked, the server's own state while it ran (`ServerMetrics`).
+open-loop Poisson request rates, each level run by the one load generator through the OpenAI streaming client
+(`openai_client`) and stepped by the one level driver (`load.levels`), each one case with its generation metrics
+(`openai_bench`), its place in the sweep (`ServingLevel`) and, when asked, the server's own state while it ran
+(`ServerMetrics`).
 
 A level never stops the sweep: a level whose requests failed is kept with its one-line reason, and the caller's
 `on_level` (which saves the results file) runs after every level, so what was measured is on disk before the
@@ -9,9 +11,7 @@ next level starts. The knee and the max level under the SLO are read from the ca
 
 from __future__ import annotations
 
-import asyncio
 import json
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,25 +20,17 @@ from dataclasses import KW_ONLY, dataclass
 from infermeter.core.case import identity_digest
 from infermeter.core.errors import UsageError
 from infermeter.llm.generation_metrics import RequestTiming
-from infermeter.llm.openai_bench import (
-    APIS,
-    ERROR_KINDS,
-    EndpointSettings,
-    fresh_level,
-    level_result,
-    run_level,
-    stream_request,
-)
+from infermeter.llm.openai_bench import APIS, ERROR_KINDS, EndpointSettings, level_result
+from infermeter.llm.openai_client import run_openai_level
 from infermeter.llm.server_metrics import MetricsSampler, metrics_sources
-from infermeter.load.arrivals import Arrivals, paced
+from infermeter.load.arrivals import Arrivals
+from infermeter.load.generator import run_async
+from infermeter.load.levels import step_levels
 from infermeter.results.records import GenerationSummary, ServingLevel, read_record, write_record
 from infermeter.results.records.serving import SWEEP_MODES
 from infermeter.results.schema import CaseResult
 
 DEFAULT_SLO_TARGET = 0.9
-# A rate level sends this many seconds' worth of requests at its rate (at least MIN_RATE_REQUESTS).
-RATE_LEVEL_S = 10.0
-MIN_RATE_REQUESTS = 16
 
 
 @dataclass(frozen=True)
@@ -61,33 +53,6 @@ class SweepSettings:
     def name(self) -> str:
         """The sweep's name: `series`, or the server's URL."""
         return self.series or self.endpoint.url
-
-
-def rate_requests(endpoint: EndpointSettings, rate: float) -> int:
-    """Requests of one rate level: --requests, else RATE_LEVEL_S seconds' worth (at least MIN_RATE_REQUESTS)."""
-    if endpoint.requests is not None:
-        return endpoint.requests
-    return max(MIN_RATE_REQUESTS, math.ceil(rate * RATE_LEVEL_S))
-
-
-async def run_rate_level(
-    endpoint: EndpointSettings, rate: float, seed: int, arrivals: str = "poisson"
-) -> list[RequestTiming]:
-    """One open-loop level: requests are due at the arrival times of `load.arrivals` (Poisson or constant, mean
-    rate `rate`/s), whatever is in flight (so a slow server builds a queue, as under real traffic); each request's
-    clock starts at its scheduled time, as in the KServe load generator, with the client's lag beside."""
-    import httpx
-
-    schedule_s = Arrivals(rate, arrivals, seed).offsets_s(count=rate_requests(endpoint, rate))
-    endpoint = fresh_level(endpoint)
-    timeout = httpx.Timeout(endpoint.request_timeout_s, connect=min(10.0, endpoint.request_timeout_s))
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
-        tasks = [
-            asyncio.create_task(stream_request(client, endpoint, issue.index, issue))
-            async for issue in paced(schedule_s)
-        ]
-        return list(await asyncio.gather(*tasks))
 
 
 def _first_message(timings: Sequence[RequestTiming], kind: str) -> str:
@@ -166,9 +131,10 @@ def _measure(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:
         sampler.__enter__()
     try:
         if settings.mode == "concurrency":
-            timings = asyncio.run(run_level(endpoint, int(level)))
+            timings = run_async(lambda: run_openai_level(endpoint, concurrency=int(level)))
         else:
-            timings = asyncio.run(run_rate_level(endpoint, level, settings.seed, settings.arrivals))
+            arrivals = Arrivals(level, settings.arrivals, settings.seed)
+            timings = run_async(lambda: run_openai_level(endpoint, arrivals=arrivals))
     finally:
         if sampler is not None:
             sampler.__exit__(None, None, None)
@@ -188,12 +154,7 @@ def run_sweep(settings: SweepSettings, on_level: Callable[[CaseResult], None] | 
         raise UsageError("a sweep needs at least one level")
     settings.endpoint.endpoint()  # a bad URL is a usage error before anything is sent
     t0_s = time.perf_counter()
-    results = []
-    for level in settings.levels:
-        results.append(measure_level(settings, level, t0_s))
-        if on_level:
-            on_level(results[-1])
-    return results
+    return step_levels(settings.levels, lambda level: measure_level(settings, level, t0_s), on_level)
 
 
 def measure_level(settings: SweepSettings, level: float, t0_s: float) -> CaseResult:

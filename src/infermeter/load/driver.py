@@ -11,7 +11,7 @@ from infermeter.core.errors import BackendError, UsageError
 from infermeter.load.generator import LoadRun, run_async, run_closed_loop, run_server
 from infermeter.load.http_client import RequestPool
 from infermeter.load.levels import doubling_levels, rate_steps
-from infermeter.load.peak import PeakSearch, bisect_peak
+from infermeter.load.peak import PeakSearch, search_peak
 from infermeter.load.server_stats import StatsSnapshot, difference, snapshot
 from infermeter.load.target import LoadTarget
 from infermeter.load.verdict import LoadSummary, summarize
@@ -117,23 +117,16 @@ def find_peak(
     slo_latency_ms: float | None = None,
 ) -> tuple[LoadSummary | None, list[LoadSummary], PeakSearch]:
     """The highest QPS whose server-scenario P99 meets the SLO (and is otherwise VALID): a closed-loop run
-    bounds the capacity, then bisection on QPS (`load.peak`) until the bracket is within `tolerance`."""
+    bounds the capacity, then bisection on QPS (`load.peak.search_peak`) until the bracket is within `tolerance`."""
     capacity_run = run_once(target, RunSettings("offline", duration_s, concurrency=concurrency))
     capacity = summarize(capacity_run, None, target.batch, seed, slo_latency_ms)
     if on_probe:
         on_probe(capacity)
-    probes: list[LoadSummary] = [capacity]
-    by_rate: dict[float, LoadSummary] = {}
 
-    def probe(qps: float) -> bool:
+    def measure(qps: float) -> LoadSummary:
         run = run_once(target, RunSettings("server", duration_s, qps=qps, seed=seed))
-        summary = summarize(run, slo_p99_ms, target.batch, seed, slo_latency_ms)
-        probes.append(summary)
-        by_rate[qps] = summary
-        if on_probe:
-            on_probe(summary)
-        return summary.valid
+        return summarize(run, slo_p99_ms, target.batch, seed, slo_latency_ms)
 
-    search = bisect_peak(probe, max(capacity.run.achieved_qps * 1.1, 1.0), max_probes, tolerance)
-    best = by_rate.get(search.held_at) if search.held_at is not None else None
-    return best, probes, search
+    high = max(capacity.run.achieved_qps * 1.1, 1.0)
+    found = search_peak(measure, lambda s: s.valid, high, max_probes=max_probes, tolerance=tolerance, on_probe=on_probe)
+    return found.best, [capacity, *(summary for _, summary in found.measured)], found.search

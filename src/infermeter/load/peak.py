@@ -1,11 +1,15 @@
 """One peak search for every protocol: the highest arrival rate at which the SLO still holds, by bisection on
 measured rates (not only on listed levels), with how sure it is: the interval between the highest rate where the
-SLO held and the lowest rate above it where it did not."""
+SLO held and the lowest rate above it where it did not. `search_peak` runs it on whole measured levels (`load
+--find-peak`, `llm load --find-peak`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,41 @@ def bisect_peak(
         if rate < min_rate:
             break
     return PeakSearch(tuple(probes), low or None, failed)
+
+
+@dataclass(frozen=True)
+class PeakFound(Generic[S]):
+    """A peak search on measured levels: the search, and each probe's rate and measurement in the order run."""
+
+    search: PeakSearch
+    measured: tuple[tuple[float, S], ...]
+
+    @property
+    def best(self) -> S | None:
+        """The measurement at the highest rate where the SLO held (None when it held nowhere)."""
+        return next((m for rate, m in self.measured if rate == self.search.held_at), None)
+
+
+def search_peak(
+    measure: Callable[[float], S],
+    held: Callable[[S], bool],
+    high: float,
+    *,
+    max_probes: int = 8,
+    tolerance: float = 0.05,
+    min_rate: float = 0.5,
+    on_probe: Callable[[S], None] | None = None,
+) -> PeakFound[S]:
+    """`bisect_peak` from `high`, each probe a level measured at its rate (`measure`) and judged by `held`;
+    `on_probe` hears of each measurement as soon as it is taken (to save or print it)."""
+    measured: list[tuple[float, S]] = []
+
+    def probe(rate: float) -> bool:
+        measurement = measure(rate)
+        measured.append((rate, measurement))
+        if on_probe is not None:
+            on_probe(measurement)
+        return held(measurement)
+
+    search = bisect_peak(probe, high, max_probes, tolerance, min_rate)
+    return PeakFound(search, tuple(measured))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infermeter.load.driver import RunSettings, run_once
+from infermeter.load.levels import doubling_levels, step_levels
 from infermeter.load.target import prepare_target
 from infermeter.load.verdict import LoadSummary, summarize
 from infermeter.machine.environment import new_results_file
@@ -86,12 +87,7 @@ def policies(max_batches: list[int], max_delays_ms: list[float], workers: list[i
 
 def concurrency_levels(policy: BatchPolicy, limit: int) -> list[int]:
     """1, 2, 4 … up to enough requests in flight to fill every worker's batch twice (capped at `limit`)."""
-    top = min(limit, max(2, 2 * policy.max_batch * policy.workers))
-    levels, level = [], 1
-    while level < top:
-        levels.append(level)
-        level *= 2
-    return [*levels, top]
+    return list(doubling_levels(min(limit, max(2, 2 * policy.max_batch * policy.workers))))
 
 
 def measure_policy(
@@ -107,14 +103,20 @@ def measure_policy(
     server = spawn_server([*model_args, *policy.serve_args(), "--max-queue", "4096"])
     try:
         target = prepare_target(server.url)
-        for level in concurrency_levels(policy, concurrency_limit):
+
+        def measure(level: int) -> LoadSummary:
             run = run_once(target, RunSettings("offline", duration_s, concurrency=level, warmup_s=0.2))
-            summary = summarize(run, slo_p99_ms, target.batch)
+            return summarize(run, slo_p99_ms, target.batch)
+
+        def point(summary: LoadSummary) -> None:
             result.curve.append(summary)
             if on_point:
                 on_point(policy, summary)
-            if summary.stats is None or summary.stats.p99 > slo_p99_ms:
-                break  # latency only grows with more requests in flight
+
+        def missed(summary: LoadSummary) -> bool:  # latency only grows with more requests in flight: stop here
+            return summary.stats is None or summary.stats.p99 > slo_p99_ms
+
+        step_levels(concurrency_levels(policy, concurrency_limit), measure, point, missed)
     finally:
         server.stop()
     return result
