@@ -16,23 +16,29 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.llm.models import TINY, resolve_gguf, tiny_llama_folder
 from infermeter.llm.openai_bench import make_prompt
+from infermeter.llm.openai_server import (
+    RunningServer,
+    free_port,
+    llama_cpp_server_command,
+    llama_cpp_server_flags,
+    started_server,
+)
 from infermeter.models.convert import cache_root
 from infermeter.results.io import read_results
 from infermeter.results.records import GenerationSummary, read_record
@@ -61,12 +67,6 @@ class Figures:
     requests_ok: int
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def cpu_list(text: str) -> set[int]:
     """`0`, `1-3` or `0,2`: a set of CPU numbers (empty text: no pinning)."""
     cpus: set[int] = set()
@@ -82,23 +82,15 @@ def pinned(cpus: set[int]) -> Callable[[], None] | None:
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
 
-def start_llama_server(gguf: Path, alias: str, threads: int, cpus: set[int]) -> tuple[subprocess.Popen[bytes], str]:
-    """llama-cpp-python's OpenAI-compatible server on `gguf`; returns the process and its base URL when ready."""
+def llama_server(
+    gguf: Path, alias: str, threads: int, cpus: set[int]
+) -> contextlib.AbstractContextManager[RunningServer]:
+    """llama-cpp-python's OpenAI-compatible server on `gguf`, pinned to `cpus`, started for a load run (no request
+    is cut short for another: both clients must receive full-length responses, `llm.openai_server`)."""
     port = free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "2048"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(cpus))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        if process.poll() is not None:
-            raise SystemExit(f"llama-cpp-python's server exited with {process.returncode}: {' '.join(command)}")
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=1):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit("llama-cpp-python's server did not answer within 300 s")
+    flags = llama_cpp_server_flags(alias, n_ctx=2048, threads=threads)
+    command = llama_cpp_server_command(gguf, port, flags)
+    return started_server(command, f"http://127.0.0.1:{port}", timeout_s=300, preexec_fn=pinned(cpus))
 
 
 def tokenizer_folder(model: str) -> Path:
@@ -283,18 +275,13 @@ def main() -> None:
     args.tokenizer = args.tokenizer or tokenizer_folder(args.model)
     isl = prompt_tokens(args.tokenizer, args.prompt_len)
     name = args.served_name or args.model
-    server = None
-    if args.url:
-        url, args.server_label = args.url, f"the server at {args.url}"
-    else:
-        server, url = start_llama_server(resolve_gguf(args.model), name, args.threads, server_cpus)
-        args.server_label = f"llama-cpp-python's server ({args.threads} threads, one sequence at a time)"
-    try:
+    with contextlib.ExitStack() as stack:
+        if args.url:
+            url, args.server_label = args.url, f"the server at {args.url}"
+        else:
+            url = stack.enter_context(llama_server(resolve_gguf(args.model), name, args.threads, server_cpus)).url
+            args.server_label = f"llama-cpp-python's server ({args.threads} threads, one sequence at a time)"
         results = run_rounds(url, name, args, isl)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
     rendered = table(results, args.levels)
     print(rendered)
     if args.write_docs:

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 
@@ -24,12 +21,6 @@ def run(*args: str) -> None:
     command = [sys.executable, "-m", "infermeter", *args]
     print("$", shlex.join(command), flush=True)
     subprocess.run(command, check=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main() -> None:
@@ -50,30 +41,16 @@ def main() -> None:
         "-o", str(args.out / "backends.json"))  # fmt: skip
 
     from infermeter.llm.models import resolve_gguf
+    from infermeter.llm.openai_server import free_port, llama_cpp_server_command, llama_cpp_server_flags, started_server
 
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf("tiny-llama")), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "tiny", "--interrupt_requests", "False"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.3)
+    command = llama_cpp_server_command(resolve_gguf("tiny-llama"), port, llama_cpp_server_flags("tiny", n_ctx=2048))
+    with started_server(command, f"http://127.0.0.1:{port}") as server:
         run(
-            "llm", "load", url, "--model-name", "tiny", "--concurrency", "1,4,16",
+            "llm", "load", server.url, "--model-name", "tiny", "--concurrency", "1,4,16",
             "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
             "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "-o", str(args.out / "endpoint.json"),
         )  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

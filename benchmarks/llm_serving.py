@@ -17,15 +17,16 @@ MODEL is a .gguf path or a name `infermeter` resolves (`tiny-llama`, `tiny-llama
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from infermeter.core.errors import BackendError
+from infermeter.llm.openai_server import free_port, started_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "llm-serving.md"
@@ -40,27 +41,6 @@ class Engine:
     series: str
     command: list[str]
     model_name: str
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> str | None:
-    """None once the server lists its models; else why it never did (its log's last line)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return f"exited with {process.returncode}: {' | '.join(tail)}"
-        try:
-            urllib.request.urlopen(f"{url}/v1/models", timeout=2).read()
-            return None
-        except OSError:
-            time.sleep(0.5)
-    return f"not ready within {START_TIMEOUT_S:.0f} s"
 
 
 def infermeter(*args: str) -> None:
@@ -87,11 +67,10 @@ def sweep_engine(engine: Engine, args: argparse.Namespace, load_flags: list[str]
     log = args.out / f"{slug}.log"
     command = [part.replace("PORT", str(port)) for part in engine.command]
     print("$", shlex.join(command), flush=True)
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        failure = wait_ready(url, process, log)
-        if failure:
+    with contextlib.ExitStack() as running:
+        try:
+            running.enter_context(started_server(command, url, timeout_s=START_TIMEOUT_S, log=log))
+        except BackendError as failure:
             return [], f"{engine.series}: the server did not start ({failure})"
         common = [url, "--model-name", engine.model_name, "--series", engine.series, *load_flags]
         sweep = args.out / f"{slug}-concurrency.json"
@@ -105,12 +84,6 @@ def sweep_engine(engine: Engine, args: argparse.Namespace, load_flags: list[str]
             infermeter("llm", "load", *common, "--rates", rates, "--server-metrics", "-o", str(rated))
             files.append(rated)
         return files, None
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def engines(args: argparse.Namespace, model: Path) -> list[Engine]:

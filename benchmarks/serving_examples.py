@@ -23,15 +23,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,13 +49,6 @@ class Example:
     commands: tuple[str, ...]
     results: ResultsFile
     peak_line: str
-
-
-def free_port() -> int:
-    """A port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def infermeter(args: list[str], shown: list[str], url: str, doc_url: str, work: Path) -> str:
@@ -100,37 +89,18 @@ def kserve_example(args: argparse.Namespace, work: Path) -> Example:
 
 @contextmanager
 def llama_server(model: str) -> Iterator[tuple[str, list[str]]]:
-    """llama-cpp-python's server on `model`'s GGUF, as tests/llm/test_llm.py starts it: (URL, its command as the
-    doc shows it)."""
+    """llama-cpp-python's server on `model`'s GGUF, started for a load run (`llm.openai_server`): (URL, its command
+    as the doc shows it)."""
     from infermeter.llm.models import resolve_gguf
+    from infermeter.llm.openai_server import free_port, llama_cpp_server_command, llama_cpp_server_flags, started_server
 
-    port = free_port()
-    flags = ["--host", "127.0.0.1", "--n_ctx", "512", "--n_threads", "1", "--model_alias", model,
-             "--interrupt_requests", "False"]  # fmt: skip
-    gguf = resolve_gguf(model)
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), *flags, "--port", str(port)]
+    flags = llama_cpp_server_flags(model, threads=1)
     shown = ["python -m llama_cpp.server --model MODEL.gguf " + shlex.join([*flags, "--port", "8080"]) + " &"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    raise SystemExit(f"llama_cpp.server did not start: {err[-2000:]}") from None
-                time.sleep(0.3)
-        yield url, shown
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    port = free_port()
+    with started_server(
+        llama_cpp_server_command(resolve_gguf(model), port, flags), f"http://127.0.0.1:{port}"
+    ) as server:
+        yield server.url, shown
 
 
 def llm_example(args: argparse.Namespace, work: Path) -> Example:

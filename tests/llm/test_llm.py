@@ -4,12 +4,6 @@ llama.cpp, and the endpoint benchmark against llama-cpp-python's real OpenAI-com
 from __future__ import annotations
 
 import math
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,45 +140,18 @@ def test_llm_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
     assert cases[1]["status"] == "unavailable" and cases[1]["error"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def llama_server() -> Iterator[str]:
     import importlib.util
 
+    from infermeter.llm.openai_server import free_port, llama_cpp_server_command, llama_cpp_server_flags, started_server
+
     if importlib.util.find_spec("sse_starlette") is None or importlib.util.find_spec("uvicorn") is None:
         pytest.skip("llama-cpp-python's server extra is not installed (`make test-llm` installs it)")
-    model = resolve_gguf("tiny-llama")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "512", "--n_threads", "1", "--model_alias", "tiny", "--interrupt_requests", "False"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    pytest.fail(f"llama_cpp.server did not start: {err[-2000:]}")
-                time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    port = free_port()
+    command = llama_cpp_server_command(resolve_gguf("tiny-llama"), port, llama_cpp_server_flags("tiny", threads=1))
+    with started_server(command, f"http://127.0.0.1:{port}", timeout_s=120) as server:
+        yield server.url
 
 
 @needs_llama_cpp
