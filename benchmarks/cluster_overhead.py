@@ -25,6 +25,7 @@ from infermeter.core.case import MeasureSettings
 from infermeter.machine.environment import collect_environment
 from infermeter.measure.benchrun import SilentDisplay, new_sweep, run_bench
 from infermeter.measure.plan import Matrix
+from infermeter.measure.scenarios import LATENCY
 from infermeter.models.resolve import resolve_model
 from infermeter.results.env import default_threads
 from infermeter.results.schema import CaseResult
@@ -37,7 +38,7 @@ Figures = tuple[list[float], list[float], list[float]]
 
 def _run(matrix: Matrix, on_cluster: bool) -> tuple[float, list[CaseResult]]:
     """Wall seconds of one sweep of `matrix` (in memory, nothing written) and its cases."""
-    sweep = new_sweep(None, matrix, False, True, ["benchmarks/cluster_overhead.py"], {})
+    sweep = new_sweep(None, matrix, LATENCY, True, ["benchmarks/cluster_overhead.py"], {})
     start = time.perf_counter()
     run = run_bench(sweep, SilentDisplay(), roofline=False, history=False, on_cluster=on_cluster)
     return time.perf_counter() - start, run.cases

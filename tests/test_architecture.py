@@ -217,25 +217,3 @@ def test_the_wide_record_check_sees_a_positional_one() -> None:
     assert _positional_wide_records(marked) == []
     late = plain.replace("    f5: int\n", "    _: KW_ONLY\n    f5: int\n")
     assert _positional_wide_records(late) == ["Wide (7 fields)"]
-
-
-# Where a case's scenario may be asked for by its settings (`settings.soaking`): the scenario modules, and the checks
-# of what a user asked (the request and its values, the soak's flags). Everything else asks `scenario_of`.
-SCENARIO_QUESTIONS_ALLOWED = {
-    "core/case.py",
-    "measure/scenarios.py",
-    "measure/request.py",
-    "core/validation.py",
-    "cli/soak.py",
-}
-
-
-def test_no_module_outside_the_scenarios_branches_on_a_soak() -> None:
-    found = [
-        f"{path.relative_to(PACKAGE)}:{node.lineno}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if path.relative_to(PACKAGE).as_posix() not in SCENARIO_QUESTIONS_ALLOWED
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Attribute) and node.attr == "soaking"
-    ]
-    assert not found, "ask measure.scenarios.scenario_of(settings) instead:\n" + "\n".join(found)

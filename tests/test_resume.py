@@ -19,6 +19,7 @@ from infermeter.core.case import MeasureSettings
 from infermeter.core.errors import ResultsError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.planfile import StoredPlan, plan_from_dict, plan_to_dict
+from infermeter.measure.scenarios import LATENCY
 from infermeter.models.resolve import resolve_model
 
 SWEEP = SweepSpec(batches=(1, 2, 3, 4))
@@ -129,7 +130,7 @@ def test_plan_round_trips_through_json(tmp_path: Path) -> None:
         seq_len=24,
         settings=MeasureSettings(warmup_iterations=3, target_ci=0.005, interleave=False),
     )
-    plan = StoredPlan((matrix,), ("infermeter", "bench"), cold_start=False, isolate=True)
+    plan = StoredPlan((matrix,), ("infermeter", "bench"), scenario=LATENCY, isolate=True)
     back = plan_from_dict(json.loads(json.dumps(plan_to_dict(plan))), tmp_path, resolve_model)
     assert back == plan
     assert [c.id for i in back.items() for c in i.chain] == [c.id for i in plan.items() for c in i.chain]

@@ -118,13 +118,13 @@ def test_every_case_runs_on_each_machine_and_the_plan_file_keeps_them() -> None:
 
 def test_interleaved_groups_are_one_task_and_never_span_machines() -> None:
     plan = build_plan(_matrix(machines=("a", "b")))
-    units = plan_units(plan, isolate=True, cold_start=False)
+    units = plan_units(plan, isolate=True)
     assert [len(unit.items) for unit in units] == [2, 2, 2, 2]
     assert [unit.machine for unit in units] == ["a", "a", "b", "b"]
     assert all(len({item.case.batch for item in unit.items}) == 1 for unit in units)
     sequential = build_plan(_matrix(settings=MeasureSettings(interleave=False)))
-    assert [len(unit.items) for unit in plan_units(sequential, isolate=True, cold_start=False)] == [1, 1, 1, 1]
-    assert [len(unit.items) for unit in plan_units(plan[:4], isolate=False, cold_start=False)] == [1, 1, 1, 1]
+    assert [len(unit.items) for unit in plan_units(sequential, isolate=True)] == [1, 1, 1, 1]
+    assert [len(unit.items) for unit in plan_units(plan[:4], isolate=False)] == [1, 1, 1, 1]
 
 
 def test_a_plan_with_machine_classes_resumes_only_on_a_cluster(tmp_path: Path) -> None:

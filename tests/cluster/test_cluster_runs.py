@@ -26,6 +26,7 @@ from infermeter.core.case import MeasureSettings
 from infermeter.measure.benchrun import SilentDisplay, new_sweep, run_bench
 from infermeter.measure.plan import Matrix
 from infermeter.measure.planfile import stored_plan
+from infermeter.measure.scenarios import LATENCY
 from infermeter.measure.sweep import SweepEvent
 from infermeter.models.convert import onnx_for
 from infermeter.models.resolve import resolve_model
@@ -213,7 +214,7 @@ def test_a_node_killed_under_a_case_is_retried_on_another_of_its_class(cluster, 
     out = tmp_path / "lost.json"
     display = _KillOnStart(head)
     with connected(head.address), _watch_json(out) as invalid:
-        sweep = new_sweep(out, matrix, False, True, ["infermeter", "bench"], {})
+        sweep = new_sweep(out, matrix, LATENCY, True, ["infermeter", "bench"], {})
         run_bench(sweep, display, roofline=False, history=False, cluster=run_on_cluster)
     assert display.killed in spares and not invalid
     cases = _nodes(out)

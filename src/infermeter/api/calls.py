@@ -266,6 +266,7 @@ def _run(
     from infermeter.machine.environment import collect_environment
     from infermeter.measure.benchrun import BenchDisplay, SilentDisplay, new_sweep, run_bench
     from infermeter.measure.request import build_matrix
+    from infermeter.measure.scenarios import LATENCY
 
     display: BenchDisplay = SilentDisplay()
     if progress:
@@ -273,7 +274,7 @@ def _run(
 
         display = ConsoleDisplay(exit_on_interrupt=False)
     matrix = build_matrix(request, display.note, lambda name: spelled.get(name, name))
-    sweep = new_sweep(output, matrix, False, isolate, [call_text], collect_environment())
+    sweep = new_sweep(output, matrix, LATENCY, isolate, [call_text], collect_environment())
     run = run_bench(sweep, display, roofline=roofline, history=history)
     return Results(run.results, run.path, allow_mixed_precision)
 

@@ -19,6 +19,7 @@ from infermeter.cli.soak import allocators, print_soak, soak_options, soak_setti
 from infermeter.core.errors import UsageError
 from infermeter.measure.plan import Matrix
 from infermeter.measure.request import build_matrix, cli_flag
+from infermeter.measure.scenarios import COLD_START_TABLE, SUMMARY_TABLE
 from infermeter.models.resolve import resolve_model
 from infermeter.report.coldstart import COLD_START_COLUMNS, cold_start_rows
 from infermeter.report.summary import SummaryTable, summary_table
@@ -26,6 +27,7 @@ from infermeter.report.terminal import ConsoleDisplay, print_summary, print_tabl
 
 if TYPE_CHECKING:
     from infermeter.measure.benchrun import BenchRun, ClusterRunner
+    from infermeter.results.schema import CaseResult
 
 
 def _default_output() -> Path:
@@ -69,8 +71,8 @@ def bench(
     if run.resume is not None:
         _refuse_generation_file(run.resume)
     check_resume_flags(run.resume, run.resume_extend, given_plan_flags(ctx))
-    if run.cold_start and run.no_isolation:
-        raise UsageError("--cold-start needs a fresh process per run; drop --no-isolation")
+    if run.scenario.isolated_only and run.no_isolation:
+        raise UsageError(f"{run.scenario.flag} needs a fresh process per run; drop --no-isolation")
     check_cluster_flags(run.cluster, tuple(split_values(run.machines)), matrix.threads if run.plans else None)
     display = ConsoleDisplay()
     plan: Matrix | None = None
@@ -95,7 +97,7 @@ def _run_sweep(matrix: Matrix | None, run: RunFlags, display: ConsoleDisplay) ->
 
             matrix = replace(matrix, machines=resolve_machines(machine_names))
         if run.resume is not None:
-            sweep = resumed_sweep(run.resume, run.output, matrix, run.cold_start, isolation, command, resolve_model)
+            sweep = resumed_sweep(run.resume, run.output, matrix, run.scenario, isolation, command, resolve_model)
             stderr.print(
                 f"resuming {run.resume}: {len(sweep.todo)} of {len(sweep.items)} planned case(s) remain",
                 soft_wrap=True,
@@ -103,7 +105,7 @@ def _run_sweep(matrix: Matrix | None, run: RunFlags, display: ConsoleDisplay) ->
         else:
             assert matrix is not None
             output = run.output or _default_output()
-            sweep = new_sweep(output, matrix, run.cold_start, isolation, command, collect_environment())
+            sweep = new_sweep(output, matrix, run.scenario, isolation, command, collect_environment())
         check_plan_machines(sweep.todo, run.cluster)
         return run_bench(
             sweep, display, not run.no_roofline, not run.no_history, _cluster_runner() if run.cluster else None
@@ -116,16 +118,26 @@ def _cluster_runner() -> ClusterRunner:
     return run_on_cluster
 
 
+def _print_summary(shown: list[CaseResult], allow_mixed_precision: bool) -> None:
+    print_summary(summary_table(shown, allow_mixed_precision), shown)
+    print_soak(shown)
+
+
+def _print_cold_start(shown: list[CaseResult], _allow_mixed_precision: bool) -> None:
+    print_table(
+        SummaryTable(COLD_START_COLUMNS, cold_start_rows(shown)), title="cold start: fresh process to first result"
+    )
+
+
+# The table each scenario asks for (`Scenario.table`).
+_TABLES = {SUMMARY_TABLE: _print_summary, COLD_START_TABLE: _print_cold_start}
+
+
 def _print_run(run: BenchRun, allow_mixed_precision: bool) -> None:
-    """The summary (or cold-start) table, the soak table, the machine's speed drift and the results path."""
+    """The scenario's table (the summary and the soak's, or the cold start's), the machine's speed drift and the
+    results path."""
     shown = run.cases
-    if run.cold_start:
-        print_table(
-            SummaryTable(COLD_START_COLUMNS, cold_start_rows(shown)), title="cold start: fresh process to first result"
-        )
-    else:
-        print_summary(summary_table(shown, allow_mixed_precision), shown)
-        print_soak(shown)
+    _TABLES[run.scenario.table](shown, allow_mixed_precision)
     if run.trace.moved is not None:
         paired = any(case.paired is not None for case in shown)
         stdout.print(

@@ -14,7 +14,7 @@ from infermeter.cli.common import parse_options, parse_positive_ints, split_valu
 from infermeter.cli.options import BACKEND, CLUSTER, INPUT, OPTION, RESHAPE, THREADS, Decorator, option_group
 from infermeter.core.case import MeasureSettings
 from infermeter.measure.request import BenchRequest
-from infermeter.measure.scenarios import scenario_of
+from infermeter.measure.scenarios import COLD_START, LATENCY, Scenario, scenario_of
 from infermeter.measure.shapes import parse_sizes
 
 # Convenience flags that set a backend option (the same as `-O key=value`).
@@ -187,14 +187,15 @@ loop_options: Decorator = option_group(
 
 @dataclass(frozen=True, kw_only=True)
 class RunFlags:
-    """Where the results go and how the cases are started: output, resume, history, cold start, isolation, cluster."""
+    """Where the results go and how the cases are started: output, resume, history, the plan's scenario
+    (`--cold-start`), isolation, cluster."""
 
     output: Path | None
     resume: Path | None
     resume_extend: bool
     no_roofline: bool
     no_history: bool
-    cold_start: bool
+    scenario: Scenario
     no_isolation: bool
     cluster: str | None
     machines: tuple[str, ...]
@@ -225,7 +226,10 @@ run_options: Decorator = option_group(
     click.option("--no-history", is_flag=True, help="Do not record this run in the history database."),
     click.option(
         "--cold-start",
+        "scenario",
         is_flag=True,
+        # The one place the flag becomes the plan's scenario.
+        callback=lambda _ctx, _param, value: COLD_START if value else LATENCY,
         help="Time a fresh process to its first result per backend, without and with caches.",
     ),
     click.option("--no-isolation", is_flag=True, help="Run cases in this process (debugging only)."),

@@ -22,7 +22,7 @@ PLAN_PARAMS = (
     "streams", "threads", "warmup", "iterations", "target_ci", "rounds", "no_interleave", "min_time", "max_time",
     "case_timeout", "build_timeout", "input_sets", "inputs", "data", "option", "compile_mode", "ort_opt_level",
     "ov_hint",
-    "check_parity", "seed", "cold_start", "no_isolation", "machines", "reshape",
+    "check_parity", "seed", "scenario", "no_isolation", "machines", "reshape",
     "soak", "soak_minutes", "soak_lengths", "soak_sample_every", "soak_recycle", "memory_limit",
     "allocator", "repeat",
 )  # fmt: skip

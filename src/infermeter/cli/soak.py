@@ -12,6 +12,7 @@ import click
 from infermeter.core.case import MeasureSettings
 from infermeter.core.errors import UsageError
 from infermeter.core.validation import parse_memory_mb, split_values
+from infermeter.measure.scenarios import scenario_of
 from infermeter.results.schema import CaseResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,9 +83,10 @@ def soak_settings(settings: MeasureSettings, flags: dict[str, Any], isolated: bo
         soak_recycle_after=flags["soak_recycle"],
         memory_limit_mb=limit,
     )
-    if (settings.soaking or limit) and not isolated:
+    alone = scenario_of(settings).isolated_only or limit > 0
+    if alone and not isolated:
         raise UsageError("--soak and --memory-limit run each case in a worker of its own; drop --no-isolation")
-    if settings.soaking or limit:
+    if alone:
         settings = replace(settings, interleave=False)
     return settings
 

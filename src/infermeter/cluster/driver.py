@@ -28,6 +28,7 @@ from infermeter.cluster.units import Unit
 from infermeter.core.errors import describe_exception
 from infermeter.measure.execute import blank_result
 from infermeter.measure.plan import PlanItem
+from infermeter.measure.scenarios import Scenario
 from infermeter.measure.sweep import SweepEvent
 from infermeter.results.io import write_results
 from infermeter.results.records import LostAttempt, NodeRecord, read_record, write_record
@@ -213,7 +214,7 @@ def run_on_cluster(
     results: ResultsFile,
     path: Path | None,
     isolate: bool,
-    cold_start: bool,
+    scenario: Scenario,
     on_event: Callable[[SweepEvent], None],
     warn: Callable[[str], None],
 ) -> None:
@@ -226,4 +227,4 @@ def run_on_cluster(
     for item in items:
         if id(item) not in pending:
             on_event(SweepEvent("skipped", positions[id(item)], len(items), item.case))
-    ClusterSweep(results, path, positions, on_event, warn).run(plan_units(todo, isolate, cold_start))
+    ClusterSweep(results, path, positions, on_event, warn).run(plan_units(todo, isolate, scenario))

@@ -55,9 +55,9 @@ def run_here(unit: Unit, start: NodeStart) -> list[dict[str, Any]]:
     set_thread_environment(unit.threads)
     environment = collect_environment()
     results = new_results_file((), environment)
-    if not unit.cold_start:  # a cold start measures the conversion itself
+    if unit.scenario.prepare_first:  # not a cold start, which times the conversion itself
         prepare_onnx(unit.items, SilentDisplay())
-    run_sweep(list(unit.items), results, None, unit.isolate, build_first=not unit.cold_start)
+    run_sweep(list(unit.items), results, None, unit.isolate, build_first=unit.scenario.prepare_first)
     record = NodeRecord(
         start.node_id,
         start.hostname,

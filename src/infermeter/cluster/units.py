@@ -7,18 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infermeter.measure.plan import PlanItem
+from infermeter.measure.scenarios import LATENCY, Scenario
 from infermeter.measure.sweep import comparison_groups
 
 
 @dataclass(frozen=True)
 class Unit:
     """What one task runs on one node: `items` (one, or an interleaved group's pending ones), with the plan's
-    isolation and cold-start flags. Every item of a unit shares the machine class and the thread count (both are
-    part of the comparison group)."""
+    isolation and scenario (`measure.scenarios`). Every item of a unit shares the machine class and the thread
+    count (both are part of the comparison group)."""
 
     items: tuple[PlanItem, ...]
     isolate: bool = True
-    cold_start: bool = False
+    scenario: Scenario = LATENCY
 
     @property
     def machine(self) -> str | None:
@@ -39,13 +40,13 @@ class Unit:
         return f"{case.model} · {case.backend} {case.precision} b{case.batch}{more}{where}"
 
 
-def plan_units(todo: Sequence[PlanItem], isolate: bool, cold_start: bool) -> list[Unit]:
+def plan_units(todo: Sequence[PlanItem], isolate: bool, scenario: Scenario = LATENCY) -> list[Unit]:
     """The pending items as tasks, in plan order: a comparison group of two or more runs as one unit when it is
     interleaved (the rule `measure.sweep.run_sweep` applies locally), each item alone otherwise."""
     units: list[Unit] = []
     for group in comparison_groups(todo):
         if isolate and len(group) > 1 and group[0].case.settings.interleave:
-            units.append(Unit(tuple(group), isolate, cold_start))
+            units.append(Unit(tuple(group), isolate, scenario))
         else:
-            units.extend(Unit((item,), isolate, cold_start) for item in group)
+            units.extend(Unit((item,), isolate, scenario) for item in group)
     return units

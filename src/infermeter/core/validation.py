@@ -122,9 +122,7 @@ def check_settings(settings: MeasureSettings, name: Callable[[str], str] = setti
     require_positive(settings.soak_sample_every, name("soak_sample_every"))
     require_positive(settings.soak_recycle_after, name("soak_recycle_after"), allow_zero=True)
     require_positive(settings.memory_limit_mb, name("memory_limit_mb"), allow_zero=True)
-    require_positive(settings.repeat, name("repeat"))
-    if settings.repeat > 1 and settings.soaking:
-        raise UsageError(f"a soak is one long run per case: drop {name('repeat')} or {name('soak_requests')}")
+    require_positive(settings.repeat, name("repeat"))  # a soak's own refusal: measure.soak_request
 
 
 def check_gate(threshold: str, alpha: float, name: Callable[[str], str] = lambda key: f"--{key}") -> float:

@@ -22,6 +22,7 @@ from infermeter.machine.environment import new_results_file
 from infermeter.machine.speed_probe import SpeedTrace
 from infermeter.measure.plan import Matrix, PlanItem
 from infermeter.measure.planfile import StoredPlan, record_resumption, remaining, store_plan, stored_plan
+from infermeter.measure.scenarios import Scenario
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import CaseResult, ResultsFile
 
@@ -86,13 +87,14 @@ class Sweep:
 def new_sweep(
     path: Path | None,
     matrix: Matrix,
-    cold_start: bool,
+    scenario: Scenario,
     isolate: bool,
     command: Sequence[str],
     environment: dict[str, Any],
 ) -> Sweep:
-    """A fresh results file for `matrix`, its plan stored in it."""
-    plan = StoredPlan((matrix,), tuple(command), cold_start, isolate)
+    """A fresh results file for `matrix` run as `scenario` (`measure.scenarios`: LATENCY, or COLD_START), its plan
+    stored in it."""
+    plan = StoredPlan((matrix,), tuple(command), scenario, isolate)
     items = plan.items()  # a bad shape fails here, before anything is written
     results = new_results_file(command, environment)
     store_plan(results, plan)
@@ -103,7 +105,7 @@ def resumed_sweep(
     resume: Path,
     output: Path | None,
     matrix: Matrix | None,
-    cold_start: bool,
+    scenario: Scenario,
     isolate: bool,
     command: Sequence[str],
     resolve: Callable[[str], ModelSpec],
@@ -123,8 +125,8 @@ def resumed_sweep(
             )
         plan = stored
     elif stored is None:
-        plan = StoredPlan((matrix,), tuple(results.command or command), cold_start, isolate)
-    elif (stored.cold_start, stored.isolate) != (cold_start, isolate):
+        plan = StoredPlan((matrix,), tuple(results.command or command), scenario, isolate)
+    elif (stored.scenario, stored.isolate) != (scenario, isolate):
         raise UsageError(f"--resume-extend keeps {resume}'s --cold-start and --no-isolation as they were")
     else:
         plan = stored.extended(matrix)
@@ -140,13 +142,14 @@ def resumed_sweep(
 @dataclass(frozen=True)
 class BenchRun:
     """A finished bench run: its results (also in `path` when there is one), the plan and the speed probe's
-    readings (`trace.moved`: how far the machine's speed moved during the run)."""
+    readings (`trace.moved`: how far the machine's speed moved during the run), and the plan's scenario (which
+    table shows its cases)."""
 
     results: ResultsFile
     path: Path | None
     items: list[PlanItem]
     trace: SpeedTrace
-    cold_start: bool
+    scenario: Scenario
 
     @property
     def cases(self) -> list[CaseResult]:
@@ -205,7 +208,7 @@ class ClusterRunner(Protocol):
         results: ResultsFile,
         path: Path | None,
         isolate: bool,
-        cold_start: bool,
+        scenario: Scenario,
         on_event: Callable[[SweepEvent], None],
         warn: Callable[[str], None],
     ) -> None: ...
@@ -227,9 +230,10 @@ def _run_plan(sweep: Sweep, display: BenchDisplay, cluster: ClusterRunner | None
         # Every plan item is done or skipped once per pass (--repeat N: N passes over the plan).
         with terminate_as_interrupt(), display.progress(len(sweep.items) * passes_of(sweep.items)) as on_event:
             if cluster is not None:
-                cluster(sweep.items, sweep.todo, results, path, plan.isolate, plan.cold_start, on_event, display.warn)
+                cluster(sweep.items, sweep.todo, results, path, plan.isolate, plan.scenario, on_event, display.warn)
             else:
-                run_sweep(sweep.items, results, path, plan.isolate, on_event, trace, build_first=not plan.cold_start)
+                build_first = plan.scenario.prepare_first
+                run_sweep(sweep.items, results, path, plan.isolate, on_event, trace, build_first=build_first)
         if not on_cluster:
             trace.read()
             results.extra["machine_speed"] = trace.to_dict()
@@ -241,14 +245,15 @@ def _run_plan(sweep: Sweep, display: BenchDisplay, cluster: ClusterRunner | None
 
 
 def check_repeat(sweep: Sweep, on_cluster: bool) -> None:
-    """UsageError when the plan repeats its cases (`--repeat`) in a run that cannot: a cold start (its passes are
-    already fresh processes), without isolation (no fresh process to repeat in) or on a cluster (whose units run
-    each case once)."""
+    """UsageError when the plan repeats its cases (`--repeat`) in a run that cannot: a scenario that says why not
+    (a cold start: its passes are already fresh processes), without isolation (no fresh process to repeat in) or on
+    a cluster (whose units run each case once)."""
     # From the matrices, not the items: a cold start's items carry settings of their own.
     if max(matrix.settings.repeat for matrix in sweep.plan.parts) <= 1:
         return
-    if sweep.plan.cold_start:
-        raise UsageError("--repeat with --cold-start: a cold start already times fresh processes; drop --repeat")
+    scenario = sweep.plan.scenario
+    if scenario.no_repeat:
+        raise UsageError(f"--repeat with {scenario.flag}: {scenario.no_repeat}; drop --repeat")
     if not sweep.plan.isolate:
         raise UsageError("--repeat runs each case in fresh processes; drop --no-isolation")
     if on_cluster:
@@ -262,22 +267,23 @@ def run_bench(
     history: bool = True,
     cluster: ClusterRunner | None = None,
 ) -> BenchRun:
-    """Run what is left of `sweep`'s plan, saving the results file after every case: the ONNX exports first, then
-    the sweep, then (unless a cold start, or `roofline` is off) the roofline figures, and the run recorded in the
+    """Run what is left of `sweep`'s plan, saving the results file after every case: the ONNX exports first
+    (unless its scenario times them, a cold start), then the sweep, then (unless its scenario has no use for them,
+    or `roofline` is off) the roofline figures, and the run recorded in the
     history database when `history` is on. `cluster` (`cluster.driver.run_on_cluster`): the sweep runs on the
     connected Ray cluster (`bench --cluster`), each node making its own exports; no roofline there (each node would
     need its own ceilings)."""
     results, path = sweep.results, sweep.path
     on_cluster = cluster is not None
-    cold_start = sweep.plan.cold_start
+    scenario = sweep.plan.scenario
     check_repeat(sweep, on_cluster)
     _save(path, results)
-    if not cold_start and not on_cluster:  # a cold start measures the conversion itself
+    if scenario.prepare_first and not on_cluster:
         prepare_onnx(sweep.todo, display)
     trace = _run_plan(sweep, display, cluster)
     if roofline and on_cluster:
         display.note("no roofline figures for a --cluster run: each node would need its own measured ceilings")
-    elif roofline and not cold_start:
+    elif roofline and scenario.roofline:
         _annotate_roofline(results, path, display)
     if history:
         from infermeter.history.store import record_run
@@ -285,4 +291,4 @@ def run_bench(
         problem = record_run(results, path)
         if problem:
             display.warn(problem)
-    return BenchRun(results, path, sweep.items, trace, cold_start)
+    return BenchRun(results, path, sweep.items, trace, scenario)

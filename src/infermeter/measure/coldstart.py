@@ -12,9 +12,12 @@ against the median. A backend whose artifacts are not cached reports `cache_hit`
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from infermeter.core.case import MeasureSettings
-from infermeter.measure.plan import PlanItem
+
+if TYPE_CHECKING:  # the plan's items are only copied here: the plan's module runs cases, whose scenario is this
+    from infermeter.measure.plan import PlanItem
 
 # Fresh processes one after another: never interleaved, and ten samples are enough to set the first against.
 COLD_SETTINGS = MeasureSettings(
@@ -37,5 +40,5 @@ def cold_start_plan(plan: list[PlanItem]) -> list[PlanItem]:
         settings = replace(COLD_SETTINGS, case_timeout_s=base.settings.case_timeout_s, seed=base.settings.seed)
         for cache, run in PASSES:
             options = tuple(sorted({**dict(base.options), "cache": cache, "cold.pass": run}.items()))
-            out.append(PlanItem(item.spec, (replace(base, options=options, settings=settings, streams=1),)))
+            out.append(replace(item, chain=(replace(base, options=options, settings=settings, streams=1),)))
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from infermeter.core.case import MeasureSettings
 from infermeter.core.errors import InfermeterError, ResultsError
 from infermeter.measure.plan import Matrix, PlanItem, build_plan
+from infermeter.measure.scenarios import LATENCY, Scenario, stored_scenario
 from infermeter.models.spec import ModelSpec
 from infermeter.results.schema import ResultsFile, now_iso
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 PLAN_KEY = "plan"
 RESUMED_KEY = "resumed"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: the plan names its scenario (`scenario`), where version 1 had a `cold_start` flag
 
 Sizes = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -33,23 +34,22 @@ Sizes = tuple[tuple[str, tuple[int, ...]], ...]
 @dataclass(frozen=True)
 class StoredPlan:
     """Everything that decides which cases a sweep runs: one matrix per part (the first from the original
-    command, one more per `--resume-extend`), and the flags that change how the whole plan runs."""
+    command, one more per `--resume-extend`), and what changes how the whole plan runs: its scenario (COLD_START
+    with `--cold-start`; LATENCY otherwise, each case then measured as its settings choose, a soak with --soak)
+    and whether each case runs in a worker of its own."""
 
     parts: tuple[Matrix, ...]
     command: tuple[str, ...]
-    cold_start: bool = False
+    scenario: Scenario = LATENCY
     isolate: bool = True
 
     def items(self) -> list[PlanItem]:
         """The plan in the order it runs: each part's items in turn, a case already planned by an earlier item
         left out (so no case is ever run, or recorded, twice)."""
-        from infermeter.measure.coldstart import cold_start_plan
-
         seen: set[str] = set()
         items: list[PlanItem] = []
         for matrix in self.parts:
-            built = build_plan(matrix)
-            for item in cold_start_plan(built) if self.cold_start else built:
+            for item in self.scenario.expand(build_plan(matrix)):
                 ids = {case.id for case in item.chain}
                 if not ids & seen:
                     seen |= ids
@@ -189,7 +189,7 @@ def plan_to_dict(plan: StoredPlan) -> dict[str, Any]:
     return {
         "version": PLAN_VERSION,
         "command": list(plan.command),
-        "cold_start": plan.cold_start,
+        "scenario": plan.scenario.name,
         "isolate": plan.isolate,
         "parts": [_matrix_to_dict(matrix) for matrix in plan.parts],
     }
@@ -208,7 +208,7 @@ def plan_from_dict(data: Any, where: Path, resolve: Callable[[str], ModelSpec]) 
         return StoredPlan(
             parts=tuple(_matrix_from_json(part, resolve) for part in data["parts"]),
             command=tuple(str(word) for word in data.get("command", [])),
-            cold_start=bool(data.get("cold_start", False)),
+            scenario=stored_scenario(data),
             isolate=bool(data.get("isolate", True)),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -17,6 +17,7 @@ from infermeter.core.errors import MissingExtra, UsageError
 from infermeter.core.extras import no_engine_message
 from infermeter.core.validation import check_settings, choose, require_positive, setting_flag
 from infermeter.measure.plan import Matrix
+from infermeter.measure.scenarios import scenario_of
 from infermeter.models.spec import ModelSpec
 
 Sizes = tuple[tuple[str, tuple[int, ...]], ...]
@@ -76,25 +77,14 @@ class BenchRequest:
     allocators: tuple[str, ...] = ()
 
 
-def _soak_request(request: BenchRequest, name: Callable[[str], str]) -> BenchRequest:
-    """A soak (`settings.soaking`) checked: it needs --dynamic sizes, runs in dynamic mode, one stream."""
+def _scenario_request(request: BenchRequest, name: Callable[[str], str]) -> BenchRequest:
+    """The allocators checked, and `request` as its cases' scenario runs it (a soak's: `measure.soak_request`)."""
     from infermeter.measure.allocator import check_allocator
-    from infermeter.measure.soak_stream import LENGTHS
+    from infermeter.measure.soak_request import soak_request
 
     for allocator in request.allocators:
         check_allocator(allocator)
-    settings = request.settings
-    if not settings.soaking:
-        return request
-    if not request.dynamic:
-        raise UsageError(f"a soak needs {name('dynamic')}: the sizes its requests draw from, e.g. seq=8..512")
-    if settings.soak_lengths not in LENGTHS:
-        raise UsageError(f"soak lengths {settings.soak_lengths!r}: use one of {', '.join(LENGTHS)}")
-    if settings.soak_lengths == "data" and request.data is None:
-        raise UsageError(f"soak lengths `data` draws the lengths found in {name('data')}: give it")
-    if request.streams != (1,):
-        raise UsageError(f"a soak feeds one request at a time: drop {name('streams')}")
-    return replace(request, shape_mode=("dynamic",), batch=request.batch or (1,))
+    return soak_request(request, name)
 
 
 def backend_chains(
@@ -181,7 +171,7 @@ def build_matrix(
     from infermeter.models.zoo import DEFAULT_MODEL
     from infermeter.results.env import default_threads
 
-    request = _soak_request(request, name)
+    request = _scenario_request(request, name)
     _check_values(request, name)
     specs = _reshaped([resolve_model(ref) for ref in request.models or (DEFAULT_MODEL,)], request.reshape, note)
     chains = backend_chains(request, specs, note)
@@ -280,7 +270,7 @@ def _real_inputs(
         check_input_values(specs[0].inputs, request.input_values)  # names the input no model has
     if request.data is None:
         return None, ()
-    if "dynamic" in request.shape_mode and not request.settings.soaking:  # a soak draws its lengths from it
+    if "dynamic" in request.shape_mode and not scenario_of(request.settings).draws_sizes:  # a soak's lengths
         raise UsageError(
             f"{name('data')} feeds {name('shape_mode')} static (its samples fix the shapes); "
             f"drop {name('shape_mode')} dynamic or {name('data')}"

@@ -173,9 +173,10 @@ class Run:
             item = PlanItem(spec, (case,))
             if self.request.cluster:
                 from infermeter.cluster.driver import run_on_cluster
+                from infermeter.measure.scenarios import LATENCY
 
                 warn = lambda text: self.emit(OptimizeEvent("warning", step, text))  # noqa: E731
-                run_on_cluster([item], [item], self.results, self.results_path, True, False, on_event, warn)
+                run_on_cluster([item], [item], self.results, self.results_path, True, LATENCY, on_event, warn)
             else:
                 run_sweep([item], self.results, self.results_path, isolate=True, on_event=on_event)
             result = self.results.cases[-1]
