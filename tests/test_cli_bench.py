@@ -220,7 +220,7 @@ def test_worker_peak_memory_is_its_own_not_its_parents() -> None:
     parent_rss_mb = psutil.Process().memory_info().rss / 2**20
     settings = MeasureSettings(warmup_iterations=0, min_iterations=3, min_time_s=0.0)
     result = run_isolated(resolve_model("tiny_cnn"), Case("tiny_cnn", "null", settings=settings))
-    assert result.status == "ok" and result.peak_rss_mb is not None
+    assert result.status == "ok" and result.memory.peak_rss_mb is not None
     # The kernel carries ru_maxrss across fork+exec; the worker must report its own high-water mark.
-    assert result.peak_rss_mb < parent_rss_mb - 300, (result.peak_rss_mb, parent_rss_mb)
+    assert result.memory.peak_rss_mb < parent_rss_mb - 300, (result.memory.peak_rss_mb, parent_rss_mb)
     assert ballast.sum() > 0

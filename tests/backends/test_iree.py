@@ -49,7 +49,7 @@ def test_host_build_records_the_isa_and_a_generic_build_is_warned(tiny_cnn, make
     assert any("target cpu generic, 0 features" in note for note in result.notes)
     (warning,) = [w for w in result.warnings if w.code == "generic_cpu_target"]
     assert "asked for (iree.target_cpu=generic)" in warning.message
-    assert result.build is not None and result.build.key != host.key  # a build of its own, not the host's
+    assert result.loading.build is not None and result.loading.build.key != host.key  # a build of its own, not the host's
 
 
 def test_a_host_build_that_fell_back_to_generic_is_warned_too() -> None:

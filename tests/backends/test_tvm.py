@@ -105,7 +105,7 @@ def _inspect_shows_the_tuned_kernels(artifact: Artifact, summary: TuningSummary,
         threads=1,
         status="ok",
     )
-    result.build = artifact
+    result.loading.build = artifact
     path = folder / "r.json"
     write_results(path, ResultsFile("now", {}, [result]))
     proc = run_cli("inspect", str(path))

@@ -139,15 +139,15 @@ def test_the_runner_records_interference_and_warns_about_it() -> None:
     runner._meter = _BusyMeter()  # type: ignore[assignment]
     assert runner.load()
     result = runner.finish(run_until_stopped(runner, case.settings))
-    assert result.interference is not None and result.interference.other_share == pytest.approx(0.5)
+    assert result.timing.interference is not None and result.timing.interference.other_share == pytest.approx(0.5)
     assert [w.code for w in result.warnings if w.code == "interference"] == ["interference"]
     quiet = execute_generate_case(case)
-    assert quiet.interference is not None and quiet.iterations == 3
+    assert quiet.timing.interference is not None and quiet.timing.iterations == 3
 
 
 def test_the_precision_stop_rule_judges_the_requests() -> None:
     exact = GenerateCase("m", "fake", prompt_len=8, gen_len=5, requests=2, warmup=0)
-    assert execute_generate_case(exact).iterations == 2  # no precision target: exactly --requests
+    assert execute_generate_case(exact).timing.iterations == 2  # no precision target: exactly --requests
     # A 1% target on the P50's interval: a median's order-statistic interval needs 6 requests.
     precise = GenerateCase(
         "m",
@@ -159,7 +159,7 @@ def test_the_precision_stop_rule_judges_the_requests() -> None:
         measure=MeasureSettings(min_time_s=0, target_ci=0.01),
     )
     result = execute_generate_case(precise)
-    assert result.iterations == 6 and result.target_ci == 0.01
+    assert result.timing.iterations == 6 and result.timing.target_ci == 0.01
     # --max-time wins over --requests (on the fake clock, each request takes 10 + 4 × 2 = 18 ms).
     capped = GenerateCase(
         "m",
@@ -171,7 +171,7 @@ def test_the_precision_stop_rule_judges_the_requests() -> None:
         measure=MeasureSettings(min_time_s=0, max_time_s=0.1),
     )
     short = execute_generate_case(capped)
-    assert short.iterations == 6 and "max_time_reached" in {w.code for w in short.warnings}
+    assert short.timing.iterations == 6 and "max_time_reached" in {w.code for w in short.warnings}
     assert "6 of 50 requests" in next(w.message for w in short.warnings if w.code == "max_time_reached")
 
 

@@ -59,7 +59,7 @@ def test_transformers_backend_times_every_step(tiny_folder: Path) -> None:
     assert gen["itl_ms"]["count"] == 4 * 5
     assert gen["ttft_ms"]["p50"] > 0 and gen["tpot_ms"]["p50"] > 0
     assert result.precision_effective == "fp32"
-    assert result.load_s and result.load_s > 0 and result.extra["model_size_mb"] > 0
+    assert result.loading.load_s and result.loading.load_s > 0 and result.extra["model_size_mb"] > 0
 
 
 @needs_llama_cpp
@@ -101,7 +101,7 @@ def test_quantization_levels_are_built_loaded_and_compared(tmp_path: Path) -> No
     for level, result in by_level.items():
         assert result.status == "ok", result.error
         assert result.precision_effective == level
-        assert result.peak_rss_mb and result.load_s is not None
+        assert result.memory.peak_rss_mb and result.loading.load_s is not None
         assert math.isfinite(result.extra["perplexity"]) and result.extra["perplexity"] > 1
         assert result.extra["generate"]["output_tokens"] == 16
     assert by_level["f16"].extra["top1_agreement"] == 1.0

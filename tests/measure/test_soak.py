@@ -173,9 +173,9 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     settings = MeasureSettings(min_time_s=0.1, min_iterations=5, max_time_s=2, interleave=False)
     heavy = Case(spec.ref, "null", options=(("null.load_mb", "700"),), settings=settings)
     measured = run_isolated(spec, heavy)
-    assert measured.status == "ok" and measured.peak_rss_mb is not None and measured.peak_rss_mb > 700
+    assert measured.status == "ok" and measured.memory.peak_rss_mb is not None and measured.memory.peak_rss_mb > 700
     limit_mb = 600  # below the heavy case's measured peak, above what a plain null worker needs
-    assert limit_mb < measured.peak_rss_mb
+    assert limit_mb < measured.memory.peak_rss_mb
     out = tmp_path / "limit.json"
     proc = run_cli(
         "bench", "tiny_cnn", "-b", "null:load_mb=700", "-b", "null", "--batch", "1", "--min-time", "0.1",
@@ -201,7 +201,7 @@ def test_an_oom_worker_that_ended_before_any_sample_says_so_plainly() -> None:
     spec = resolve_model("tiny_cnn")
     result = blank_result(spec, Case(spec.ref, "null"), "crashed", "the worker process was killed by SIGSEGV")
     mark_oom(result, MemoryLimit(600), seen_peak_mb=0.0)
-    assert result.status == "oom" and result.peak_rss_mb is None
+    assert result.status == "oom" and result.memory.peak_rss_mb is None
     assert "no resident peak could be seen" in (result.error or "")
 
 

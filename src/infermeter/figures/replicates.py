@@ -53,7 +53,7 @@ class Replicates:
 
 def replicates_of(case: CaseResult) -> Replicates:
     """The case's replicates: its round medians when it has at least two, else its P50 alone."""
-    rounds = [v for v in case.rounds_p50_ms if v > 0]
+    rounds = [v for v in case.timing.rounds_p50_ms if v > 0]
     if len(rounds) >= MIN_REPLICATES:
         return Replicates("rounds", tuple(rounds))
     p50 = case.latency_ms.p50 if case.latency_ms is not None else None
