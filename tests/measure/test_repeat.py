@@ -187,7 +187,7 @@ def test_a_failed_process_is_kept_and_warned_about() -> None:
     assert merged.latency_ms is not None
     expected = math.exp(float(np.mean(np.log(record.medians_ms))))
     assert merged.latency_ms.p50 == pytest.approx(expected)
-    assert len(merged.timing.samples_ms) == 400 and merged.timing.iterations == case.iterations + second.timing.iterations
+    assert len(merged.timing.samples_ms) == 400 and merged.timing.iterations == case.timing.iterations + second.timing.iterations
 
 
 def test_merged_files_round_trip(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def _soak(options: tuple[tuple[str, str], ...], requests: int = 2500, recycle: i
     assert result.status == "ok", result.error
     record = read_record(result, SoakRecord)
     assert record is not None and read_record(result, Footprint) is not None
-    assert result.latency_ms is not None and result.rss_timeline_mb
+    assert result.latency_ms is not None and result.memory.rss_timeline_mb
     return record, [w.code for w in result.warnings]
 
 

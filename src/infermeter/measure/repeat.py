@@ -88,7 +88,9 @@ def merge_process(case: CaseResult, new: CaseResult) -> CaseResult:
     record = read_record(case, ProcessRecord) or ProcessRecord(1, (ProcessRun.of(case, 0),))
     run = ProcessRun.of(new, len(record.runs))
     record = replace(record, runs=(*record.runs, run))
-    merged = replace(case, warnings=list(case.warnings), notes=list(case.notes), extra=dict(case.extra))
+    # Copies of what _pool and apply_process_stats change, so that `case` itself stays as it was.
+    groups = {"timing": replace(case.timing), "memory": replace(case.memory), "loading": replace(case.loading)}
+    merged = replace(case, **groups, warnings=list(case.warnings), notes=list(case.notes), extra=dict(case.extra))
     if run.ok:
         _pool(merged, new)
     else:
