@@ -60,7 +60,11 @@ def test_an_interleaved_group_gets_paired_speedups_as_in_the_cli() -> None:
         "tiny_cnn", batch=1, precision=["fp32", "fp16"], options={"null.precision": "fp32"}, rounds=3, **FAST
     )
     base, other = results.cases
-    assert len(base.timing.rounds_p50_ms) >= 3 and other.timing.paired is not None and other.timing.paired.baseline_id == base.id
+    assert (
+        len(base.timing.rounds_p50_ms) >= 3
+        and other.timing.paired is not None
+        and other.timing.paired.baseline_id == base.id
+    )
     row = results.rows()[1]
     if row.speedup_note == "interference":  # other work on this shared machine disturbed the pair: no claim
         assert row.speedup is None

@@ -95,7 +95,9 @@ def test_machine_drift_between_rounds_is_not_read_as_a_change() -> None:
     new = _rounds(make_case("torch", 1, samples=draw_samples(2.0, 1000, 0.02, seed=2)), drift=slower_rounds)
     from scipy.stats import mannwhitneyu
 
-    assert mannwhitneyu(base.timing.samples_ms, new.timing.samples_ms).pvalue < 1e-3  # what the raw-sample test concluded
+    assert (
+        mannwhitneyu(base.timing.samples_ms, new.timing.samples_ms).pvalue < 1e-3
+    )  # what the raw-sample test concluded
     change = compare_cases(base, new, "p50", threshold=0.0)
     assert change.verdict == "not significant" and not change.regression
     assert change.p_value is not None and change.p_value > 0.01
@@ -166,7 +168,9 @@ def test_cli_exit_codes_and_environment_warning(tmp_path: Path) -> None:
     write_results(same_path, make_results(_base()))
     rng = np.random.default_rng(3)
     slow = _base()
-    slow[0] = _rounds(make_case("torch", 1, samples=[v * 1.5 * rng.lognormal(0, 0.05) for v in slow[0].timing.samples_ms]))
+    slow[0] = _rounds(
+        make_case("torch", 1, samples=[v * 1.5 * rng.lognormal(0, 0.05) for v in slow[0].timing.samples_ms])
+    )
     other = {**ENVIRONMENT, "frameworks": {**ENVIRONMENT["frameworks"], "torch": "2.12.0"}}
     write_results(slow_path, make_results(slow, environment=other))
 

@@ -49,7 +49,9 @@ def test_execute_case_measures_a_real_backend(backend: str) -> None:
     assert result.status == "ok", result.error
     assert result.precision_effective == "fp32"
     assert result.timing.iterations >= 5 and result.latency_ms is not None and result.latency_ms.p50 > 0
-    assert result.loading.load_s is not None and result.loading.load_s > 0 and "import_s" in result.loading.load_phases_s
+    assert (
+        result.loading.load_s is not None and result.loading.load_s > 0 and "import_s" in result.loading.load_phases_s
+    )
     assert result.shapes.input_shapes == {"input": [2, 3, 32, 32]}
 
 

@@ -93,12 +93,14 @@ def test_gguf_levels_of_one_model_run_in_interleaved_rounds_with_interference_an
     assert [base["model"], level["model"]] == ["tiny-llama:q8_0", "tiny-llama:q4_k_m"]
     for case in (base, level):
         assert case["status"] == "ok" and case["generate"]["succeeded"] == 4
-        assert len(case["rounds_p50_ms"]) == 4  # one request per case per round, the rounds alternating
-        assert case["interference"] is not None and case["interference"]["wall_s"] > 0
-        assert case["interference"]["cpus"] > 0
+        timing = case["timing"]
+        assert len(timing["rounds_p50_ms"]) == 4  # one request per case per round, the rounds alternating
+        assert timing["interference"] is not None and timing["interference"]["wall_s"] > 0
+        assert timing["interference"]["cpus"] > 0
     # Same scripted timings: the paired speedup over the first level is exactly 1 (fake clock).
-    assert level["paired"]["baseline_id"] == base["id"] and level["paired"]["ratio"] == pytest.approx(1.0)
-    assert level["paired"]["rounds"] == 4
+    paired = level["timing"]["paired"]
+    assert paired["baseline_id"] == base["id"] and paired["ratio"] == pytest.approx(1.0)
+    assert paired["rounds"] == 4
     # Said under the table: the paired figure, or no speedup when other work disturbed either level.
     said = "no difference [1.00–1.00] against" if "interference" not in proc.stdout else "no speedup against"
     assert f"tiny-llama:q4_k_m fake b1: {said} tiny-llama:q8_0 fake b1" in proc.stdout
@@ -118,7 +120,7 @@ def test_a_busy_process_beside_a_generation_case_is_recorded_and_warned_about(tm
         burner.wait()
     assert proc.returncode == 0, proc.stderr
     case = load_json(out)["cases"][0]
-    assert case["interference"]["other_share"] > 0.1
+    assert case["timing"]["interference"]["other_share"] > 0.1
     assert "interference" in {w["code"] for w in case["warnings"]}
     assert "warning interference" in proc.stdout  # said under the table, not only kept in the file
 

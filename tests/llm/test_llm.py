@@ -142,7 +142,7 @@ def test_llm_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
     cases = load_json(out)["cases"]
     assert [c["backend"] for c in cases] == ["llama-cpp", "vllm"]
     assert cases[0]["status"] == "ok" and cases[0]["generate"]["succeeded"] == 3
-    assert cases[0]["precision_effective"] == "f16" and cases[0]["peak_rss_mb"] > 0
+    assert cases[0]["precision_effective"] == "f16" and cases[0]["memory"]["peak_rss_mb"] > 0
     assert cases[1]["status"] == "unavailable" and cases[1]["error"]
 
 

@@ -37,7 +37,9 @@ def test_cases_sharing_a_key_share_one_build_recorded_apart_from_load(cache_dir:
     assert first.loading.build is not None and second.loading.build is not None
     assert first.loading.build.cache == "built" and first.loading.build.built_here_s >= 0.3
     assert second.loading.build.cache == "hit" and second.loading.build.built_here_s == 0.0
-    assert first.loading.build.path == second.loading.build.path and first.loading.build.build_phases_s == {"compile_s": 0.3}
+    assert first.loading.build.path == second.loading.build.path and first.loading.build.build_phases_s == {
+        "compile_s": 0.3
+    }
     assert first.loading.load_s is not None and first.loading.load_s < 0.3  # the build is not part of the load
     # A later sweep finds the artifact in the cache and starts no build.
     (again,) = _sweep(_case(**{"null.latency_ms": "1"}))

@@ -127,7 +127,7 @@ def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_platea
     plain, leaking = (c["soak"] for c in cases)
     assert not plain["growing"] and leaking["growing"]
     assert plain["buckets"] == {"seq": [16, 32, 64]} and plain["requests"] == 1500
-    assert cases[0]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
+    assert cases[0]["shapes"]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
     assert "soak: memory over the replay" in proc.stdout and "stayed flat" in proc.stdout
     html = tmp_path / "r.html"
     proc = run_cli("report", str(out), "-o", str(html))
@@ -186,10 +186,10 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     heavy_result, light_result = load_json(out)["cases"]  # the sweep went on past the oom case
     assert heavy_result["status"] == "oom", heavy_result
     assert "--memory-limit 600 MB" in heavy_result["error"]
-    peak = heavy_result["peak_rss_mb"]
+    peak = heavy_result["memory"]["peak_rss_mb"]
     assert (peak is not None and peak > 0) or "no resident peak could be seen" in heavy_result["error"]
     assert ("RLIMIT_AS counts address space" in heavy_result["error"]) == (via == "rlimit")
-    assert light_result["status"] == "ok" and light_result["peak_rss_mb"] < limit_mb
+    assert light_result["status"] == "ok" and light_result["memory"]["peak_rss_mb"] < limit_mb
     how = "RLIMIT_AS" if via == "rlimit" else "cgroup v2 memory.max"
     assert any("memory limit 600 MB" in note and how in note for note in light_result["notes"])
 

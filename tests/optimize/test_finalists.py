@@ -27,7 +27,12 @@ def _copy(original: CaseResult, p50_ms: float, rounds: list[float]) -> CaseResul
     """The finalist's copy as the group returns it: tagged, its own id, the group's figures."""
     figures = _case(original.backend, p50_ms, original.precision)
     key, value = FINALIST_TAG
-    return replace(figures, id=f"{original.id}-again", options={**original.options, key: value}, timing=replace(figures.timing, rounds_p50_ms=rounds))
+    return replace(
+        figures,
+        id=f"{original.id}-again",
+        options={**original.options, key: value},
+        timing=replace(figures.timing, rounds_p50_ms=rounds),
+    )
 
 
 def _run(cases: list[CaseResult], details: dict[str, Any], **request: Any) -> SimpleNamespace:

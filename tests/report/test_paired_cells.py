@@ -54,7 +54,7 @@ def test_paired_and_interference_records_survive_the_results_file() -> None:
     case.timing.interference = Interference(2.0, 2.0, 3.5, 0.4, 0.0, 0.2)
     case.timing.rounds_p50_ms = [1.0, 1.1]
     data = case_to_dict(case)
-    assert data["interference"]["other_share"] == 0.1
+    assert data["timing"]["interference"]["other_share"] == 0.1
     back = case_from_dict(data)
     assert back.timing.paired == case.timing.paired and back.timing.interference == case.timing.interference
     assert back.timing.rounds_p50_ms == [1.0, 1.1] and "other_share" not in back.extra

@@ -85,11 +85,13 @@ def _p50(case: CaseResult) -> float:
 def _gap(pick: CaseResult, best: CaseResult, objective: str) -> str:
     """How much worse the pick is than `best` on the objective, in a ratio and the two figures."""
     if objective == "throughput":
-        ratio = (best.timing.throughput or 0.0) / (pick.timing.throughput or float("inf"))
-        return f"{ratio:.2f}x less throughput ({pick.timing.throughput or 0:,.0f}/s vs {best.timing.throughput or 0:,.0f}/s)"
+        mine, theirs = pick.timing.throughput, best.timing.throughput
+        ratio = (theirs or 0.0) / (mine or float("inf"))
+        return f"{ratio:.2f}x less throughput ({mine or 0:,.0f}/s vs {theirs or 0:,.0f}/s)"
     if objective == "memory":
-        ratio = (pick.memory.peak_rss_mb or 0.0) / (best.memory.peak_rss_mb or float("inf"))
-        return f"{ratio:.2f}x the peak memory ({pick.memory.peak_rss_mb or 0:,.0f} MB vs {best.memory.peak_rss_mb or 0:,.0f} MB)"
+        mine, theirs = pick.memory.peak_rss_mb, best.memory.peak_rss_mb
+        ratio = (mine or 0.0) / (theirs or float("inf"))
+        return f"{ratio:.2f}x the peak memory ({mine or 0:,.0f} MB vs {theirs or 0:,.0f} MB)"
     ratio = _p50(pick) / _p50(best)
     return f"{ratio:.2f}x slower (P50 {format_ms(_p50(pick))} ms vs {format_ms(_p50(best))} ms)"
 

@@ -4,8 +4,8 @@ A timed iteration is not a replicate: the iterations of one run share that run's
 and memory contention, the neighbours of a VM), so testing raw samples against each other reads any change of
 the machine between two runs as a highly significant change of the code (pseudo-replication; Kalibera & Jones,
 "Rigorous benchmarking in reasonable time", ISMM 2013). The replicates here are the case's per-round medians
-(`CaseResult.timing.rounds_p50_ms`, from interleaved rounds), one number per round; or, when both files ran their cases in
-several fresh processes (`bench --repeat N`), each process's median (`process_replicates`): the rounds of one
+(`CaseResult.timing.rounds_p50_ms`, from interleaved rounds), one number per round; or, when both files ran their
+cases in several fresh processes (`bench --repeat N`), each process's median (`process_replicates`): the rounds of one
 process share its state too (memory layout, thread placement, what the engine chose at start-up), so between two
 runs a process-level effect is the noise the test must see.
 

@@ -107,7 +107,9 @@ def attach_paired(results: Sequence[CaseResult]) -> None:
     base = measured[0]
     for case in measured[1:]:
         count = min(len(base.timing.rounds_p50_ms), len(case.timing.rounds_p50_ms))
-        case.timing.paired = paired_speedup(base.timing.rounds_p50_ms[:count], case.timing.rounds_p50_ms[:count], base.id)
+        case.timing.paired = paired_speedup(
+            base.timing.rounds_p50_ms[:count], case.timing.rounds_p50_ms[:count], base.id
+        )
 
 
 def _load(

@@ -89,8 +89,8 @@ def merge_process(case: CaseResult, new: CaseResult) -> CaseResult:
     run = ProcessRun.of(new, len(record.runs))
     record = replace(record, runs=(*record.runs, run))
     # Copies of what _pool and apply_process_stats change, so that `case` itself stays as it was.
-    groups = {"timing": replace(case.timing), "memory": replace(case.memory), "loading": replace(case.loading)}
-    merged = replace(case, **groups, warnings=list(case.warnings), notes=list(case.notes), extra=dict(case.extra))
+    merged = replace(case, timing=replace(case.timing), memory=replace(case.memory), loading=replace(case.loading))
+    merged.warnings, merged.notes, merged.extra = list(case.warnings), list(case.notes), dict(case.extra)
     if run.ok:
         _pool(merged, new)
     else:

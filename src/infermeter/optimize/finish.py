@@ -158,8 +158,8 @@ def caveats(run: Run, pick: CaseResult) -> list[str]:
     out = []
     phases = ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in pick.loading.load_phases_s.items())
     out.append(
-        f"Cold start: loading took {pick.loading.load_s or 0:.2f} s ({phases or 'no phases recorded'}); the first inference "
-        f"{pick.loading.first_inference_ms or 0:.1f} ms against a steady P50 of "
+        f"Cold start: loading took {pick.loading.load_s or 0:.2f} s ({phases or 'no phases recorded'}); the first "
+        f"inference {pick.loading.first_inference_ms or 0:.1f} ms against a steady P50 of "
         f"{pick.latency_ms.p50 if pick.latency_ms else 0:.3g} ms (`infermeter bench --cold-start` measures fresh "
         "processes with and without caches)."
     )

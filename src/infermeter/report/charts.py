@@ -218,14 +218,22 @@ def memory_and_load(cases: Sequence[CaseResult], labels: Sequence[str]) -> Chart
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    rows = [(c, label) for c, label in zip(cases, labels, strict=True) if c.memory.peak_rss_mb is not None or c.loading.load_s]
+    rows = [
+        (c, label)
+        for c, label in zip(cases, labels, strict=True)
+        if c.memory.peak_rss_mb is not None or c.loading.load_s
+    ]
     if not rows:
         return None
     fig = make_subplots(rows=1, cols=2, subplot_titles=("peak memory (MB)", "load time (s)"))
     names = [label for _, label in rows]
-    fig.add_trace(go.Bar(x=names, y=[c.memory.peak_rss_mb for c, _ in rows], name="peak RSS", marker_color="#1f77b4"), 1, 1)
     fig.add_trace(
-        go.Bar(x=names, y=[c.memory.rss_before_load_mb for c, _ in rows], name="RSS before load", marker_color="#aec7e8"),
+        go.Bar(x=names, y=[c.memory.peak_rss_mb for c, _ in rows], name="peak RSS", marker_color="#1f77b4"), 1, 1
+    )
+    fig.add_trace(
+        go.Bar(
+            x=names, y=[c.memory.rss_before_load_mb for c, _ in rows], name="RSS before load", marker_color="#aec7e8"
+        ),
         1,
         1,
     )

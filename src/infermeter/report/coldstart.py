@@ -82,7 +82,12 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
             continue
         build_s = case.loading.build.built_here_s if case.loading.build is not None else None
         first_result_s = sum(
-            (case.loading.process_start_s or 0.0, build_s or 0.0, case.loading.load_s or 0.0, (case.loading.first_inference_ms or 0.0) / 1e3)
+            (
+                case.loading.process_start_s or 0.0,
+                build_s or 0.0,
+                case.loading.load_s or 0.0,
+                (case.loading.first_inference_ms or 0.0) / 1e3,
+            )
         )
         rows.append(
             [

@@ -177,7 +177,9 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
             continue
         base = baselines.setdefault(comparison_group(case), case)
         assert base.latency_ms is not None and case.latency_ms is not None
-        paired = case.timing.paired if case.timing.paired is not None and case.timing.paired.baseline_id == base.id else None
+        paired = (
+            case.timing.paired if case.timing.paired is not None and case.timing.paired.baseline_id == base.id else None
+        )
         ratio = paired.ratio if paired is not None else base.latency_ms.p50 / case.latency_ms.p50
         if base.precision_effective != case.precision_effective and not allow_mixed_precision:
             out[case.id] = Speedup(None, "precision")
