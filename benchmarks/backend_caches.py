@@ -33,7 +33,7 @@ def bench(model: str, backend: str, output: Path, cache_dir: str, extra: list[st
     case = read_results(output).cases[-1]
     if case.status != "ok":
         raise SystemExit(f"{backend}: {case.status}: {case.error}")
-    return case.load_s or 0.0, case.cache_hit
+    return case.loading.load_s or 0.0, case.loading.cache_hit
 
 
 def main() -> None:

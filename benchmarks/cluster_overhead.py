@@ -80,8 +80,8 @@ def p50s(model: str, repeats: int) -> Figures:
             case = results[0]
             assert case.ok and case.latency_ms is not None, case.error
             (cluster if on_cluster else local).append(case.latency_ms.p50)
-            if on_cluster and case.interference is not None:
-                shares.append(case.interference.other_share)
+            if on_cluster and case.timing.interference is not None:
+                shares.append(case.timing.interference.other_share)
     return local, cluster, shares
 
 

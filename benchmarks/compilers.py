@@ -67,7 +67,7 @@ def _label(case: CaseResult) -> str:
 
 
 def _row(case: CaseResult) -> Row:
-    phases = case.build.build_phases_s if case.build is not None else {}
+    phases = case.loading.build.build_phases_s if case.loading.build is not None else {}
     parity = read_record(case, ParityRecord)
     verdict = "—" if parity is None else ("pass" if parity.passed else "FAIL")
     p50 = case.latency_ms.p50 if case.ok and case.latency_ms is not None else None

@@ -265,7 +265,8 @@ def row(case: CaseResult) -> str:
     stats = case.latency_ms
     return (
         f"| {case.model} | {case.backend} | {case.batch} | {case.precision_effective} | {stats.p50:.3f} | "
-        f"{stats.p99:.3f} | {case.throughput or 0:.1f} | {case.peak_rss_mb or 0:.0f} | {case.load_s or 0:.2f} |"
+        f"{stats.p99:.3f} | {case.timing.throughput or 0:.1f} | {case.memory.peak_rss_mb or 0:.0f} | "
+        f"{case.loading.load_s or 0:.2f} |"
     )
 
 

@@ -84,10 +84,10 @@ def old_gate(base: ResultsFile, new: ResultsFile, threshold: float, alpha: float
 
     flagged = {}
     for b, n, _how in pair_cases(base.cases, new.cases)[0]:
-        if not (b.ok and n.ok and b.samples_ms and n.samples_ms):
+        if not (b.ok and n.ok and b.timing.samples_ms and n.timing.samples_ms):
             continue
-        p_value = float(mannwhitneyu(b.samples_ms, n.samples_ms, alternative="two-sided").pvalue)
-        slowdown = float(np.median(n.samples_ms) / np.median(b.samples_ms))
+        p_value = float(mannwhitneyu(b.timing.samples_ms, n.timing.samples_ms, alternative="two-sided").pvalue)
+        slowdown = float(np.median(n.timing.samples_ms) / np.median(b.timing.samples_ms))
         flagged[b.backend] = p_value < alpha and slowdown > 1.0 + threshold
     return flagged
 

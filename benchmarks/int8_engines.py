@@ -121,7 +121,9 @@ def ratio_spread(slow: CaseResult, fast: CaseResult) -> tuple[float, float, floa
     (the run-to-run noise)."""
     if slow.latency_ms is None or fast.latency_ms is None or fast.latency_ms.p50 <= 0:
         return None
-    ratios = [s / f for s, f in zip(slow.rounds_p50_ms or [], fast.rounds_p50_ms or [], strict=False) if f > 0]
+    ratios = [
+        s / f for s, f in zip(slow.timing.rounds_p50_ms or [], fast.timing.rounds_p50_ms or [], strict=False) if f > 0
+    ]
     ratio = slow.latency_ms.p50 / fast.latency_ms.p50
     return ratio, min(ratios, default=ratio), max(ratios, default=ratio)
 

@@ -46,8 +46,8 @@ def _speedup(cases: list[dict]) -> float | None:
     base, other = cases
     if any(w["code"] == "interference" for c in cases for w in c["warnings"]):
         return None  # the table refuses it: the run is marked invalid
-    if other.get("paired"):
-        return float(other["paired"]["ratio"])
+    if other["timing"]["paired"]:
+        return float(other["timing"]["paired"]["ratio"])
     return float(base["latency_ms"]["p50"] / other["latency_ms"]["p50"])
 
 
@@ -95,7 +95,7 @@ def default_run(work: Path) -> list[str]:
         half = max(stats["p50"] - low, high - stats["p50"]) / stats["p50"]
         lines.append(
             f"  - {case['backend']} b{case['batch']}: P50 {stats['p50']:.3f} ms ±{half:.2%}, "
-            f"{case['iterations']} samples, {len(case.get('rounds_p50_ms', []))} rounds"
+            f"{case['timing']['iterations']} samples, {len(case['timing']['rounds_p50_ms'])} rounds"
         )
     return lines
 

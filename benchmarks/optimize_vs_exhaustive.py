@@ -52,6 +52,15 @@ QUICK_BACKENDS = ("onnxruntime", "openvino")
 REPEAT = 3  # processes per case when the pick and the best cannot be interleaved (different shape modes)
 
 
+def results_json(path: Path) -> dict[str, Any]:
+    """A results file as the current schema's JSON, whatever version it was written in (the kept runs in
+    docs/data are older)."""
+    from infermeter.results.io import read_results
+    from infermeter.results.schema import results_to_dict
+
+    return results_to_dict(read_results(path))
+
+
 @dataclass(frozen=True)
 class Settings:
     """The timing settings both sides use, and the accuracy budget optimize gets."""
@@ -138,7 +147,7 @@ def exhaustive(ref: str, flags: list[str], configs: list[Config], s: Settings, f
         args += ["--batch", batches, "--check-parity", *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
         spent += cli(args, folder, "exhaustive")
         wanted = set(chosen)
-        cases += [c for c in json.loads(out.read_text())["cases"] if Config.of(c) in wanted]
+        cases += [c for c in results_json(out)["cases"] if Config.of(c) in wanted]
     return cases, spent
 
 
@@ -150,7 +159,7 @@ def run_optimize(ref: str, flags: list[str], s: Settings, folder: Path) -> tuple
     if s.budget_minutes is not None:
         args += ["--budget-minutes", str(s.budget_minutes)]
     spent = cli(args, folder, "optimize")
-    return json.loads((out / "results.json").read_text()), spent
+    return results_json(out / "results.json"), spent
 
 
 def pick_of(results: dict[str, Any]) -> dict[str, Any] | None:
@@ -180,14 +189,14 @@ def paired_ratio(
     args += ["--batch", str(pick.batch), *s.timing(), "--no-history", "--no-roofline", "-o", str(out)]
     paired = best.shape_mode == pick.shape_mode
     cli(args if paired else [*args, "--repeat", str(REPEAT)], folder, "exhaustive")
-    found = {Config.of(c): c for c in json.loads(out.read_text())["cases"] if c.get("status") == "ok"}
+    found = {Config.of(c): c for c in results_json(out)["cases"] if c.get("status") == "ok"}
     a, b = found.get(best), found.get(pick)
     if a is None or b is None:
         return (math.nan, math.nan, math.nan), "re-measurement failed (see log.txt)"
     if paired:
-        count = min(len(a["rounds_p50_ms"]), len(b["rounds_p50_ms"]))
+        count = min(len(a["timing"]["rounds_p50_ms"]), len(b["timing"]["rounds_p50_ms"]))
         # paired_speedup gives the geometric mean of base/case per round; base = the pick, case = the best.
-        ratio = paired_speedup(b["rounds_p50_ms"][:count], a["rounds_p50_ms"][:count], "")
+        ratio = paired_speedup(b["timing"]["rounds_p50_ms"][:count], a["timing"]["rounds_p50_ms"][:count], "")
         return (ratio.ratio, ratio.ci_low, ratio.ci_high), f"paired, {count} interleaved rounds"
     test = welch_log_ratio(_process_medians(a), _process_medians(b))
     return (test.ratio, *test.ci95), f"unpaired: different shape modes, Welch on {REPEAT} process medians each"
@@ -208,8 +217,8 @@ def exhaustive_ratio(cases: list[dict[str, Any]], pick: Config, best: Config) ->
     if a is None or b is None:
         return (math.nan, math.nan, math.nan), "the pick was not measured by the exhaustive side"
     if best.shape_mode == pick.shape_mode:
-        count = min(len(a["rounds_p50_ms"]), len(b["rounds_p50_ms"]))
-        ratio = paired_speedup(b["rounds_p50_ms"][:count], a["rounds_p50_ms"][:count], "")
+        count = min(len(a["timing"]["rounds_p50_ms"]), len(b["timing"]["rounds_p50_ms"]))
+        ratio = paired_speedup(b["timing"]["rounds_p50_ms"][:count], a["timing"]["rounds_p50_ms"][:count], "")
         return (ratio.ratio, ratio.ci_low, ratio.ci_high), f"paired, {count} rounds of the exhaustive bench"
     return (p50(b) / p50(a), math.nan, math.nan), "P50 over P50 in the exhaustive benches (two shape modes)"
 
@@ -279,12 +288,12 @@ def reuse_model(model: str, s: Settings, folder: Path, cache: Path, rerun: str =
 
     ref, _ = resolve(model, cache)
     configs = enumerate_space(resolve_model(ref), s.backends, s.batches)
-    cases = [c for p in sorted(folder.glob("exhaustive-*.json")) for c in json.loads(p.read_text())["cases"]]
+    cases = [c for p in sorted(folder.glob("exhaustive-*.json")) for c in results_json(p)["cases"]]
     wanted = set(configs)
     cases = [c for c in cases if Config.of(c) in wanted]
     times = json.loads((folder / "times.json").read_text())
     source = folder / "reruns" / rerun if rerun else folder / "optimize"
-    results = json.loads((source / "results.json").read_text())
+    results = results_json(source / "results.json")
     results["_times"] = times | ({"optimize": times["reruns"][rerun]} if rerun else {})
     name = Path(model).name + (f" (optimize rerun {rerun})" if rerun else "")
     return judge(name, len(configs), cases, results, s, None)

@@ -63,7 +63,7 @@ def _ms(arm: BenchArm | None, storage: bool) -> str:
     if arm is None or arm.result is None or not arm.result.ok or arm.result.latency_ms is None:
         return "—" if arm is None or arm.result is None else arm.result.status
     text = f"{arm.result.latency_ms.p50:.3f}"
-    paired = arm.result.paired
+    paired = arm.result.timing.paired
     if paired is not None:
         text += " (fp32 compute)" if storage else f" ({paired.ratio:.2f}× [{paired.ci_low:.2f}, {paired.ci_high:.2f}])"
     return text

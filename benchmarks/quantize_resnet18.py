@@ -42,7 +42,8 @@ def main() -> None:
         assert result.latency_ms is not None, result.error
         print(f"resnet18 b1 onnxruntime {label}: P50 {result.latency_ms.p50:.3f} ms, "
               f"P99 {result.latency_ms.p99:.3f} ms, "
-              f"effective {result.precision_effective}, {result.iterations} iterations, threads {threads}")  # fmt: skip
+              f"effective {result.precision_effective}, {result.timing.iterations} iterations, "
+              f"threads {threads}")  # fmt: skip
     fp32_ms, int8_ms = (r.latency_ms.p50 for _, r in rows if r.latency_ms is not None)
     print(f"INT8 speedup over FP32 (P50): {fp32_ms / int8_ms:.2f}x (target >= 2.5x)")
 

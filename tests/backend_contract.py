@@ -116,6 +116,6 @@ def check_isolated(spec: ModelSpec, case: Case, precision: str) -> None:
     assert result.status == "ok", result.error
     assert result.isolated
     assert result.precision_effective == precision
-    assert result.iterations >= CONTRACT_SETTINGS.min_iterations
+    assert result.timing.iterations >= CONTRACT_SETTINGS.min_iterations
     assert result.latency_ms is not None and result.latency_ms.p50 > 0
-    assert result.load_s is not None and result.load_s >= 0
+    assert result.loading.load_s is not None and result.loading.load_s >= 0

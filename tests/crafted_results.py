@@ -8,7 +8,7 @@ import numpy as np
 
 from infermeter.figures.latency_stats import latency_stats
 from infermeter.results.records import Accuracy, LoadRecord, ParityRecord, Roofline, Tolerance
-from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile
+from infermeter.results.schema import CaseResult, CaseWarning, ResultsFile, ShapeFigures
 
 ENVIRONMENT: dict[str, Any] = {
     "hostname": "bench-host",
@@ -116,7 +116,7 @@ def make_case(
         threads=threads,
         status=status,
         error=error,
-        input_shapes={"input": [batch, 3, 32, 32]},
+        shapes=ShapeFigures(input_shapes={"input": [batch, 3, 32, 32]}),
         warnings=list(warnings or []),
         extra=dict(extra or {}),
     )
@@ -124,15 +124,15 @@ def make_case(
         case.precision_effective = None
         return case
     values = samples if samples is not None else draw_samples(p50_ms, n, sigma, seed)
-    case.samples_ms = values
+    case.timing.samples_ms = values
     case.latency_ms = latency_stats(values)
-    case.iterations = len(values)
-    case.warmup_iterations = 10
-    case.throughput = batch * 1000.0 / float(np.mean(values))
-    case.peak_rss_mb = peak_mb
-    case.rss_before_load_mb = 40.0 if peak_mb is not None else None
-    case.load_s = load_s
-    case.first_inference_ms = p50_ms * 3
+    case.timing.iterations = len(values)
+    case.timing.warmup_iterations = 10
+    case.timing.throughput = batch * 1000.0 / float(np.mean(values))
+    case.memory.peak_rss_mb = peak_mb
+    case.memory.rss_before_load_mb = 40.0 if peak_mb is not None else None
+    case.loading.load_s = load_s
+    case.loading.first_inference_ms = p50_ms * 3
     case.started = "2026-01-01T00:00:00+00:00"
     case.duration_s = 1.5
     return case

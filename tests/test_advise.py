@@ -38,7 +38,7 @@ def test_constraints_are_respected_and_the_pick_explained() -> None:
     advice = advise(_cases(), Constraints(max_load_s=5.0), "latency")
     assert advice.pick is not None and advice.pick.backend == "gamma"
     for case in advice.ranked:
-        assert case.load_s is not None and case.load_s <= 5.0
+        assert case.loading.load_s is not None and case.loading.load_s <= 5.0
     assert [c.backend for c in advice.ranked] == ["gamma", "epsilon", "delta"]
     text = "\n".join(advice.explanation)
     assert "Not tiny_cnn alpha fp32 b1 static" in text and "breaks --max-load-s 5 (2.4x the limit)" in text
@@ -107,10 +107,10 @@ def test_synthetic_cases_are_never_picked() -> None:
 def test_the_pick_and_a_runner_up_within_noise_are_said_to_be_indistinguishable() -> None:
     pick = make_case("onnxruntime", p50_ms=1.00)
     runner = make_case("openvino", p50_ms=1.01, seed=1)
-    pick.rounds_p50_ms = [1.00, 1.20, 0.90, 1.05]
-    runner.rounds_p50_ms = [1.02, 1.17, 0.92, 1.06]
+    pick.timing.rounds_p50_ms = [1.00, 1.20, 0.90, 1.05]
+    runner.timing.rounds_p50_ms = [1.02, 1.17, 0.92, 1.06]
     text = " ".join(advise([pick, runner]).explanation)
     assert "cannot be told apart" in text and "4 interleaved rounds" in text
-    runner.rounds_p50_ms = [1.50, 1.81, 1.34, 1.58]
+    runner.timing.rounds_p50_ms = [1.50, 1.81, 1.34, 1.58]
     text = " ".join(advise([pick, runner]).explanation)
     assert "margin over the runner-up: 1.5" in text

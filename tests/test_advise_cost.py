@@ -36,7 +36,7 @@ def test_every_case_gets_its_cost_and_the_trade_is_stated() -> None:
     advice = advise(cases, Constraints(max_memory_mb=512.0), "latency", price_per_hour=2.0)
     assert advice.pick is not None and advice.pick.backend == "onnxruntime"
     for case in cases:
-        assert advice.cost_of(case) == pytest.approx(cost_per_million(2.0, case.throughput))
+        assert advice.cost_of(case) == pytest.approx(cost_per_million(2.0, case.timing.throughput))
     text = "\n".join(advice.explanation)
     ort, ov, torch = cases
     assert ov.latency_ms is not None and ort.latency_ms is not None
@@ -70,7 +70,7 @@ def test_cli_shows_costs_and_drops_cases_over_the_budget(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert "cost per million (2/h)" in proc.stdout
     for case in cases:
-        assert format_cost(cost_per_million(2.0, case.throughput)) in proc.stdout
+        assert format_cost(cost_per_million(2.0, case.timing.throughput)) in proc.stdout
     excluded = proc.stdout.split("excluded")[-1]
     assert "openvino" in excluded and "breaks --max-memory-mb 512" in excluded and "per million" in excluded
     assert "Traded: picked" in proc.stdout

@@ -33,7 +33,7 @@ def test_bench_measures_in_isolated_workers_and_keeps_the_cli_file(tmp_path: Pat
     for row, case in zip(rows, results.cases, strict=True):
         assert case.latency_ms is not None
         assert row.p50_ms == case.latency_ms.p50 >= 2.0 and row.p99_ms == case.latency_ms.p99
-        assert row.throughput == case.throughput and row.samples == case.iterations == 20
+        assert row.throughput == case.timing.throughput and row.samples == case.timing.iterations == 20
         # Each batch is its own comparison group, its own baseline (unless other work on this machine disturbed it).
         assert (row.speedup, row.speedup_note) in ((1.0, ""), (None, "interference"))
     # Written as it ran, with the plan: the CLI reads it, and `bench --resume` finds nothing left to run.
@@ -60,22 +60,26 @@ def test_an_interleaved_group_gets_paired_speedups_as_in_the_cli() -> None:
         "tiny_cnn", batch=1, precision=["fp32", "fp16"], options={"null.precision": "fp32"}, rounds=3, **FAST
     )
     base, other = results.cases
-    assert len(base.rounds_p50_ms) >= 3 and other.paired is not None and other.paired.baseline_id == base.id
+    assert (
+        len(base.timing.rounds_p50_ms) >= 3
+        and other.timing.paired is not None
+        and other.timing.paired.baseline_id == base.id
+    )
     row = results.rows()[1]
     if row.speedup_note == "interference":  # other work on this shared machine disturbed the pair: no claim
         assert row.speedup is None
     else:
         assert (row.speedup, row.speedup_low, row.speedup_high) == (
-            other.paired.ratio,
-            other.paired.ci_low,
-            other.paired.ci_high,
+            other.timing.paired.ratio,
+            other.timing.paired.ci_low,
+            other.timing.paired.ci_high,
         )
 
 
 def test_rows_follow_the_summary_table_refusals() -> None:
     data = sample_results()
-    data.cases[3].paired = PairedSpeedup(data.cases[0].id, 0.22, 0.2, 0.24, 10)  # not its group's baseline
-    data.cases[4].paired = PairedSpeedup(data.cases[3].id, 3.5, 3.4, 3.6, 10)
+    data.cases[3].timing.paired = PairedSpeedup(data.cases[0].id, 0.22, 0.2, 0.24, 10)  # not its group's baseline
+    data.cases[4].timing.paired = PairedSpeedup(data.cases[3].id, 3.5, 3.4, 3.6, 10)
     results = im.Results(data)
     rows = {(r.backend, r.batch): r for r in results.rows()}
     assert rows["torch", 1].speedup == 1.0

@@ -23,7 +23,7 @@ def test_null_sweep_writes_the_contracted_results_file(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     data = load_json(out)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert {"created", "environment", "cases"} <= set(data)
     env = data["environment"]
     assert {
@@ -39,16 +39,23 @@ def test_null_sweep_writes_the_contracted_results_file(tmp_path: Path) -> None:
     assert [c["batch"] for c in data["cases"]] == [1, 4]
     contract = {
         "id", "model", "backend", "backend_version", "device", "batch", "shape_mode", "precision",
-        "precision_effective", "threads", "status", "error", "latency_ms", "samples_ms", "iterations",
-        "warmup_iterations", "throughput", "peak_rss_mb", "load_s", "first_inference_ms", "warnings",
+        "precision_effective", "threads", "status", "error", "latency_ms", "timing", "memory", "loading", "shapes",
+        "warnings",
     }  # fmt: skip
+    groups = {
+        "timing": {"samples_ms", "warmup_ms", "iterations", "warmup_iterations", "throughput", "rounds_p50_ms"},
+        "memory": {"peak_rss_mb", "rss_before_load_mb"},
+        "loading": {"load_s", "load_phases_s", "first_inference_ms"},
+        "shapes": {"input_shapes", "dynamic", "per_shape"},
+    }
     for case in data["cases"]:
-        assert contract <= set(case)
+        assert contract <= set(case) and all(names <= set(case[group]) for group, names in groups.items())
+        timing, memory, loading = case["timing"], case["memory"], case["loading"]
         assert case["model"] == "tiny_cnn" and case["backend"] == "null" and case["device"] == "cpu"
         assert case["status"] == "ok" and case["error"] is None
         assert (case["precision"], case["precision_effective"], case["shape_mode"]) == ("fp32", "fp32", "static")
-        assert case["iterations"] == len(case["samples_ms"]) == 20
-        assert case["warmup_iterations"] == 2
+        assert timing["iterations"] == len(timing["samples_ms"]) == 20
+        assert timing["warmup_iterations"] == 2
         stats = case["latency_ms"]
         assert set(stats) >= {
             "p50",
@@ -67,9 +74,9 @@ def test_null_sweep_writes_the_contracted_results_file(tmp_path: Path) -> None:
         # The null backend spins for 2 ms: the loop's own cost adds microseconds, never less than 2 ms.
         assert 2.0 <= stats["min"] <= stats["p50"] <= stats["p99"] <= stats["max"]
         assert stats["p50_ci95"][0] <= stats["p50"] <= stats["p50_ci95"][1]
-        expected_throughput = case["batch"] * len(case["samples_ms"]) / (sum(case["samples_ms"]) / 1e3)
-        assert case["throughput"] == pytest.approx(expected_throughput, rel=1e-3)
-        assert case["peak_rss_mb"] > 10 and case["load_s"] >= 0 and case["first_inference_ms"] >= 2.0
+        expected_throughput = case["batch"] * len(timing["samples_ms"]) / (sum(timing["samples_ms"]) / 1e3)
+        assert timing["throughput"] == pytest.approx(expected_throughput, rel=1e-3)
+        assert memory["peak_rss_mb"] > 10 and loading["load_s"] >= 0 and loading["first_inference_ms"] >= 2.0
     assert "null" in proc.stdout and "P50 ms" in proc.stdout and str(out) in proc.stdout
 
 
@@ -220,7 +227,7 @@ def test_worker_peak_memory_is_its_own_not_its_parents() -> None:
     parent_rss_mb = psutil.Process().memory_info().rss / 2**20
     settings = MeasureSettings(warmup_iterations=0, min_iterations=3, min_time_s=0.0)
     result = run_isolated(resolve_model("tiny_cnn"), Case("tiny_cnn", "null", settings=settings))
-    assert result.status == "ok" and result.peak_rss_mb is not None
+    assert result.status == "ok" and result.memory.peak_rss_mb is not None
     # The kernel carries ru_maxrss across fork+exec; the worker must report its own high-water mark.
-    assert result.peak_rss_mb < parent_rss_mb - 300, (result.peak_rss_mb, parent_rss_mb)
+    assert result.memory.peak_rss_mb < parent_rss_mb - 300, (result.memory.peak_rss_mb, parent_rss_mb)
     assert ballast.sum() > 0

@@ -87,7 +87,7 @@ def test_an_input_named_with_a_colon_in_inspect_and_bench(tmp_path: Path) -> Non
     wrong = run_cli("inspect", model, "--input", "serving_default_input_2:1x64x1")
     assert wrong.returncode == 2 and f"did you mean '{COLON_NAME}'" in wrong.stderr
     _, cases = _bench(model, "-b", "onnxruntime", "--input", f"{COLON_NAME}:1x64x1", out=tmp_path / "r.json")
-    assert cases[0]["status"] == "ok" and cases[0]["input_shapes"] == {COLON_NAME: [1, 64, 1]}
+    assert cases[0]["status"] == "ok" and cases[0]["shapes"]["input_shapes"] == {COLON_NAME: [1, 64, 1]}
 
 
 def test_a_control_vector_beside_batched_inputs_runs_at_batch_one(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_control_vector_beside_batched_inputs_runs_at_batch_one(tmp_path: Path
     (case,) = cases
     assert case["status"] == "ok" and case["batch"] == 1, case["error"]
     assert case["input_values"] == {"input_lengths": "50", "scales": "0.667,1,0.8"}
-    assert case["input_shapes"]["input"] == [1, 50]
+    assert case["shapes"]["input_shapes"]["input"] == [1, 50]
 
 
 def test_quantize_takes_input_shapes_and_constants(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_a_tflite_model_on_litert_and_openvino_interleaved_and_in_parity(tmp_pat
         ("tflite", "ok", "int8"),
         ("openvino", "ok", "int8"),
     ], output
-    assert all(c.get("rounds_p50_ms") for c in cases)  # one interleaved comparison
+    assert all(c["timing"]["rounds_p50_ms"] for c in cases)  # one interleaved comparison
     proc = run_cli("parity", model, "-b", "openvino", "--threads", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reference tflite int8 (the model's own graph)" in proc.stdout and "PASS" in proc.stdout

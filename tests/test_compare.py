@@ -22,10 +22,10 @@ FAST = ["--warmup", "2", "--iterations", "300", "--min-time", "0", "--max-time",
 def _rounds(case: CaseResult, count: int = 10, drift: list[float] | None = None) -> CaseResult:
     """Give `case` round medians as interleaved rounds would: its samples cut into `count` consecutive rounds,
     each round's samples scaled by `drift[r]` (the machine's speed in that round) when given."""
-    chunks = np.array_split(np.asarray(case.samples_ms), count)
+    chunks = np.array_split(np.asarray(case.timing.samples_ms), count)
     factors = drift or [1.0] * count
-    case.samples_ms = [float(v) for chunk, f in zip(chunks, factors, strict=True) for v in chunk * f]
-    case.rounds_p50_ms = [float(np.median(chunk * f)) for chunk, f in zip(chunks, factors, strict=True)]
+    case.timing.samples_ms = [float(v) for chunk, f in zip(chunks, factors, strict=True) for v in chunk * f]
+    case.timing.rounds_p50_ms = [float(np.median(chunk * f)) for chunk, f in zip(chunks, factors, strict=True)]
     return case
 
 
@@ -46,7 +46,7 @@ def test_identical_files_show_no_change() -> None:
 def test_a_real_slowdown_is_significant_and_fails_the_gate() -> None:
     rng = np.random.default_rng(7)
     base = _rounds(make_case("torch", 1, 2.0, seed=1, sigma=0.1))
-    slowed = [v * 1.5 * rng.lognormal(0, 0.05) for v in base.samples_ms]  # 1.5x with fresh noise
+    slowed = [v * 1.5 * rng.lognormal(0, 0.05) for v in base.timing.samples_ms]  # 1.5x with fresh noise
     new = _rounds(make_case("torch", 1, samples=slowed))
     change = compare_cases(base, new, "p50")
     assert change.verdict == "slower" and change.regression and change.replication == "rounds"
@@ -95,7 +95,9 @@ def test_machine_drift_between_rounds_is_not_read_as_a_change() -> None:
     new = _rounds(make_case("torch", 1, samples=draw_samples(2.0, 1000, 0.02, seed=2)), drift=slower_rounds)
     from scipy.stats import mannwhitneyu
 
-    assert mannwhitneyu(base.samples_ms, new.samples_ms).pvalue < 1e-3  # what the raw-sample test concluded
+    assert (
+        mannwhitneyu(base.timing.samples_ms, new.timing.samples_ms).pvalue < 1e-3
+    )  # what the raw-sample test concluded
     change = compare_cases(base, new, "p50", threshold=0.0)
     assert change.verdict == "not significant" and not change.regression
     assert change.p_value is not None and change.p_value > 0.01
@@ -166,7 +168,9 @@ def test_cli_exit_codes_and_environment_warning(tmp_path: Path) -> None:
     write_results(same_path, make_results(_base()))
     rng = np.random.default_rng(3)
     slow = _base()
-    slow[0] = _rounds(make_case("torch", 1, samples=[v * 1.5 * rng.lognormal(0, 0.05) for v in slow[0].samples_ms]))
+    slow[0] = _rounds(
+        make_case("torch", 1, samples=[v * 1.5 * rng.lognormal(0, 0.05) for v in slow[0].timing.samples_ms])
+    )
     other = {**ENVIRONMENT, "frameworks": {**ENVIRONMENT["frameworks"], "torch": "2.12.0"}}
     write_results(slow_path, make_results(slow, environment=other))
 

@@ -44,9 +44,9 @@ def test_one_side_gone_stops_and_leaves_it_unknown() -> None:
 
 def _pair(new_p50_ms: float) -> tuple[CaseChange, list[float]]:
     base, new = make_case("null", 1, 1.0, threads=1), make_case("null", 1, new_p50_ms, threads=1)
-    base.rounds_p50_ms = [1.0 + 0.01 * (i % 3) for i in range(8)]
-    new.rounds_p50_ms = [new_p50_ms * (1.0 + 0.01 * ((i + 1) % 3)) for i in range(8)]
-    logs = [math.log(n / b) for b, n in zip(base.rounds_p50_ms, new.rounds_p50_ms, strict=True)]
+    base.timing.rounds_p50_ms = [1.0 + 0.01 * (i % 3) for i in range(8)]
+    new.timing.rounds_p50_ms = [new_p50_ms * (1.0 + 0.01 * ((i + 1) % 3)) for i in range(8)]
+    logs = [math.log(n / b) for b, n in zip(base.timing.rounds_p50_ms, new.timing.rounds_p50_ms, strict=True)]
     return paired_change(base, new, "tiny_cnn null", 0.05, 0.01), logs
 
 

@@ -48,9 +48,11 @@ def test_execute_case_measures_a_real_backend(backend: str) -> None:
     )
     assert result.status == "ok", result.error
     assert result.precision_effective == "fp32"
-    assert result.iterations >= 5 and result.latency_ms is not None and result.latency_ms.p50 > 0
-    assert result.load_s is not None and result.load_s > 0 and "import_s" in result.load_phases_s
-    assert result.input_shapes == {"input": [2, 3, 32, 32]}
+    assert result.timing.iterations >= 5 and result.latency_ms is not None and result.latency_ms.p50 > 0
+    assert (
+        result.loading.load_s is not None and result.loading.load_s > 0 and "import_s" in result.loading.load_phases_s
+    )
+    assert result.shapes.input_shapes == {"input": [2, 3, 32, 32]}
 
 
 def test_torch_bf16_is_read_back_from_the_module() -> None:

@@ -49,7 +49,9 @@ def test_host_build_records_the_isa_and_a_generic_build_is_warned(tiny_cnn, make
     assert any("target cpu generic, 0 features" in note for note in result.notes)
     (warning,) = [w for w in result.warnings if w.code == "generic_cpu_target"]
     assert "asked for (iree.target_cpu=generic)" in warning.message
-    assert result.build is not None and result.build.key != host.key  # a build of its own, not the host's
+    assert (
+        result.loading.build is not None and result.loading.build.key != host.key
+    )  # a build of its own, not the host's
 
 
 def test_a_host_build_that_fell_back_to_generic_is_warned_too() -> None:
@@ -108,7 +110,7 @@ def test_bench_cli_runs_iree_beside_onnxruntime(tmp_path):
     iree = cases["iree"]
     assert iree["status"] == "ok" and iree["precision_effective"] == "fp32"
     assert iree["latency_ms"]["p50"] > 0
-    assert iree["build"]["build_phases_s"]["compile_s"] > 0
+    assert iree["loading"]["build"]["build_phases_s"]["compile_s"] > 0
     assert any(note.startswith("iree: target cpu") for note in iree["notes"])
     assert "iree" in proc.stdout
 

@@ -54,7 +54,7 @@ def test_nothing_to_build_without_cache_or_optimization(tiny_cnn, make_case):
 
 def test_cache_off_reports_no_cache(tiny_cnn, make_case):
     result = execute_case(tiny_cnn, make_case("onnxruntime", options={"cache": "off"}))
-    assert result.status == "ok" and result.cache_hit is None and result.precision_effective == "fp32"
+    assert result.status == "ok" and result.loading.cache_hit is None and result.precision_effective == "fp32"
 
 
 def test_reduced_precision_is_unavailable_with_reason(tiny_cnn, make_case):

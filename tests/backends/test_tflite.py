@@ -66,7 +66,7 @@ def test_measured_through_the_core(mlp):
     path = str(mlp[0])
     result = execute_case(resolve_model(path), Case(path, "tflite", batch=2, threads=1, settings=FAST))
     assert result.status == "ok", result.error
-    assert result.precision_effective == "fp32" and result.iterations >= 5
+    assert result.precision_effective == "fp32" and result.timing.iterations >= 5
 
 
 def test_zoo_model_is_unavailable_with_reason(tiny_cnn):

@@ -64,5 +64,5 @@ def test_second_process_hits_the_inductor_cache(tmp_path, own_compile_cache):
         assert done.returncode == 0, done.stderr
         case = load_json(out)["cases"][0]
         assert case["status"] == "ok", case.get("error")
-        hits.append(case["cache_hit"])
+        hits.append(case["loading"]["cache_hit"])
     assert hits == [False, True]

@@ -26,7 +26,7 @@ def test_load_phases_and_precision(tiny_cnn, make_case):
     result = execute_case(tiny_cnn, make_case("torchscript"))
     assert result.status == "ok", result.error
     assert result.precision_effective == "fp32"
-    assert {"import_s", "model_init_s", "compile_s"} <= set(result.load_phases_s)
+    assert {"import_s", "model_init_s", "compile_s"} <= set(result.loading.load_phases_s)
 
 
 @pytest.mark.skipif(not {"avx512_bf16", "amx_bf16"} & set(cpu_isa()), reason="no native bf16")

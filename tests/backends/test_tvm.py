@@ -105,7 +105,7 @@ def _inspect_shows_the_tuned_kernels(artifact: Artifact, summary: TuningSummary,
         threads=1,
         status="ok",
     )
-    result.build = artifact
+    result.loading.build = artifact
     path = folder / "r.json"
     write_results(path, ResultsFile("now", {}, [result]))
     proc = run_cli("inspect", str(path))
@@ -187,5 +187,5 @@ def test_bench_cli_runs_tvm_untuned(tmp_path):
     (case,) = load_json(out)["cases"]
     assert case["backend"] == "tvm" and case["status"] == "ok", case.get("error")
     assert case["precision_effective"] == "fp32" and case["latency_ms"]["p50"] > 0
-    assert case["build"]["build_phases_s"]["compile_s"] > 0
+    assert case["loading"]["build"]["build_phases_s"]["compile_s"] > 0
     assert "tvm: runtime threads set 2, read back 2" in case["notes"]

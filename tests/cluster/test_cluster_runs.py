@@ -97,7 +97,7 @@ def test_a_null_sweep_lands_on_every_class_one_task_per_node_at_a_time(cluster, 
         assert node.held_from_s - 1 <= _started_s(case) <= node.held_until_s
         assert _started_s(case) + case["duration_s"] <= node.held_until_s + 1  # `started` is to the second
     # An interleaved pair is one task (its speedup paired per round); tasks on one node never overlap in time.
-    assert sum(1 for case, _ in cases if case["paired"]) == 4
+    assert sum(1 for case, _ in cases if case["timing"]["paired"]) == 4
     for node_id in nodes.values():
         held = sorted({(n.held_from_s, n.held_until_s) for _, n in cases if n.node_id == node_id})
         assert len(held) == 2

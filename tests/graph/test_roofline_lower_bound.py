@@ -23,7 +23,7 @@ def test_roofline_marks_percent_of_peak_as_a_lower_bound(tmp_path: Path) -> None
     whole = reshape_matmul(tmp_path / "whole.onnx", TARGET_DIM["run"])
     cases = [make_case("onnxruntime", batch=BATCH, p50_ms=0.01, model=m, sigma=0.0) for m in (partial, whole)]
     for case in cases:
-        case.input_shapes = {"x": [BATCH, 8, 16]}
+        case.shapes.input_shapes = {"x": [BATCH, 8, 16]}
     annotate_roofline(make_results(cases), PEAK)
     assert cases[0].extra["uncounted_nodes"] == 3 and "uncounted_nodes" not in cases[1].extra
     assert any("lower bounds" in note for note in cases[0].notes)

@@ -93,12 +93,14 @@ def test_gguf_levels_of_one_model_run_in_interleaved_rounds_with_interference_an
     assert [base["model"], level["model"]] == ["tiny-llama:q8_0", "tiny-llama:q4_k_m"]
     for case in (base, level):
         assert case["status"] == "ok" and case["generate"]["succeeded"] == 4
-        assert len(case["rounds_p50_ms"]) == 4  # one request per case per round, the rounds alternating
-        assert case["interference"] is not None and case["interference"]["wall_s"] > 0
-        assert case["interference"]["cpus"] > 0
+        timing = case["timing"]
+        assert len(timing["rounds_p50_ms"]) == 4  # one request per case per round, the rounds alternating
+        assert timing["interference"] is not None and timing["interference"]["wall_s"] > 0
+        assert timing["interference"]["cpus"] > 0
     # Same scripted timings: the paired speedup over the first level is exactly 1 (fake clock).
-    assert level["paired"]["baseline_id"] == base["id"] and level["paired"]["ratio"] == pytest.approx(1.0)
-    assert level["paired"]["rounds"] == 4
+    paired = level["timing"]["paired"]
+    assert paired["baseline_id"] == base["id"] and paired["ratio"] == pytest.approx(1.0)
+    assert paired["rounds"] == 4
     # Said under the table: the paired figure, or no speedup when other work disturbed either level.
     said = "no difference [1.00–1.00] against" if "interference" not in proc.stdout else "no speedup against"
     assert f"tiny-llama:q4_k_m fake b1: {said} tiny-llama:q8_0 fake b1" in proc.stdout
@@ -118,7 +120,7 @@ def test_a_busy_process_beside_a_generation_case_is_recorded_and_warned_about(tm
         burner.wait()
     assert proc.returncode == 0, proc.stderr
     case = load_json(out)["cases"][0]
-    assert case["interference"]["other_share"] > 0.1
+    assert case["timing"]["interference"]["other_share"] > 0.1
     assert "interference" in {w["code"] for w in case["warnings"]}
     assert "warning interference" in proc.stdout  # said under the table, not only kept in the file
 
@@ -139,15 +141,15 @@ def test_the_runner_records_interference_and_warns_about_it() -> None:
     runner._meter = _BusyMeter()  # type: ignore[assignment]
     assert runner.load()
     result = runner.finish(run_until_stopped(runner, case.settings))
-    assert result.interference is not None and result.interference.other_share == pytest.approx(0.5)
+    assert result.timing.interference is not None and result.timing.interference.other_share == pytest.approx(0.5)
     assert [w.code for w in result.warnings if w.code == "interference"] == ["interference"]
     quiet = execute_generate_case(case)
-    assert quiet.interference is not None and quiet.iterations == 3
+    assert quiet.timing.interference is not None and quiet.timing.iterations == 3
 
 
 def test_the_precision_stop_rule_judges_the_requests() -> None:
     exact = GenerateCase("m", "fake", prompt_len=8, gen_len=5, requests=2, warmup=0)
-    assert execute_generate_case(exact).iterations == 2  # no precision target: exactly --requests
+    assert execute_generate_case(exact).timing.iterations == 2  # no precision target: exactly --requests
     # A 1% target on the P50's interval: a median's order-statistic interval needs 6 requests.
     precise = GenerateCase(
         "m",
@@ -159,7 +161,7 @@ def test_the_precision_stop_rule_judges_the_requests() -> None:
         measure=MeasureSettings(min_time_s=0, target_ci=0.01),
     )
     result = execute_generate_case(precise)
-    assert result.iterations == 6 and result.target_ci == 0.01
+    assert result.timing.iterations == 6 and result.timing.target_ci == 0.01
     # --max-time wins over --requests (on the fake clock, each request takes 10 + 4 × 2 = 18 ms).
     capped = GenerateCase(
         "m",
@@ -171,7 +173,7 @@ def test_the_precision_stop_rule_judges_the_requests() -> None:
         measure=MeasureSettings(min_time_s=0, max_time_s=0.1),
     )
     short = execute_generate_case(capped)
-    assert short.iterations == 6 and "max_time_reached" in {w.code for w in short.warnings}
+    assert short.timing.iterations == 6 and "max_time_reached" in {w.code for w in short.warnings}
     assert "6 of 50 requests" in next(w.message for w in short.warnings if w.code == "max_time_reached")
 
 

@@ -53,7 +53,7 @@ def test_transformers_backend_times_every_step(tiny_folder: Path) -> None:
     assert gen["itl_ms"]["count"] == 4 * 5
     assert gen["ttft_ms"]["p50"] > 0 and gen["tpot_ms"]["p50"] > 0
     assert result.precision_effective == "fp32"
-    assert result.load_s and result.load_s > 0 and result.extra["model_size_mb"] > 0
+    assert result.loading.load_s and result.loading.load_s > 0 and result.extra["model_size_mb"] > 0
 
 
 @needs_llama_cpp
@@ -95,7 +95,7 @@ def test_quantization_levels_are_built_loaded_and_compared(tmp_path: Path) -> No
     for level, result in by_level.items():
         assert result.status == "ok", result.error
         assert result.precision_effective == level
-        assert result.peak_rss_mb and result.load_s is not None
+        assert result.memory.peak_rss_mb and result.loading.load_s is not None
         assert math.isfinite(result.extra["perplexity"]) and result.extra["perplexity"] > 1
         assert result.extra["generate"]["output_tokens"] == 16
     assert by_level["f16"].extra["top1_agreement"] == 1.0
@@ -136,7 +136,7 @@ def test_llm_bench_cli_on_llama_cpp(tmp_path: Path) -> None:
     cases = load_json(out)["cases"]
     assert [c["backend"] for c in cases] == ["llama-cpp", "vllm"]
     assert cases[0]["status"] == "ok" and cases[0]["generate"]["succeeded"] == 3
-    assert cases[0]["precision_effective"] == "f16" and cases[0]["peak_rss_mb"] > 0
+    assert cases[0]["precision_effective"] == "f16" and cases[0]["memory"]["peak_rss_mb"] > 0
     assert cases[1]["status"] == "unavailable" and cases[1]["error"]
 
 

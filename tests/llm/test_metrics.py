@@ -96,9 +96,9 @@ def test_fake_backend_gives_exact_ttft_tpot_and_tokens_per_s() -> None:
     assert gen["tokens_per_s_per_request"]["p50"] == pytest.approx(11 / (e2e_ms / 1e3))
     # Requests run back to back on the fake clock: aggregate = 44 tokens over 4 × 90 ms.
     assert gen["output_tokens_per_s"] == pytest.approx(44 / (4 * e2e_ms / 1e3))
-    assert result.throughput == pytest.approx(gen["output_tokens_per_s"])
-    assert result.samples_ms == pytest.approx([e2e_ms] * 4)
-    assert result.first_inference_ms == pytest.approx(e2e_ms)
+    assert result.timing.throughput == pytest.approx(gen["output_tokens_per_s"])
+    assert result.timing.samples_ms == pytest.approx([e2e_ms] * 4)
+    assert result.loading.first_inference_ms == pytest.approx(e2e_ms)
     assert result.extra["prompt_len"] == 8 and result.extra["gen_len"] == 11
     # A round trip through the results schema keeps the generation fields.
     again = case_from_dict(case_to_dict(result))
@@ -109,7 +109,7 @@ def test_batched_fake_counts_every_sequence() -> None:
     result = execute_generate_case(fake_case(batch=3, requests=2))
     gen = result.extra["generate"]
     assert gen["requests"] == 6 and gen["output_tokens"] == 66
-    assert len(result.samples_ms) == 2  # one latency sample per batched request
+    assert len(result.timing.samples_ms) == 2  # one latency sample per batched request
     assert gen["output_tokens_per_s"] == pytest.approx(66 / (2 * 0.090))
 
 
@@ -133,6 +133,6 @@ def test_unavailable_and_unsupported_cases_say_why() -> None:
 def test_isolated_worker_returns_the_same_metrics() -> None:
     result = run_generate_isolated(fake_case(requests=2))
     assert result.status == "ok", result.error
-    assert result.isolated and result.peak_rss_mb and result.peak_rss_mb > 0
+    assert result.isolated and result.memory.peak_rss_mb and result.memory.peak_rss_mb > 0
     assert result.extra["generate"]["tpot_ms"]["p50"] == pytest.approx(5.0)
-    assert not math.isnan(result.load_s or math.nan)
+    assert not math.isnan(result.loading.load_s or math.nan)

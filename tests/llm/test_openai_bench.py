@@ -34,8 +34,8 @@ def test_streams_are_timed_and_usage_is_read() -> None:
         assert gen["ttft_ms"]["p50"] > 0 and gen["tpot_ms"]["p50"] > 0
         assert gen["itl_ms"]["count"] == 8 * 5
         assert gen["e2e_ms"]["p50"] >= gen["ttft_ms"]["p50"]
-        assert result.throughput == pytest.approx(gen["output_tokens_per_s"])
-        assert len(result.samples_ms) == 8
+        assert result.timing.throughput == pytest.approx(gen["output_tokens_per_s"])
+        assert len(result.timing.samples_ms) == 8
     body = sent[0]
     assert body["stream"] is True and body["max_tokens"] == 6 and body["model"] == "m"
     assert len(body["prompt"].split()) == 12
@@ -65,7 +65,7 @@ def test_streams_shorter_than_asked_are_counted() -> None:
         (result,) = run_levels(EndpointSettings(server.url, gen_len=5, requests=4), 2)
     assert result.status == "short_outputs" and result.extra["short_outputs"] == 4
     assert result.error and result.error.startswith("4 of 4 responses came back shorter than the 5 tokens asked (8 ")
-    assert result.latency_ms is None and result.throughput is None  # nothing for a comparison to read
+    assert result.latency_ms is None and result.timing.throughput is None  # nothing for a comparison to read
     # Streams that stop at an end-of-sequence are only noted, unless --ignore-eos asked for the full length.
     with FakeOpenAIServer(["ok"], tokens=3) as server:
         (eos,) = run_levels(EndpointSettings(server.url, gen_len=5, requests=4), 2)

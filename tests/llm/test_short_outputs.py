@@ -24,7 +24,7 @@ def test_a_server_that_truncates_some_streams_gives_short_output_levels(tmp_path
     cases = load_json(out)["cases"]
     assert [c["status"] for c in cases] == ["short_outputs", "short_outputs"]
     assert all(c["short_outputs"] == 1 for c in cases)
-    assert all(c["latency_ms"] is None and c["throughput"] is None for c in cases)  # nothing to compare
+    assert all(c["latency_ms"] is None and c["timing"]["throughput"] is None for c in cases)  # nothing to compare
     assert cases[0]["error"].startswith("1 of 4 responses came back shorter than the 5 tokens asked (17 tokens of 20)")
     assert "short_outputs 1 of 4" in proc.stdout  # the table's status
     assert "--interrupt_requests False" in proc.stderr  # each level's line says the likely cause

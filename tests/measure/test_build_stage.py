@@ -34,21 +34,23 @@ def test_cases_sharing_a_key_share_one_build_recorded_apart_from_load(cache_dir:
     # Latency is not part of the null build's key: both cases load the same artifact.
     first, second = _sweep(_case(**{"null.latency_ms": "1"}), _case(**{"null.latency_ms": "2"}))
     assert first.status == second.status == "ok"
-    assert first.build is not None and second.build is not None
-    assert first.build.cache == "built" and first.build.built_here_s >= 0.3
-    assert second.build.cache == "hit" and second.build.built_here_s == 0.0
-    assert first.build.path == second.build.path and first.build.build_phases_s == {"compile_s": 0.3}
-    assert first.load_s is not None and first.load_s < 0.3  # the build is not part of the load
+    assert first.loading.build is not None and second.loading.build is not None
+    assert first.loading.build.cache == "built" and first.loading.build.built_here_s >= 0.3
+    assert second.loading.build.cache == "hit" and second.loading.build.built_here_s == 0.0
+    assert first.loading.build.path == second.loading.build.path and first.loading.build.build_phases_s == {
+        "compile_s": 0.3
+    }
+    assert first.loading.load_s is not None and first.loading.load_s < 0.3  # the build is not part of the load
     # A later sweep finds the artifact in the cache and starts no build.
     (again,) = _sweep(_case(**{"null.latency_ms": "1"}))
-    assert again.build is not None and again.build.cache == "hit" and again.build.build_s == 0.3
+    assert again.loading.build is not None and again.loading.build.cache == "hit" and again.loading.build.build_s == 0.3
 
 
 def test_a_crashed_or_failed_build_fails_its_case_and_the_sweep_goes_on(cache_dir: Path) -> None:
     crashed, failed, fine = _sweep(_case(2, **{"null.crash": "build"}), _case(3, **{"null.fail": "build"}), _case(4))
     assert crashed.status == "crashed" and (crashed.error or "").startswith("build: the worker process was killed")
     assert failed.status == "failed" and "failure requested with null.fail" in (failed.error or "")
-    assert fine.status == "ok" and fine.build is not None
+    assert fine.status == "ok" and fine.loading.build is not None
 
 
 def test_a_hung_build_is_stopped_by_its_own_timeout(cache_dir: Path) -> None:
@@ -60,15 +62,15 @@ def test_a_hung_build_is_stopped_by_its_own_timeout(cache_dir: Path) -> None:
 def test_cache_off_builds_in_the_case_worker_and_leaves_nothing(cache_dir: Path, tmp_path: Path) -> None:
     before = set(Path(cache_dir).glob("build-null/*"))
     (result,) = _sweep(_case(6, cache="off"))
-    assert result.status == "ok" and result.build is not None and result.build.cache == "off"
-    assert not Path(result.build.path).exists()  # the private folder went with the case
+    assert result.status == "ok" and result.loading.build is not None and result.loading.build.cache == "off"
+    assert not Path(result.loading.build.path).exists()  # the private folder went with the case
     assert set(Path(cache_dir).glob("build-null/*")) == before  # nothing written to the cache
 
 
 def test_cold_start_sweeps_build_in_each_worker(cache_dir: Path) -> None:
     first, second = _sweep(_case(7), _case(7, **{"null.latency_ms": "2"}), build_first=False)
-    assert first.build is not None and first.build.cache == "built"
-    assert second.build is not None and second.build.cache == "hit"
+    assert first.loading.build is not None and first.loading.build.cache == "built"
+    assert second.loading.build is not None and second.loading.build.cache == "hit"
 
 
 def test_a_corrupt_cache_entry_is_rebuilt(cache_dir: Path) -> None:
@@ -84,5 +86,5 @@ def test_a_corrupt_cache_entry_is_rebuilt(cache_dir: Path) -> None:
 def test_the_build_record_round_trips_through_the_results_file(cache_dir: Path) -> None:
     (result,) = _sweep(_case(9))
     again = case_from_dict(json.loads(json.dumps(case_to_dict(result))))
-    assert isinstance(again.build, Artifact) and again.build == result.build
-    assert case_from_dict({k: v for k, v in case_to_dict(result).items() if k != "build"}).build is None
+    assert isinstance(again.loading.build, Artifact) and again.loading.build == result.loading.build
+    assert case_from_dict({k: v for k, v in case_to_dict(result).items() if k != "build"}).loading.build is None

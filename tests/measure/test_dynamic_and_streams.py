@@ -17,15 +17,15 @@ def test_dynamic_run_reports_statistics_per_shape(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     static, dynamic = load_json(out)["cases"]
-    assert static["shape_mode"] == "static" and static["per_shape"] == []
+    assert static["shape_mode"] == "static" and static["shapes"]["per_shape"] == []
     assert dynamic["shape_mode"] == "dynamic" and dynamic["status"] == "ok", dynamic["error"]
-    assert dynamic["dynamic"] == {"batch": [1, 2, 4]}
-    per_shape = {row["label"]: row for row in dynamic["per_shape"]}
+    assert dynamic["shapes"]["dynamic"] == {"batch": [1, 2, 4]}
+    per_shape = {row["label"]: row for row in dynamic["shapes"]["per_shape"]}
     assert set(per_shape) == {"batch=1", "batch=2", "batch=4"}
-    assert sum(row["count"] for row in per_shape.values()) == dynamic["iterations"]
+    assert sum(row["count"] for row in per_shape.values()) == dynamic["timing"]["iterations"]
     assert per_shape["batch=4"]["shapes"] == {"input": [4, 3, 32, 32]}
     # Every shape was warmed up before timing, and memory was sampled through the run.
-    assert dynamic["warmup_iterations"] >= 3 and dynamic["rss_timeline_mb"]
+    assert dynamic["timing"]["warmup_iterations"] >= 3 and dynamic["memory"]["rss_timeline_mb"]
     assert "per-shape latency" in proc.stdout
 
 
@@ -40,7 +40,7 @@ def test_streams_run_requests_concurrently(tmp_path: Path) -> None:
     assert (single["streams"], four["streams"]) == (1, 4)
     assert single["id"] != four["id"]
     # Sleeping requests overlap: four streams complete far more requests per second than one.
-    assert four["throughput"] > 2.5 * single["throughput"]
+    assert four["timing"]["throughput"] > 2.5 * single["timing"]["throughput"]
     assert four["latency_ms"]["p50"] >= 20
 
 
@@ -89,5 +89,9 @@ def test_cold_start_runs_three_fresh_processes_per_backend(tmp_path: Path) -> No
     ]
     assert {c["batch"] for c in cases} == {1}  # one batch per backend: cold start does not depend on the matrix
     for case in cases:
-        assert case["status"] == "ok" and case["process_start_s"] > 0 and case["first_inference_ms"] > 0
+        assert (
+            case["status"] == "ok"
+            and case["loading"]["process_start_s"] > 0
+            and case["loading"]["first_inference_ms"] > 0
+        )
     assert "cold start" in proc.stdout and "to first result s" in proc.stdout

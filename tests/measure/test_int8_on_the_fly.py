@@ -17,8 +17,8 @@ def test_int8_on_a_float_model_is_quantized_and_reported_as_int8(tmp_path: Path)
     fp32, int8 = load_json(out)["cases"]
     assert (fp32["precision_effective"], int8["precision_effective"]) == ("fp32", "int8")
     # Quantizing is the build stage's work, recorded with the artifact, apart from the load.
-    assert int8["status"] == "ok" and int8["build"]["build_phases_s"]["quantize_s"] > 0
-    assert "quantize_s" not in int8["load_phases_s"]
+    assert int8["status"] == "ok" and int8["loading"]["build"]["build_phases_s"]["quantize_s"] > 0
+    assert "quantize_s" not in int8["loading"]["load_phases_s"]
     assert [w["code"] for w in int8["warnings"]].count("random_calibration") == 1
     assert not any(w["code"] == "random_calibration" for w in fp32["warnings"])
     assert "n/a†" in proc.stdout  # no speedup across fp32 and int8 without --allow-mixed-precision

@@ -70,8 +70,8 @@ def _ratio(tmp_path: Path, interleave: bool) -> tuple[float, float | None, int]:
     results = run_sweep(plan, ResultsFile("now", {}), None, on_event=on_event)
     base, case = results.cases
     assert base.ok and case.ok and base.latency_ms and case.latency_ms
-    paired = case.paired.ratio if case.paired else None
-    return base.latency_ms.p50 / case.latency_ms.p50, paired, len(case.rounds_p50_ms)
+    paired = case.timing.paired.ratio if case.timing.paired else None
+    return base.latency_ms.p50 / case.latency_ms.p50, paired, len(case.timing.rounds_p50_ms)
 
 
 def test_a_slowdown_of_both_arms_moves_the_sequential_ratio_but_not_the_interleaved_one(tmp_path: Path) -> None:
@@ -110,5 +110,5 @@ def test_rounds_stop_at_the_cap_when_nothing_else_stops_them(monkeypatch) -> Non
     plan = [PlanItem(spec, (Case("tiny_cnn", "null", threads=1, options=(("null.latency_ms", ms),),
                                  settings=settings),)) for ms in ("0.01", "0.02")]  # fmt: skip
     results = run_sweep(plan, ResultsFile("now", {}), None)
-    assert [len(case.rounds_p50_ms) for case in results.cases] == [14, 14]
+    assert [len(case.timing.rounds_p50_ms) for case in results.cases] == [14, 14]
     assert all(case.ok and "max_time_reached" not in {w.code for w in case.warnings} for case in results.cases)

@@ -75,7 +75,7 @@ def test_a_control_input_set_with_input_runs_the_branch_generated_values_break(t
     case = cases[0]
     assert case["status"] == "ok", case["error"]
     assert case["input_values"] == {"sr": "16000"}
-    assert case["input_shapes"] == {"x": [2, 4], "sr": []}
+    assert case["shapes"]["input_shapes"] == {"x": [2, 4], "sr": []}
     assert case["id"] != generated[0]["id"]  # a constant is part of what was measured
 
 
@@ -87,7 +87,7 @@ def test_npz_with_fewer_samples_than_the_batch_is_reused_with_a_note(tmp_path: P
     assert "3 samples for 4 input sets of batch 4 (16 rows): samples are reused" in " ".join(output.split())
     case = cases[0]
     assert case["status"] == "ok", case["error"]
-    assert case["input_shapes"] == {"idx": [4, 1]}
+    assert case["shapes"]["input_shapes"] == {"idx": [4, 1]}
     assert case["data"]["samples"] == 3 and case["data"]["ref"] == str(tmp_path / "three.npz")
     assert any("reused" in note for note in case["notes"])
     # Other data, another case: results on different data never share an id.
@@ -112,7 +112,7 @@ def test_an_image_folder_feeds_an_image_model(tmp_path: Path) -> None:
     assert code == 0, output
     case = cases[0]
     assert case["status"] == "ok", case["error"]
-    assert case["input_shapes"] == {"x": [2, 3, 8, 8]}
+    assert case["shapes"]["input_shapes"] == {"x": [2, 3, 8, 8]}
     assert case["data"]["samples"] == 5
 
 

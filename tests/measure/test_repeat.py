@@ -52,14 +52,16 @@ def test_each_case_has_three_processes_and_its_p50_comes_from_them(pair: tuple[P
         assert record is not None and record.repeat == 3
         assert [run.index for run in record.runs] == [0, 1, 2]
         assert all(run.ok and run.samples > 0 and run.rounds >= 3 for run in record.runs)
-        assert case.iterations == sum(run.samples for run in record.runs)
+        assert case.timing.iterations == sum(run.samples for run in record.runs)
         assert case.latency_ms is not None
         p50, ci = replicate_p50(record.medians_ms)
         assert case.latency_ms.p50 == pytest.approx(p50) and tuple(case.latency_ms.p50_ci95) == pytest.approx(ci)
-        assert len(case.rounds_p50_ms) == sum(run.rounds for run in record.runs)  # every process's rounds, pooled
+        assert len(case.timing.rounds_p50_ms) == sum(
+            run.rounds for run in record.runs
+        )  # every process's rounds, pooled
     slower = results.cases[1]
-    assert slower.paired is not None and slower.paired.rounds == 3  # three passes, each a paired ratio
-    assert 0.3 < slower.paired.ratio < 0.8  # 20 ms over 40 ms, on a loaded machine
+    assert slower.timing.paired is not None and slower.timing.paired.rounds == 3  # three passes, each a paired ratio
+    assert 0.3 < slower.timing.paired.ratio < 0.8  # 20 ms over 40 ms, on a loaded machine
     footnotes = summary_table(results.cases).footnotes
     assert any(note.startswith("P50: geometric mean of each case's process medians") for note in footnotes)
     assert not any("per-round ratios" in note for note in footnotes)  # a speedup shown is over the passes
@@ -187,7 +189,8 @@ def test_a_failed_process_is_kept_and_warned_about() -> None:
     assert merged.latency_ms is not None
     expected = math.exp(float(np.mean(np.log(record.medians_ms))))
     assert merged.latency_ms.p50 == pytest.approx(expected)
-    assert len(merged.samples_ms) == 400 and merged.iterations == case.iterations + second.iterations
+    assert len(merged.timing.samples_ms) == 400 and merged.timing.iterations == 400
+    assert (case.timing.iterations, len(case.timing.samples_ms)) == (200, 200)  # merging copied the groups it changes
 
 
 def test_merged_files_round_trip(tmp_path: Path) -> None:

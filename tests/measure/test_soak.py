@@ -87,7 +87,7 @@ def _soak(options: tuple[tuple[str, str], ...], requests: int = 2500, recycle: i
     assert result.status == "ok", result.error
     record = read_record(result, SoakRecord)
     assert record is not None and read_record(result, Footprint) is not None
-    assert result.latency_ms is not None and result.rss_timeline_mb
+    assert result.latency_ms is not None and result.memory.rss_timeline_mb
     return record, [w.code for w in result.warnings]
 
 
@@ -127,7 +127,7 @@ def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_platea
     plain, leaking = (c["soak"] for c in cases)
     assert not plain["growing"] and leaking["growing"]
     assert plain["buckets"] == {"seq": [16, 32, 64]} and plain["requests"] == 1500
-    assert cases[0]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
+    assert cases[0]["shapes"]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
     assert "soak: memory over the replay" in proc.stdout and "stayed flat" in proc.stdout
     html = tmp_path / "r.html"
     proc = run_cli("report", str(out), "-o", str(html))
@@ -173,9 +173,9 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     settings = MeasureSettings(min_time_s=0.1, min_iterations=5, max_time_s=2, interleave=False)
     heavy = Case(spec.ref, "null", options=(("null.load_mb", "700"),), settings=settings)
     measured = run_isolated(spec, heavy)
-    assert measured.status == "ok" and measured.peak_rss_mb is not None and measured.peak_rss_mb > 700
+    assert measured.status == "ok" and measured.memory.peak_rss_mb is not None and measured.memory.peak_rss_mb > 700
     limit_mb = 600  # below the heavy case's measured peak, above what a plain null worker needs
-    assert limit_mb < measured.peak_rss_mb
+    assert limit_mb < measured.memory.peak_rss_mb
     out = tmp_path / "limit.json"
     proc = run_cli(
         "bench", "tiny_cnn", "-b", "null:load_mb=700", "-b", "null", "--batch", "1", "--min-time", "0.1",
@@ -186,10 +186,10 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     heavy_result, light_result = load_json(out)["cases"]  # the sweep went on past the oom case
     assert heavy_result["status"] == "oom", heavy_result
     assert "--memory-limit 600 MB" in heavy_result["error"]
-    peak = heavy_result["peak_rss_mb"]
+    peak = heavy_result["memory"]["peak_rss_mb"]
     assert (peak is not None and peak > 0) or "no resident peak could be seen" in heavy_result["error"]
     assert ("RLIMIT_AS counts address space" in heavy_result["error"]) == (via == "rlimit")
-    assert light_result["status"] == "ok" and light_result["peak_rss_mb"] < limit_mb
+    assert light_result["status"] == "ok" and light_result["memory"]["peak_rss_mb"] < limit_mb
     how = "RLIMIT_AS" if via == "rlimit" else "cgroup v2 memory.max"
     assert any("memory limit 600 MB" in note and how in note for note in light_result["notes"])
 
@@ -201,7 +201,7 @@ def test_an_oom_worker_that_ended_before_any_sample_says_so_plainly() -> None:
     spec = resolve_model("tiny_cnn")
     result = blank_result(spec, Case(spec.ref, "null"), "crashed", "the worker process was killed by SIGSEGV")
     mark_oom(result, MemoryLimit(600), seen_peak_mb=0.0)
-    assert result.status == "oom" and result.peak_rss_mb is None
+    assert result.status == "oom" and result.memory.peak_rss_mb is None
     assert "no resident peak could be seen" in (result.error or "")
 
 

@@ -102,7 +102,7 @@ def _report() -> CheckReport:
         threads=1,
         status="ok",
     )
-    base.rounds_p50_ms = [1.0, 1.1]
+    base.timing.rounds_p50_ms = [1.0, 1.1]
     change = CaseChange("m", base, new=base, paired_by="rerun", metric="p50", base_value=1.0, new_value=2.0, ratio=2.0)
     outcomes = (
         Outcome("export", "pass", "exported", ("onnx checker: pass: full check passed",), 1.5),

@@ -43,7 +43,7 @@ def test_torchscript_archive_opens_and_runs_on_torch(archive: Path) -> None:
         spec, Case(str(archive), "torch", precision="fp32", batch=2, shape_mode="static", threads=1, settings=settings)
     )
     assert result.status == "ok", result.error
-    assert result.input_shapes == {"input": [2, 3, 8, 8]}
+    assert result.shapes.input_shapes == {"input": [2, 3, 8, 8]}
 
 
 def test_torchscript_without_shapes_says_which_flag(archive: Path) -> None:

@@ -85,7 +85,7 @@ def test_minilm_folder_benchmarks_on_onnxruntime_and_torch(minilm_folder: str, t
     cases = load_json(out)["cases"]
     assert [c["backend"] for c in cases] == ["onnxruntime", "torch"]
     assert all(c["status"] == "ok" for c in cases), [c["error"] for c in cases]
-    assert all(c["input_shapes"]["input_ids"] == [1, 32] for c in cases)
+    assert all(c["shapes"]["input_shapes"]["input_ids"] == [1, 32] for c in cases)
 
 
 def test_minilm_folder_passes_parity(minilm_folder: str) -> None:

@@ -21,7 +21,7 @@ from infermeter.optimize.candidates import (
 )
 from infermeter.report.merged import SourceFile, merge_results
 from infermeter.report.story import render_story, render_story_html
-from infermeter.results.schema import CaseResult, LatencyStats, ResultsFile
+from infermeter.results.schema import CaseResult, LatencyStats, ResultsFile, TimingFigures
 
 
 def _case(backend: str, p50_ms: float, precision: str = "fp32", duration_s: float = 5.0, **extra: Any) -> CaseResult:
@@ -54,7 +54,7 @@ def _case(backend: str, p50_ms: float, precision: str = "fp32", duration_s: floa
         threads=1,
         status="ok",
         latency_ms=stats,
-        throughput=1000 / p50_ms,
+        timing=TimingFigures(throughput=1000 / p50_ms),
         duration_s=duration_s,
         extra=dict(extra),
     )

@@ -27,7 +27,12 @@ def _copy(original: CaseResult, p50_ms: float, rounds: list[float]) -> CaseResul
     """The finalist's copy as the group returns it: tagged, its own id, the group's figures."""
     figures = _case(original.backend, p50_ms, original.precision)
     key, value = FINALIST_TAG
-    return replace(figures, id=f"{original.id}-again", options={**original.options, key: value}, rounds_p50_ms=rounds)
+    return replace(
+        figures,
+        id=f"{original.id}-again",
+        options={**original.options, key: value},
+        timing=replace(figures.timing, rounds_p50_ms=rounds),
+    )
 
 
 def _run(cases: list[CaseResult], details: dict[str, Any], **request: Any) -> SimpleNamespace:
@@ -68,10 +73,10 @@ def test_without_the_step_the_pool_is_unchanged() -> None:
 
 
 def test_the_advice_quotes_the_paired_margin_between_finalists_of_different_models() -> None:
-    pick = replace(
-        _case("openvino", 12.0, "int8"), model="artifacts/model.int8.xml", rounds_p50_ms=[12.0, 12.1, 11.9, 12]
-    )
-    runner = replace(_case("onnxruntime", 13.0), rounds_p50_ms=[13.0, 13.2, 12.9, 13.1])
+    pick = _case("openvino", 12.0, "int8")
+    pick.model, pick.timing.rounds_p50_ms = "artifacts/model.int8.xml", [12.0, 12.1, 11.9, 12]
+    runner = _case("onnxruntime", 13.0)
+    runner.timing.rounds_p50_ms = [13.0, 13.2, 12.9, 13.1]
     run = _run([], {"originals": [pick.id, runner.id], "copies": ["x", "y"], "eliminated": ["z"]})
     lines = finalists_lines(run, pick, runner)  # type: ignore[arg-type]
     assert "2 best admissible candidates measured again together, in 4 interleaved rounds" in lines[0]

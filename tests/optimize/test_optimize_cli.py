@@ -119,7 +119,7 @@ def test_the_finalists_are_measured_again_together_and_decide_the_pick(
     # others ran in the same interleaved rounds to the end.
     dropped = details["dropped"]
     kept = [c for c in copies if c["status"] == "ok" and c["id"] not in dropped]
-    rounds = {len(c["rounds_p50_ms"]) for c in kept}
+    rounds = {len(c["timing"]["rounds_p50_ms"]) for c in kept}
     assert len(rounds) == 1 and rounds.pop() >= 2
     assert all("dropped in the race, decided slower than" in why for why in dropped.values())
     advice = steps["advise"]["details"]

@@ -58,7 +58,7 @@ def test_the_measured_policy_is_recorded(served: tuple[Path, subprocess.Complete
     assert int(point["options"]["serve.max_batch"]) == policy.max_batch
     assert float(point["options"]["serve.max_delay_ms"]) == policy.max_delay_ms
     assert int(point["options"]["serve.workers"]) == policy.workers
-    assert point["throughput"] == pytest.approx(policy.throughput_per_s)
+    assert point["timing"]["throughput"] == pytest.approx(policy.throughput_per_s)
     assert point["latency_ms"]["p99"] == pytest.approx(policy.p99_ms) and policy.p99_ms <= 2000
     assert f"serving: {policy.label()}" in proc.stdout
     # `serve DIR` starts the measured policy.

@@ -42,8 +42,9 @@ def test_memory_budget_drops_every_case_over_it_with_the_reason(
     real = [c for c in cases.values() if c["status"] == "ok" and not c.get("synthetic")]
     assert real  # the torch baseline, at least
     for case in real:
-        assert case["peak_rss_mb"] > 1
-        assert f"its peak memory {case['peak_rss_mb']:,.4g} MB breaks --max-memory-mb 1" in proc.stdout
+        peak_mb = case["memory"]["peak_rss_mb"]
+        assert peak_mb > 1
+        assert f"its peak memory {peak_mb:,.4g} MB breaks --max-memory-mb 1" in proc.stdout
     assert "--max-memory-mb 1 is binding" in proc.stdout
     excluded = {e["case"] for e in _advise_details(folder)["excluded"]}
     assert all(any(c["backend"] in label for label in excluded) for c in real)
@@ -67,7 +68,7 @@ def test_price_gives_every_case_its_cost(over_budget: tuple[Path, subprocess.Com
             assert case["precision"] != "fp32"
             assert any("without accuracy evidence" in s["reason"] and case["backend"] in s["what"] for s in skipped)
     for cost in details["costs"]:
-        expected = cost_per_million(2.0, cases[cost["case_id"]]["throughput"])
+        expected = cost_per_million(2.0, cases[cost["case_id"]]["timing"]["throughput"])
         assert cost["cost_per_million"] == pytest.approx(expected)
         assert f"(cost {format_cost(expected)} per million)" in proc.stdout  # every excluded case, priced
 
@@ -82,7 +83,7 @@ def test_a_budget_that_fits_resumes_and_prices_the_pick(
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = load_json(folder / "deploy.json")
     pick = advised_case(folder, manifest["chosen"]["case_id"])  # a finalist: the figures measured with the others
-    expected = cost_per_million(2.0, pick["throughput"])
+    expected = cost_per_million(2.0, pick["timing"]["throughput"])
     assert manifest["price_per_hour"] == 2.0 and manifest["chosen"]["cost_per_million"] == pytest.approx(expected)
     assert f"Cost: {format_cost(expected)} per million inferences at 2 per hour" in proc.stdout
     assert "cost per million (2/h)" in proc.stdout

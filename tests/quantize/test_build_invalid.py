@@ -75,5 +75,5 @@ def test_a_wrong_quantizer_build_is_a_build_invalid_case(
         settings=settings,
     )
     result = execute_case(spec, case)
-    assert result.status == "build_invalid" and result.latency_ms is None and not result.samples_ms
+    assert result.status == "build_invalid" and result.latency_ms is None and not result.timing.samples_ms
     assert result.error is not None and "parity against FP32" in result.error

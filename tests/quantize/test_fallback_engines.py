@@ -143,7 +143,9 @@ def test_interleaved_timing_of_the_three_variants(tmp_path: Path, monkeypatch: p
     time_arms(study)
     results = [arm.result for arm in study.arms]
     assert all(r is not None and r.ok for r in results), [r.error for r in results if r]
-    assert results[1].paired is not None and results[2].paired is not None  # paired per round against FP32
+    assert (
+        results[1].timing.paired is not None and results[2].timing.paired is not None
+    )  # paired per round against FP32
     if study.speed_note:
         assert results[2].precision_effective == "fp32"
         assert any("fp32 compute (fp16 storage)" in note for note in results[2].notes), results[2].notes

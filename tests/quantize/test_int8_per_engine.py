@@ -39,7 +39,11 @@ def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path
     assert record is not None and (record.quantizer, record.source) == ("nncf", "own")
     assert record.mix is not None and record.mix.counts == {"int8": 3}  # two convolutions and the classifier
     assert any(note == "int8: int8 (nncf; 3 int8 of 3 compute layers)" for note in own.notes)
-    assert own.build is not None and own.build.quantizer == "nncf" and "quantize_s" in own.build.build_phases_s
+    assert (
+        own.loading.build is not None
+        and own.loading.build.quantizer == "nncf"
+        and "quantize_s" in own.loading.build.build_phases_s
+    )
     # The untimed profile pass: OpenVINO's per-node counters, for the INT8 graph and its FP32 twin.
     assert record.profile is not None and record.fp32_profile is not None, record.profile_error
     assert record.profile.total_ms > 0 and record.profile.top and record.profile.float_compute.count == 0

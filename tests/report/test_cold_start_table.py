@@ -11,9 +11,9 @@ from infermeter.results.schema import CaseResult
 
 def _cold(backend: str, phases: dict[str, float], status: str = "ok") -> CaseResult:
     case = make_case(backend, 1, 1.0, n=20, status=status)
-    case.load_phases_s = phases
+    case.loading.load_phases_s = phases
     case.options = {"cache": "off"}
-    case.process_start_s = 0.5
+    case.loading.process_start_s = 0.5
     return case
 
 
@@ -53,8 +53,8 @@ def test_the_build_is_its_own_column_and_counts_to_the_first_result() -> None:
     from infermeter.results.artifact import Artifact
 
     case = _cold("openvino", {"import_s": 0.25, "deserialize_s": 0.05})
-    case.load_s, case.first_inference_ms = 0.3, 100.0
-    case.build = Artifact("/x.blob", "k", cache="built", build_phases_s={"compile_s": 2.0}, built_here_s=2.0)
+    case.loading.load_s, case.loading.first_inference_ms = 0.3, 100.0
+    case.loading.build = Artifact("/x.blob", "k", cache="built", build_phases_s={"compile_s": 2.0}, built_here_s=2.0)
     cells = dict(zip(COLD_START_COLUMNS, cold_start_rows([case])[0], strict=True))
     assert cells["build s"] == "2.00" and cells["cache hit"] == "built" and cells["deserialize s"] == "0.05"
     assert cells["to first result s"] == "2.90"  # process 0.5 + build 2.0 + load 0.3 + first 0.1

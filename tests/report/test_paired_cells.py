@@ -18,7 +18,7 @@ from infermeter.results.schema import (
 def _pair(ratio: float, low: float, high: float) -> tuple[CaseResult, CaseResult]:
     base = make_case("onnxruntime", p50_ms=2.0, n=1000)
     case = make_case("openvino", p50_ms=2.0 / ratio, n=1000, seed=1)
-    case.paired = PairedSpeedup(base.id, ratio, low, high, 12)
+    case.timing.paired = PairedSpeedup(base.id, ratio, low, high, 12)
     return base, case
 
 
@@ -51,20 +51,20 @@ def test_a_p99_short_of_samples_is_marked_and_a_sound_one_is_not() -> None:
 
 def test_paired_and_interference_records_survive_the_results_file() -> None:
     _base, case = _pair(1.5, 1.4, 1.6)
-    case.interference = Interference(2.0, 2.0, 3.5, 0.4, 0.0, 0.2)
-    case.rounds_p50_ms = [1.0, 1.1]
+    case.timing.interference = Interference(2.0, 2.0, 3.5, 0.4, 0.0, 0.2)
+    case.timing.rounds_p50_ms = [1.0, 1.1]
     data = case_to_dict(case)
-    assert data["interference"]["other_share"] == 0.1
+    assert data["timing"]["interference"]["other_share"] == 0.1
     back = case_from_dict(data)
-    assert back.paired == case.paired and back.interference == case.interference
-    assert back.rounds_p50_ms == [1.0, 1.1] and "other_share" not in back.extra
+    assert back.timing.paired == case.timing.paired and back.timing.interference == case.timing.interference
+    assert back.timing.rounds_p50_ms == [1.0, 1.1] and "other_share" not in back.extra
 
 
 def test_a_p50_wider_than_its_target_shows_its_interval() -> None:
     loose = make_case("onnxruntime", n=20, sigma=0.3)
-    loose.target_ci = 0.01
+    loose.timing.target_ci = 0.01
     tight = make_case("openvino", n=20000, sigma=0.01, seed=1)
-    tight.target_ci = 0.01
+    tight.timing.target_ci = 0.01
     table = summary_table([loose, tight])
     p50 = table.columns.index("P50 ms")
     assert "±" in table.rows[0][p50] and "±" not in table.rows[1][p50]

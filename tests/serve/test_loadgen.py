@@ -94,7 +94,7 @@ def test_load_command_writes_a_results_file(tmp_path: Path) -> None:
     assert "offline x4" in result.stdout
     case = read_results(out).cases[0]
     assert case.status == "ok" and case.latency_ms is not None
-    assert case.samples_ms and case.throughput == pytest.approx(case.extra["load"]["achieved_qps"])
+    assert case.timing.samples_ms and case.timing.throughput == pytest.approx(case.extra["load"]["achieved_qps"])
     assert case.extra["load"]["scenario"] == "offline" and case.extra["load"]["errors"] == {}
     assert case.backend == "null"
     bad = run_cli("load", "tiny_cnn", "-b", "null", "--scenario", "server")
@@ -117,7 +117,7 @@ def test_load_command_over_grpc(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "grpc://127.0.0.1:" in result.stdout
     case = read_results(out).cases[0]
-    assert case.backend == "null" and case.extra["load"]["errors"] == {} and case.samples_ms
+    assert case.backend == "null" and case.extra["load"]["errors"] == {} and case.timing.samples_ms
     wrong = run_cli("load", "http://127.0.0.1:1", "--protocol", "grpc", "--scenario", "offline")
     assert wrong.returncode == 2 and "grpc://HOST:PORT" in wrong.stderr
     json_grpc = run_cli("load", "grpc://127.0.0.1:1", "--json", "--scenario", "offline")

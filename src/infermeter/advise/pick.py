@@ -63,9 +63,9 @@ def _p50(case: CaseResult) -> float:
 
 def _rank_key(objective: str) -> Callable[[CaseResult], tuple[float, float]]:
     if objective == "throughput":
-        return lambda c: (-(c.throughput or 0.0), _p50(c))
+        return lambda c: (-(c.timing.throughput or 0.0), _p50(c))
     if objective == "memory":
-        return lambda c: (c.peak_rss_mb if c.peak_rss_mb is not None else float("inf"), _p50(c))
+        return lambda c: (c.memory.peak_rss_mb if c.memory.peak_rss_mb is not None else float("inf"), _p50(c))
     return lambda c: (_p50(c), c.latency_ms.p99 if c.latency_ms else float("inf"))
 
 
@@ -73,12 +73,12 @@ def describe(case: CaseResult) -> str:
     """`P50 0.50 ms, P99 0.56 ms, 2,000/s, 150 MB, load 0.40 s` for one case."""
     stats = case.latency_ms
     parts = [f"P50 {format_ms(stats.p50)} ms, P99 {format_ms(stats.p99)} ms" if stats else "no latency"]
-    if case.throughput is not None:
-        parts.append(f"{case.throughput:,.0f}/s")
-    if case.peak_rss_mb is not None:
-        parts.append(f"peak {case.peak_rss_mb:,.0f} MB")
-    if case.load_s is not None:
-        parts.append(f"load {case.load_s:.2f} s")
+    if case.timing.throughput is not None:
+        parts.append(f"{case.timing.throughput:,.0f}/s")
+    if case.memory.peak_rss_mb is not None:
+        parts.append(f"peak {case.memory.peak_rss_mb:,.0f} MB")
+    if case.loading.load_s is not None:
+        parts.append(f"load {case.loading.load_s:.2f} s")
     return ", ".join(parts)
 
 
@@ -146,7 +146,7 @@ def advise(
             price_per_hour=price_per_hour,
             costs=costs,
         )
-    points = [(_p50(c), c.throughput or 0.0, c.peak_rss_mb or float("inf")) for c in ranked]
+    points = [(_p50(c), c.timing.throughput or 0.0, c.memory.peak_rss_mb or float("inf")) for c in ranked]
     pareto = [ranked[i] for i in pareto_front(points, maximize=(False, True, False))]
     advice = Advice(
         objective,

@@ -49,7 +49,7 @@ def case_costs(cases: Sequence[CaseResult], price_per_hour: float | None) -> tup
     if price_per_hour is None:
         return ()
     return tuple(
-        CaseCost(c.id, c.throughput, price_per_hour, cost_per_million(price_per_hour, c.throughput))
+        CaseCost(c.id, c.timing.throughput, price_per_hour, cost_per_million(price_per_hour, c.timing.throughput))
         for c in cases
         if c.ok
     )
@@ -85,11 +85,13 @@ def _p50(case: CaseResult) -> float:
 def _gap(pick: CaseResult, best: CaseResult, objective: str) -> str:
     """How much worse the pick is than `best` on the objective, in a ratio and the two figures."""
     if objective == "throughput":
-        ratio = (best.throughput or 0.0) / (pick.throughput or float("inf"))
-        return f"{ratio:.2f}x less throughput ({pick.throughput or 0:,.0f}/s vs {best.throughput or 0:,.0f}/s)"
+        mine, theirs = pick.timing.throughput, best.timing.throughput
+        ratio = (theirs or 0.0) / (mine or float("inf"))
+        return f"{ratio:.2f}x less throughput ({mine or 0:,.0f}/s vs {theirs or 0:,.0f}/s)"
     if objective == "memory":
-        ratio = (pick.peak_rss_mb or 0.0) / (best.peak_rss_mb or float("inf"))
-        return f"{ratio:.2f}x the peak memory ({pick.peak_rss_mb or 0:,.0f} MB vs {best.peak_rss_mb or 0:,.0f} MB)"
+        mine, theirs = pick.memory.peak_rss_mb, best.memory.peak_rss_mb
+        ratio = (mine or 0.0) / (theirs or float("inf"))
+        return f"{ratio:.2f}x the peak memory ({mine or 0:,.0f} MB vs {theirs or 0:,.0f} MB)"
     ratio = _p50(pick) / _p50(best)
     return f"{ratio:.2f}x slower (P50 {format_ms(_p50(pick))} ms vs {format_ms(_p50(best))} ms)"
 
@@ -126,7 +128,7 @@ def cost_lines(
         return [f"Cost: the pick has no measured throughput, so no cost at {price_per_hour:g} per hour."]
     lines = [
         f"Cost: {format_cost(pick_cost)} per million inferences at {price_per_hour:g} per hour "
-        f"({pick.throughput or 0:,.0f} inferences/s)."
+        f"({pick.timing.throughput or 0:,.0f} inferences/s)."
     ]
     priced = [(cost, case) for case in ranked if (cost := cost_of(case)) is not None]
     cheapest_cost, cheapest = min(priced, key=lambda item: item[0])
@@ -141,13 +143,13 @@ def cost_lines(
 
 def paired_margin_lines(pick: CaseResult, runner: CaseResult) -> list[str]:
     """The pick's margin over the runner-up from their interleaved rounds, when both ran in the same rounds."""
-    if len(pick.rounds_p50_ms) < 2 or len(pick.rounds_p50_ms) != len(runner.rounds_p50_ms):
+    if len(pick.timing.rounds_p50_ms) < 2 or len(pick.timing.rounds_p50_ms) != len(runner.timing.rounds_p50_ms):
         return []
     if comparison_group(pick) != comparison_group(runner):
         return []
     from infermeter.measure.interleave import paired_speedup
 
-    margin = paired_speedup(runner.rounds_p50_ms, pick.rounds_p50_ms, runner.id)
+    margin = paired_speedup(runner.timing.rounds_p50_ms, pick.timing.rounds_p50_ms, runner.id)
     interval = f"{margin.ratio:.2f}x [{margin.ci_low:.2f}–{margin.ci_high:.2f}] over {margin.rounds} interleaved rounds"
     if margin.no_difference:
         return [f"The pick and the runner-up cannot be told apart on this machine ({interval}): either will do."]

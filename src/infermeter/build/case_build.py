@@ -7,7 +7,7 @@ compiled blob, an engine, a tuned library). `build_artifact` does it in the call
 (`models.convert.cached_entry`: a corrupt entry is rebuilt, `cache=off` builds into a folder of the case's own).
 The build stage (`measure/buildstage.py`) runs those builds for a sweep, each key once, in a worker process with its
 own timeout (`--build-timeout`), so a crash or a hang in a compiler fails the cases that needed it and nothing else.
-A case's `load` then only deserializes: its result records the build apart (`CaseResult.build`), with the cache
+A case's `load` then only deserializes: its result records the build apart (`CaseResult.loading.build`), with the cache
 state.
 
 It sits below `measure` (was `measure/build.py`): `measure` runs it in its workers, and the commands that need a

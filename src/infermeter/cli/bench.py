@@ -139,7 +139,7 @@ def _print_run(run: BenchRun, allow_mixed_precision: bool) -> None:
     shown = run.cases
     _TABLES[run.scenario.table](shown, allow_mixed_precision)
     if run.trace.moved is not None:
-        paired = any(case.paired is not None for case in shown)
+        paired = any(case.timing.paired is not None for case in shown)
         stdout.print(
             f"machine speed: moved {run.trace.moved:.0%} during the run ({len(run.trace.readings)} probe readings"
             + ("; speedups are paired per round, so a move hits both sides)" if paired else ")")

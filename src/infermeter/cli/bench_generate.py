@@ -134,7 +134,7 @@ def print_findings(cases: list[CaseResult]) -> None:
     by_id = {case.id: case for case in cases}
     found = speedups(cases, allow_mixed_precision=True)
     for case in cases:
-        speedup, paired = found.get(case.id), case.paired
+        speedup, paired = found.get(case.id), case.timing.paired
         if speedup is None or paired is None or paired.baseline_id not in by_id:
             continue
         against = f"against {_label(by_id[paired.baseline_id])}"

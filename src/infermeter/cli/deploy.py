@@ -58,7 +58,7 @@ def deploy(
     manifest_path = None
     kube = None
     if target == "kserve":
-        if plan.case.peak_rss_mb is None:
+        if plan.case.memory.peak_rss_mb is None:
             raise UsageError(f"case {plan.case.id} has no measured peak memory: the manifest's memory needs it")
         problems = check_manifest(manifest(plan))
         if problems:

@@ -133,12 +133,12 @@ def _print_builds(path: Path) -> None:
     from infermeter.backends.registry import backend_names, get_backend
     from infermeter.results.io import read_results
 
-    cases = [case for case in read_results(path).cases if case.build is not None]
+    cases = [case for case in read_results(path).cases if case.loading.build is not None]
     if not cases:
         stdout.print(f"{escape(str(path))}: no case loaded a built artifact (nothing was compiled, tuned or built)")
         return
     for case in cases:
-        build = case.build
+        build = case.loading.build
         assert build is not None
         phases = ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in build.build_phases_s.items()) or "—"
         stdout.print(f"[bold]{escape(case.id)}[/]: artifact {build.cache} ({escape(phases)})  {escape(build.path)}")

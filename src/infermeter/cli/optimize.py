@@ -91,7 +91,7 @@ class LiveView:
         p50 = result.latency_ms.p50
         if step == "baseline":
             self.baseline_p50[result.batch] = p50
-        parts = [f"P50 {p50:.3f} ms", f"P99 {result.latency_ms.p99:.3f} ms", f"{result.throughput or 0:,.1f}/s"]
+        parts = [f"P50 {p50:.3f} ms", f"P99 {result.latency_ms.p99:.3f} ms", f"{result.timing.throughput or 0:,.1f}/s"]
         base = self.baseline_p50.get(result.batch)
         if base and step != "baseline":
             parts.append(f"[bold]{base / p50:.2f}x[/] vs baseline")

@@ -34,7 +34,7 @@ def _speed(arm: BenchArm | None, storage_only: bool) -> str:
     if not result.ok or result.latency_ms is None:
         return result.status
     text = f"{result.latency_ms.p50:.3f}"
-    paired = result.paired
+    paired = result.timing.paired
     if paired is not None:
         text += (" (speedup refused)" if storage_only
                  else f" ({paired.ratio:.2f}× [{paired.ci_low:.2f}, {paired.ci_high:.2f}])")  # fmt: skip

@@ -82,7 +82,7 @@ def apply_decision(change: CaseChange, decision: Decision | None, metric: str = 
     asked for; the decision gates the median, and its record says why when that was another (`gated_metric`)."""
     if decision is None or change.ratio is None or change.verdict == "precision differs":
         return change
-    _, why = gated_metric(metric, min(len(change.base.samples_ms), len(change.new.samples_ms)))
+    _, why = gated_metric(metric, min(len(change.base.timing.samples_ms), len(change.new.timing.samples_ms)))
     if why:
         decision = replace(decision, notes=(*decision.notes, why))
     verdict = {"different": decision.direction or "slower", "same": "same", "unknown": "unknown"}[decision.outcome]

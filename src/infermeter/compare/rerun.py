@@ -99,7 +99,7 @@ def rebuild_case(side: Side, result: CaseResult, tag: str, settings: MeasureSett
             batch=result.batch,
             shape_mode=result.shape_mode,
             threads=result.threads,
-            input_shapes=_shapes(result.input_shapes),
+            input_shapes=_shapes(result.shapes.input_shapes),
             options=options,
             streams=result.streams,
         )
@@ -124,14 +124,14 @@ def paired_change(base: CaseResult, new: CaseResult, label: str, threshold: floa
     if base.precision_effective != new.precision_effective:
         text = f"effective precision {base.precision_effective} vs {new.precision_effective}"
         return replace(draft, verdict="precision differs", notes=[text])
-    count = min(len(base.rounds_p50_ms), len(new.rounds_p50_ms))
+    count = min(len(base.timing.rounds_p50_ms), len(new.timing.rounds_p50_ms))
     draft = replace(draft, base_value=base.latency_ms.p50, new_value=new.latency_ms.p50, replicates=(count, count))
     if count < 2:
         return replace(draft, notes=["fewer than 2 rounds: raise --min-time or --rounds"])
     # paired_speedup gives base / new (a speedup); the gate reads new / base (a slowdown), hence the inversion.
-    speedup = paired_speedup(base.rounds_p50_ms[:count], new.rounds_p50_ms[:count], base.id)
+    speedup = paired_speedup(base.timing.rounds_p50_ms[:count], new.timing.rounds_p50_ms[:count], base.id)
     ratio, ci95 = 1.0 / speedup.ratio, (1.0 / speedup.ci_high, 1.0 / speedup.ci_low)
-    logs = np.log(new.rounds_p50_ms[:count]) - np.log(base.rounds_p50_ms[:count])
+    logs = np.log(new.timing.rounds_p50_ms[:count]) - np.log(base.timing.rounds_p50_ms[:count])
     spread = float(np.std(logs))
     p_value = float(ttest_1samp(logs, 0.0).pvalue) if spread > 0 else (1.0 if float(np.mean(logs)) == 0 else 0.0)
     notes = []

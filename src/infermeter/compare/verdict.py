@@ -188,7 +188,7 @@ def _limit_verdict(slowdown: float, limit: float, significant: bool) -> tuple[bo
 
 def _refusal(base: CaseResult, new: CaseResult, allow_mixed_precision: bool, notes: list[str]) -> str | None:
     """The verdict when the pair cannot be compared (no data, precision differs), with its reason in `notes`."""
-    if not (base.ok and new.ok and base.samples_ms and new.samples_ms):
+    if not (base.ok and new.ok and base.timing.samples_ms and new.timing.samples_ms):
         notes.append(f"base {base.status}, new {new.status}")
         return "no data"
     if base.precision_effective != new.precision_effective:
@@ -220,8 +220,8 @@ def compare_cases(
     refused = _refusal(base, new, allow_mixed_precision, notes)
     if refused:
         return CaseChange(label, base, new=new, paired_by=paired_by, metric=metric, verdict=refused, notes=notes)
-    b = np.asarray(base.samples_ms, dtype=np.float64)
-    n = np.asarray(new.samples_ms, dtype=np.float64)
+    b = np.asarray(base.timing.samples_ms, dtype=np.float64)
+    n = np.asarray(new.timing.samples_ms, dtype=np.float64)
     base_value, new_value = statistic(b, metric, base.batch), statistic(n, metric, new.batch)
     if metric == "p99" and min(len(b), len(n)) < MIN_P99_SAMPLES:
         notes.append(f"P99 from fewer than {MIN_P99_SAMPLES} samples: its interval is wide")

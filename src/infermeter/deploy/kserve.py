@@ -41,15 +41,15 @@ def resources(source: DeploySource) -> Resources:
     case = source.case
     instances = int(source.instances.value)
     cpu = max(1, case.threads) * instances
-    if case.peak_rss_mb is None:
+    if case.memory.peak_rss_mb is None:
         raise ValueError(f"case {case.id} has no measured peak memory")
-    request = math.ceil(case.peak_rss_mb * instances)
+    request = math.ceil(case.memory.peak_rss_mb * instances)
     return Resources(
         cpu=cpu,
         memory_request_mib=request,
         memory_limit_mib=math.ceil(request * MEMORY_LIMIT_HEADROOM),
         cpu_origin=f"case {case.id}: {case.threads} thread(s) x {instances} instance(s)",
-        memory_origin=f"case {case.id}: peak RSS {case.peak_rss_mb:.1f} MB x {instances} instance(s); "
+        memory_origin=f"case {case.id}: peak RSS {case.memory.peak_rss_mb:.1f} MB x {instances} instance(s); "
         f"limit x{MEMORY_LIMIT_HEADROOM:g} for Triton's own memory",
     )
 

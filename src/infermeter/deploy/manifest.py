@@ -31,11 +31,11 @@ def measured(case: CaseResult) -> dict[str, Any]:
     return {
         "p50_ms": stats.p50 if stats else None,
         "p99_ms": stats.p99 if stats else None,
-        "throughput_per_s": case.throughput,
-        "peak_rss_mb": case.peak_rss_mb,
-        "load_s": case.load_s,
-        "first_inference_ms": case.first_inference_ms,
-        "iterations": case.iterations,
+        "throughput_per_s": case.timing.throughput,
+        "peak_rss_mb": case.memory.peak_rss_mb,
+        "load_s": case.loading.load_s,
+        "first_inference_ms": case.loading.first_inference_ms,
+        "iterations": case.timing.iterations,
     }
 
 
@@ -65,7 +65,7 @@ def entry(case: CaseResult, source_model: str, folder: Path) -> dict[str, Any]:
         "batch": case.batch,
         "threads": case.threads,
         "options": dict(case.options),
-        "input_shapes": case.input_shapes,
+        "input_shapes": case.shapes.input_shapes,
         "measured": measured(case),
         "accuracy": accuracy.to_dict() if accuracy else None,
         "parity_passed": parity.passed if parity else None,

@@ -33,7 +33,7 @@ def perf_analyzer_command(source: DeploySource, url: str = "localhost:8000", pro
     parts = ["perf_analyzer", f"-m {source.name}", f"-u {url}", f"-i {protocol}", f"-b {case.batch if batched else 1}"]
     for spec in source.inputs:
         dims = spec.dims[1:] if batched else spec.dims
-        measured = source.case.input_shapes.get(spec.name)
+        measured = source.case.shapes.input_shapes.get(spec.name)
         if -1 in dims and measured:
             shape = measured[1:] if batched else measured
             parts.append(f"--shape {spec.name}:{','.join(str(d) for d in shape)}")
@@ -52,7 +52,7 @@ def _figures(source: DeploySource) -> str:
     if stats is None:
         return "No latency was measured for this case."
     where = f"load run {case.id} in {source.load.path.name}" if source.load else f"case {case.id}"
-    throughput = f"{case.throughput:.1f} samples/s" if case.throughput else "no throughput figure"
+    throughput = f"{case.timing.throughput:.1f} samples/s" if case.timing.throughput else "no throughput figure"
     return (
         f"Measured here ({where}): P50 {stats.p50:.3f} ms, P99 {stats.p99:.3f} ms, {throughput}, "
         f"{case.batch} row(s) per request. perf_analyzer prints latency in µs and throughput in inferences "

@@ -150,7 +150,7 @@ def load_point(path: Path) -> LoadPoint:
     valid = picked or [(c, load) for c, load in runs if load.valid]
     if not valid:
         raise UsageError(f"{path} holds no valid load run (every run missed its SLO or failed); nothing to deploy")
-    best, load = max(valid, key=lambda run: run[0].throughput or 0.0)
+    best, load = max(valid, key=lambda run: run[0].timing.throughput or 0.0)
     try:
         batch = int(best.options["serve.max_batch"])
         delay = float(best.options["serve.max_delay_ms"])
@@ -158,7 +158,7 @@ def load_point(path: Path) -> LoadPoint:
     except (KeyError, ValueError) as exc:
         raise UsageError(f"{path}: case {best.id} lacks the server's batching settings ({exc})") from exc
     what = "tune-batching pick" if picked else "best valid load run"
-    where = f"{path.name} {what} {best.id} ({best.throughput or 0:.1f} samples/s"
+    where = f"{path.name} {what} {best.id} ({best.timing.throughput or 0:.1f} samples/s"
     where += f", P99 {best.latency_ms.p99:.2f} ms)" if best.latency_ms else ")"
     return LoadPoint(
         case=best,

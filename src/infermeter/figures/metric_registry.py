@@ -66,7 +66,7 @@ def p50_cell(case: CaseResult, _: Speedup | None = None) -> str:
     assert stats is not None
     low, high = stats.p50_ci95
     halfwidth = max(stats.p50 - low, high - stats.p50) / stats.p50 if stats.p50 > 0 else 0.0
-    if case.target_ci is None or halfwidth <= case.target_ci:
+    if case.timing.target_ci is None or halfwidth <= case.timing.target_ci:
         return format_ms(stats.p50)
     # One decimal below 10%, so that a 1.4% interval against a 1% target does not read "±1%".
     width = f"{halfwidth:.0%}" if halfwidth >= 0.1 else f"{halfwidth:.1%}"
@@ -165,15 +165,15 @@ def _latency(name: str) -> Callable[[CaseResult], float | None]:
 
 
 def _throughput(case: CaseResult) -> float | None:
-    return case.throughput
+    return case.timing.throughput
 
 
 def _peak_rss(case: CaseResult) -> float | None:
-    return case.peak_rss_mb
+    return case.memory.peak_rss_mb
 
 
 def _load(case: CaseResult) -> float | None:
-    return case.load_s
+    return case.loading.load_s
 
 
 # The summary table's metric columns, in table order (each after the case's model, backend, precision, batch, shape

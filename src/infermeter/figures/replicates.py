@@ -4,8 +4,8 @@ A timed iteration is not a replicate: the iterations of one run share that run's
 and memory contention, the neighbours of a VM), so testing raw samples against each other reads any change of
 the machine between two runs as a highly significant change of the code (pseudo-replication; Kalibera & Jones,
 "Rigorous benchmarking in reasonable time", ISMM 2013). The replicates here are the case's per-round medians
-(`CaseResult.rounds_p50_ms`, from interleaved rounds), one number per round; or, when both files ran their cases in
-several fresh processes (`bench --repeat N`), each process's median (`process_replicates`): the rounds of one
+(`CaseResult.timing.rounds_p50_ms`, from interleaved rounds), one number per round; or, when both files ran their
+cases in several fresh processes (`bench --repeat N`), each process's median (`process_replicates`): the rounds of one
 process share its state too (memory layout, thread placement, what the engine chose at start-up), so between two
 runs a process-level effect is the noise the test must see.
 
@@ -53,7 +53,7 @@ class Replicates:
 
 def replicates_of(case: CaseResult) -> Replicates:
     """The case's replicates: its round medians when it has at least two, else its P50 alone."""
-    rounds = [v for v in case.rounds_p50_ms if v > 0]
+    rounds = [v for v in case.timing.rounds_p50_ms if v > 0]
     if len(rounds) >= MIN_REPLICATES:
         return Replicates("rounds", tuple(rounds))
     p50 = case.latency_ms.p50 if case.latency_ms is not None else None

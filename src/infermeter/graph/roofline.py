@@ -123,11 +123,11 @@ def annotate_roofline(results: ResultsFile, peak: dict[str, Any] | None = None) 
     results.extra["peak"] = peak_summary(peak)
     costs: dict[tuple[str, str, int], tuple[int, int, int] | str] = {}
     for case in measured:
-        shapes_key = repr(sorted((k, tuple(v)) for k, v in case.input_shapes.items()))
+        shapes_key = repr(sorted((k, tuple(v)) for k, v in case.shapes.input_shapes.items()))
         cache_key = (case.model, shapes_key, case.batch)
         if cache_key not in costs:
             try:
-                costs[cache_key] = graph_flops(case.model, case.input_shapes, case.batch)
+                costs[cache_key] = graph_flops(case.model, case.shapes.input_shapes, case.batch)
             except Exception as exc:  # one unanalysable model must not cost the others their figures
                 costs[cache_key] = f"{type(exc).__name__}: {exc}"
         cost = costs[cache_key]

@@ -206,7 +206,7 @@ def insert_run(connection: sqlite3.Connection, results: ResultsFile, results_pat
             head = (run_id, case.id, case.model, case.backend, case.precision, case.precision_effective, case.batch)
             values = values_of(case)
             figures = [values[key] for key in _metric_keys()]
-            row = (*head, case.shape_mode, case.threads, case.status, *figures, json.dumps(case.samples_ms))
+            row = (*head, case.shape_mode, case.threads, case.status, *figures, json.dumps(case.timing.samples_ms))
             connection.execute(insert, row)
         connection.execute("COMMIT")
     except BaseException:

@@ -27,7 +27,7 @@ from infermeter.llm.short_outputs import is_short, mark_short
 from infermeter.llm.tinyllama import corpus_text
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
-from infermeter.results.schema import CaseResult
+from infermeter.results.schema import CaseResult, ShapeFigures
 
 ERROR_KINDS = {
     "connect": "could not connect to the server",
@@ -139,7 +139,7 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
         status="ok" if ok else "failed",
         error=None if ok else f"all {len(timings)} requests failed: {summary.errors_by_kind}",
         options={"api": settings.api, "concurrency": str(concurrency)},
-        input_shapes={"prompt_words": [settings.prompt_len]},
+        shapes=ShapeFigures(input_shapes={"prompt_words": [settings.prompt_len]}),
         isolated=False,
         duration_s=summary.wall_s,
     )
@@ -164,9 +164,9 @@ def level_result(settings: EndpointSettings, concurrency: int, timings: list[Req
     if ok:
         e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in ok]
         result.latency_ms = latency_stats(e2e_ms)
-        result.samples_ms = e2e_ms
-        result.iterations = len(e2e_ms)
-        result.throughput = summary.output_tokens_per_s
+        result.timing.samples_ms = e2e_ms
+        result.timing.iterations = len(e2e_ms)
+        result.timing.throughput = summary.output_tokens_per_s
     if short:
         mark_short(result, timings, settings.gen_len, short)
     return result

@@ -37,7 +37,7 @@ from infermeter.measure.isolation import PhaseCallback, WorkerSetup, WorkerStart
 from infermeter.measure.stoprule import Burst, StopState, max_time_warning
 from infermeter.results.records import GenerationCase, write_record
 from infermeter.results.records.generate import THROUGHPUT_UNIT
-from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, case_to_dict
+from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, ShapeFigures, case_to_dict
 
 Clock = Callable[[], float]
 
@@ -83,7 +83,7 @@ def blank_generate_result(case: GenerateCase, status: str, error: str | None = N
         status=status,
         error=error,
         options=dict(case.options),
-        input_shapes={"prompt": [case.batch, case.prompt_len]},
+        shapes=ShapeFigures(input_shapes={"prompt": [case.batch, case.prompt_len]}),
         started=now_iso(),
     )
     write_record(result, GenerationCase(case.prompt_len, case.gen_len))
@@ -144,23 +144,23 @@ class GenerationRunner:
             result.status, result.error = "unavailable", reason
             return False
         try:
-            result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+            result.memory.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
             self.phase("loading")
             load_start = time.perf_counter()
             self.session = get_generation_backend(case.backend)().load(case)
             # An engine that reads back the ISA its build targets (llama-cpp): kept past the session's close.
             self.engine_build = getattr(self.session, "engine_build", None)
-            result.load_s = time.perf_counter() - load_start
-            result.load_phases_s = dict(self.session.load_phases_s)
+            result.loading.load_s = time.perf_counter() - load_start
+            result.loading.load_phases_s = dict(self.session.load_phases_s)
             result.notes = list(self.session.notes)
             self.clock = getattr(self.session, "clock", None) or self.clock  # the fake backend brings its own clock
             self.prompt = prompt_ids_for(self.session, case.prompt_len)
             self.phase("warm-up")
             for _ in range(case.warmup):
                 warm = self._request()
-                result.warmup_ms.append((warm.end_s - warm.start_s) * 1e3)
-            result.first_inference_ms = result.warmup_ms[0] if result.warmup_ms else None
-            result.warmup_iterations = len(result.warmup_ms)
+                result.timing.warmup_ms.append((warm.end_s - warm.start_s) * 1e3)
+            result.loading.first_inference_ms = result.timing.warmup_ms[0] if result.timing.warmup_ms else None
+            result.timing.warmup_iterations = len(result.timing.warmup_ms)
             result.precision_effective = self.session.effective_precision()
             self.size_mb = self.session.model_size_mb()
         except Exception as exc:
@@ -209,18 +209,18 @@ class GenerationRunner:
         summary = summarize([t for t in self.timings for _ in range(case.batch)], self.slo)
         e2e_ms = [(t.end_s - t.start_s) * 1e3 for t in self.timings]
         result.latency_ms = latency_stats(e2e_ms, case.seed)
-        result.samples_ms, result.iterations = e2e_ms, len(e2e_ms)
-        result.throughput = summary.output_tokens_per_s
-        result.peak_rss_mb = peak_mb
-        result.interference = self.interference
-        result.target_ci = case.settings.target_ci or None
+        result.timing.samples_ms, result.timing.iterations = e2e_ms, len(e2e_ms)
+        result.timing.throughput = summary.output_tokens_per_s
+        result.memory.peak_rss_mb = peak_mb
+        result.timing.interference = self.interference
+        result.timing.target_ci = case.settings.target_ci or None
         if interleaved:  # each burst was one round of its group: its median is that round's
             ends = list(itertools.accumulate(self.burst_lengths))
-            result.rounds_p50_ms = [
+            result.timing.rounds_p50_ms = [
                 statistics.median(e2e_ms[end - n : end]) for n, end in zip(self.burst_lengths, ends, strict=True)
             ]
         found = [
-            *assess_run(e2e_ms, result.latency_ms, result.first_inference_ms),
+            *assess_run(e2e_ms, result.latency_ms, result.loading.first_inference_ms),
             interference_warning(self.interference),
             oversubscription_warning(case.threads, 1, self.interference.cpus),
             max_time_warning(state, case.settings),

@@ -40,5 +40,5 @@ def mark_short(result: CaseResult, timings: Sequence[RequestTiming], max_tokens:
         f"{len(ok) * max_tokens}); {LIKELY_CAUSE}"
     )
     result.latency_ms = None
-    result.samples_ms = []
-    result.throughput = None
+    result.timing.samples_ms = []
+    result.timing.throughput = None

@@ -14,7 +14,7 @@ from infermeter.figures.latency_stats import latency_stats, min_samples_for
 from infermeter.load.generator import LoadRun
 from infermeter.load.slo import goodput
 from infermeter.results.records import LoadRecord, write_record
-from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, ResultsFile
+from infermeter.results.schema import CaseResult, CaseWarning, LatencyStats, ResultsFile, TimingFigures
 
 if TYPE_CHECKING:
     from infermeter.load.target import LoadTarget
@@ -153,9 +153,11 @@ def case_result(
         status="ok" if summary.stats is not None else "failed",
         error=None if summary.stats is not None else "; ".join(summary.reasons),
         latency_ms=summary.stats,
-        samples_ms=list(run.latencies_ms),
-        iterations=run.ok,
-        throughput=summary.throughput if summary.stats is not None else None,
+        timing=TimingFigures(
+            samples_ms=list(run.latencies_ms),
+            iterations=run.ok,
+            throughput=summary.throughput if summary.stats is not None else None,
+        ),
         warnings=list(summary.warnings),
         options=all_options,
         isolated=False,

@@ -83,25 +83,25 @@ def fill_measurements(runner: CaseRunner, state: StopState) -> None:
     samples_ms = [ns / 1e6 for ns in runner.samples_ns]
     stats = latency_stats(samples_ms, settings.seed)
     result.latency_ms = stats
-    result.samples_ms = stored_samples(samples_ms)
-    result.iterations = len(samples_ms)
-    if len(result.samples_ms) < len(samples_ms):
-        result.notes.append(f"samples_ms keeps every {len(samples_ms) // len(result.samples_ms)}th of "
+    result.timing.samples_ms = stored_samples(samples_ms)
+    result.timing.iterations = len(samples_ms)
+    if len(result.timing.samples_ms) < len(samples_ms):
+        result.notes.append(f"samples_ms keeps every {len(samples_ms) // len(result.timing.samples_ms)}th of "
                             f"{len(samples_ms):,} samples; the statistics use all of them")  # fmt: skip
-    result.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
-    result.interference = runner.interference
-    result.target_ci = settings.target_ci or None
+    result.timing.throughput = _items_processed(case, runner.points, runner.set_indices) / (runner.wall_ns / 1e9)
+    result.timing.interference = runner.interference
+    result.timing.target_ci = settings.target_ci or None
     # Tail percentiles short of samples are marked in tables (see report.summary), not warned about.
-    interleaved = len(result.rounds_p50_ms) > 1
+    interleaved = len(result.timing.rounds_p50_ms) > 1
     # Interleaved: the noise that matters is within a round (the machine's moves between rounds cancel in the
     # paired speedups), so high_cv judges each sample against its own burst's median.
     spread = _within_bursts(runner.bursts()) if interleaved else samples_ms
-    result.warnings += assess_run(samples_ms, stats, result.first_inference_ms, (), interleaved, spread)
+    result.warnings += assess_run(samples_ms, stats, result.loading.first_inference_ms, (), interleaved, spread)
     if runner.points:
-        result.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)
+        result.shapes.per_shape = _per_shape(runner.points, samples_ms, runner.set_indices, settings.seed)
     sampler = runner.sampler
     if sampler is not None:
-        result.rss_timeline_mb = sampler.timeline()
+        result.memory.rss_timeline_mb = sampler.timeline()
         growth = memory_growth_warning(sampler.times_s, sampler.rss_mb)
         if growth:
             result.warnings.append(growth)

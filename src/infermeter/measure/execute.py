@@ -35,7 +35,7 @@ from infermeter.models.inputs import Feeds, resolve_shapes
 from infermeter.models.spec import ModelSpec
 from infermeter.results.artifact import Artifact
 from infermeter.results.records import Int8Run, write_record
-from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, now_iso
+from infermeter.results.schema import NO_INTERFERENCE, CaseResult, CaseWarning, ShapeFigures, now_iso
 
 if TYPE_CHECKING:
     from infermeter.measure.burstworker import BurstRunner
@@ -61,11 +61,13 @@ def blank_result(spec: ModelSpec, case: Case, status: str, error: str | None = N
         error=error,
         # The allocator is shown with the options, which label the variants of one backend in tables.
         options=dict(case.options) | ({"allocator": case.allocator} if case.allocator else {}),
-        input_shapes={name: list(dims) for name, dims in case.input_shapes},
+        shapes=ShapeFigures(
+            input_shapes={name: list(dims) for name, dims in case.input_shapes},
+            dynamic={name: list(sizes) for name, sizes in case.dynamic},
+        ),
         started=now_iso(),
         streams=case.streams,
         synthetic=backend.synthetic,
-        dynamic={name: list(sizes) for name, sizes in case.dynamic},
     )
     if case.reshape:  # the dims run instead of the declared ones (`--reshape`), and what the file declared
         result.extra["reshape"] = {name: list(dims) for name, dims in case.reshape}
@@ -167,26 +169,26 @@ class CaseRunner:
         spec, case, result = self.spec, self.case, self.result
         try:
             feed_sets, self.points, shapes = _feed_sets(spec, case)
-            result.input_shapes = {name: list(dims) for name, dims in shapes.items()}
-            result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+            result.shapes.input_shapes = {name: list(dims) for name, dims in shapes.items()}
+            result.memory.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
             self._build()
             self.phase("loading")
             load_start = time.perf_counter()
             self.session = load_session(spec, case, self.artifact)
-            result.load_s = time.perf_counter() - load_start
-            result.load_phases_s = dict(self.session.load_phases_s)
+            result.loading.load_s = time.perf_counter() - load_start
+            result.loading.load_phases_s = dict(self.session.load_phases_s)
             result.notes += list(self.artifact.notes if self.artifact else ()) + list(self.session.notes)
             result.warnings += [CaseWarning(code, message) for code, message in self.session.warnings]
-            result.cache_hit = self.session.cache_hit
+            result.loading.cache_hit = self.session.cache_hit
             self.prepared = [self.session.prepare(feeds) for feeds in feed_sets]
             # In a dynamic run every shape is seen once before timing: a shape's first run re-plans the engine.
             self.phase("first inference")
             first_ns, warmup_ns = warm_up(
                 self.session, self.prepared, max(case.settings.warmup_iterations, len(self.points))
             )
-            result.first_inference_ms = first_ns / 1e6
-            result.warmup_ms = [ns / 1e6 for ns in warmup_ns]
-            result.warmup_iterations = len(warmup_ns)
+            result.loading.first_inference_ms = first_ns / 1e6
+            result.timing.warmup_ms = [ns / 1e6 for ns in warmup_ns]
+            result.timing.warmup_iterations = len(warmup_ns)
             read_back(spec, case, self.session, self.prepared[0], result)
             if case.precision == "int8":
                 self.int8 = int8_run(case, self.artifact, self.session)
@@ -208,7 +210,7 @@ class CaseRunner:
             self.phase("building")
             self.artifact = build_artifact(self.spec, self.case)
         if self.artifact is not None:
-            self.result.build = self.artifact
+            self.result.loading.build = self.artifact
             self.result.warnings += [CaseWarning(code, message) for code, message in self.artifact.warnings]
 
     def burst(self, min_s: float, max_s: float, min_iterations: int = 1, rewarm: int = 0) -> Burst:
@@ -268,7 +270,7 @@ class CaseRunner:
             self.close()
         result.duration_s = time.perf_counter() - self._started
         if result.status == "ok" and self.samples_ns:
-            result.peak_rss_mb = peak_mb
+            result.memory.peak_rss_mb = peak_mb
             # RAPL counts the socket: interleaved, the other cases' bursts would be in this case's energy.
             energy = None if interleaved or self._energy_start is None else (self._energy_start, energy_end)
             footprint = case_footprint(self.spec, self.case, self.artifact, energy, len(self.samples_ns))
@@ -276,7 +278,7 @@ class CaseRunner:
                 footprint = replace(footprint, energy_reason="interleaved with other cases: use --no-interleave")
             write_record(result, footprint)
             if interleaved:
-                result.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
+                result.timing.rounds_p50_ms = [float(np.median(chunk)) / 1e6 for chunk in self.bursts()]
             fill_measurements(self, state)
         return result
 

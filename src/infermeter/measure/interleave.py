@@ -101,13 +101,15 @@ def paired_speedup(base_medians: Sequence[float], case_medians: Sequence[float],
 
 def attach_paired(results: Sequence[CaseResult]) -> None:
     """Give every ok case after the first ok one its paired speedup over that baseline, from their round medians."""
-    measured = [r for r in results if r.ok and len(r.rounds_p50_ms) >= 2]
+    measured = [r for r in results if r.ok and len(r.timing.rounds_p50_ms) >= 2]
     if len(measured) < 2:
         return
     base = measured[0]
     for case in measured[1:]:
-        count = min(len(base.rounds_p50_ms), len(case.rounds_p50_ms))
-        case.paired = paired_speedup(base.rounds_p50_ms[:count], case.rounds_p50_ms[:count], base.id)
+        count = min(len(base.timing.rounds_p50_ms), len(case.timing.rounds_p50_ms))
+        case.timing.paired = paired_speedup(
+            base.timing.rounds_p50_ms[:count], case.timing.rounds_p50_ms[:count], base.id
+        )
 
 
 def _load(

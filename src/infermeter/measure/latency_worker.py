@@ -33,19 +33,19 @@ def _latency_job(
     process_start_s = max(0.0, started.entered_s - psutil.Process().create_time())
     built = Artifact.from_dict(artifact) if artifact is not None else None
     runner = CaseRunner(spec, case, on_phase=lambda name: conn.send(("phase", name)), artifact=built)
-    runner.result.process_start_s = process_start_s
+    runner.result.loading.process_start_s = process_start_s
     if started.limit_note:
         runner.result.notes.append(started.limit_note)
     if not runner.load():
-        if limit is not None and runner.result.peak_rss_mb is None:
+        if limit is not None and runner.result.memory.peak_rss_mb is None:
             # The peak it reached before failing (under a limit, likely the allocation that hit it), which the
             # parent's polling may not have seen in a worker that fails within its first 0.2 s.
-            runner.result.peak_rss_mb = peak_rss_mb()
+            runner.result.memory.peak_rss_mb = peak_rss_mb()
         conn.send(("result", case_to_dict(runner.result)))
         return
 
     def on_started(result: CaseResult) -> None:
-        result.process_start_s = process_start_s
+        result.loading.process_start_s = process_start_s
 
     serve_bursts(conn, runner, on_started)
 

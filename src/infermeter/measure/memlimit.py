@@ -137,8 +137,8 @@ def mark_oom(result: CaseResult, limit: MemoryLimit, seen_peak_mb: float, killed
     killed = killed or cgroup_killed
     if result.status == "ok" or not looks_like_oom(result, limit, killed):
         return
-    peak = max(seen_peak_mb, cgroup_peak or 0.0, result.peak_rss_mb or 0.0)
-    result.peak_rss_mb = peak or None
+    peak = max(seen_peak_mb, cgroup_peak or 0.0, result.memory.peak_rss_mb or 0.0)
+    result.memory.peak_rss_mb = peak or None
     cause = result.error or result.status
     result.status = "oom"
     # A worker that died before the parent's first sample, and before it could report its own peak: say so.

@@ -88,7 +88,9 @@ def merge_process(case: CaseResult, new: CaseResult) -> CaseResult:
     record = read_record(case, ProcessRecord) or ProcessRecord(1, (ProcessRun.of(case, 0),))
     run = ProcessRun.of(new, len(record.runs))
     record = replace(record, runs=(*record.runs, run))
-    merged = replace(case, warnings=list(case.warnings), notes=list(case.notes), extra=dict(case.extra))
+    # Copies of what _pool and apply_process_stats change, so that `case` itself stays as it was.
+    merged = replace(case, timing=replace(case.timing), memory=replace(case.memory), loading=replace(case.loading))
+    merged.warnings, merged.notes, merged.extra = list(case.warnings), list(case.notes), dict(case.extra)
     if run.ok:
         _pool(merged, new)
     else:
@@ -109,14 +111,14 @@ def _pool(merged: CaseResult, new: CaseResult) -> None:
     """The new process's samples, rounds, time and memory added to the merged case."""
     from infermeter.measure.case_figures import stored_samples
 
-    merged.samples_ms = stored_samples([*merged.samples_ms, *new.samples_ms])
-    merged.rounds_p50_ms = [*merged.rounds_p50_ms, *new.rounds_p50_ms]
-    merged.iterations += new.iterations
+    merged.timing.samples_ms = stored_samples([*merged.timing.samples_ms, *new.timing.samples_ms])
+    merged.timing.rounds_p50_ms = [*merged.timing.rounds_p50_ms, *new.timing.rounds_p50_ms]
+    merged.timing.iterations += new.timing.iterations
     merged.duration_s = (merged.duration_s or 0.0) + (new.duration_s or 0.0)
-    if new.peak_rss_mb is not None:
-        merged.peak_rss_mb = max(merged.peak_rss_mb or 0.0, new.peak_rss_mb)
-    if merged.interference is not None and new.interference is not None:
-        merged.interference = merged.interference + new.interference
+    if new.memory.peak_rss_mb is not None:
+        merged.memory.peak_rss_mb = max(merged.memory.peak_rss_mb or 0.0, new.memory.peak_rss_mb)
+    if merged.timing.interference is not None and new.timing.interference is not None:
+        merged.timing.interference = merged.timing.interference + new.timing.interference
     codes = {warning.code for warning in merged.warnings}
     merged.warnings += [warning for warning in new.warnings if warning.code not in codes]
     merged.notes += [note for note in new.notes if note not in merged.notes]
@@ -128,17 +130,17 @@ def apply_process_stats(case: CaseResult, record: ProcessRecord) -> None:
     from infermeter.figures.latency_stats import latency_stats, replicate_p50
 
     ok = record.ok_runs
-    if len(ok) < 2 or not case.samples_ms:
+    if len(ok) < 2 or not case.timing.samples_ms:
         return
-    pooled = latency_stats(case.samples_ms)
+    pooled = latency_stats(case.timing.samples_ms)
     p50, ci = replicate_p50(record.medians_ms)
     case.latency_ms = replace(pooled, p50=p50, p50_ci95=ci)
     throughputs = [run.throughput for run in ok if run.throughput is not None]
     if throughputs:
-        case.throughput = statistics.fmean(throughputs)
+        case.timing.throughput = statistics.fmean(throughputs)
     loads = [run.load_s for run in ok if run.load_s is not None]
     if loads:
-        case.load_s = statistics.median(loads)
+        case.loading.load_s = statistics.median(loads)
 
 
 def attach_process_paired(cases: Sequence[CaseResult]) -> None:
@@ -150,7 +152,7 @@ def attach_process_paired(cases: Sequence[CaseResult]) -> None:
     measured = [
         (case, record)
         for case in cases
-        if case.ok and case.rounds_p50_ms and (record := read_record(case, ProcessRecord)) is not None
+        if case.ok and case.timing.rounds_p50_ms and (record := read_record(case, ProcessRecord)) is not None
     ]
     if len(measured) < 2:
         return
@@ -163,4 +165,4 @@ def attach_process_paired(cases: Sequence[CaseResult]) -> None:
             if run.index in base_by_pass and run.p50_ms is not None
         ]
         if len(common) >= 2:
-            case.paired = paired_speedup([b for b, _ in common], [c for _, c in common], base.id)
+            case.timing.paired = paired_speedup([b for b, _ in common], [c for _, c in common], base.id)

@@ -155,16 +155,16 @@ def soak_case(
         stream = soak_stream(case.dynamic, case.buckets, case.settings.soak_requests, case.settings.soak_lengths,
                              case.settings.seed, data_lengths(spec, case))  # fmt: skip
         feeds = stream_feeds(spec, case, stream)
-        result.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
+        result.memory.rss_before_load_mb = psutil.Process().memory_info().rss / 2**20
         if artifact is None:
             phase("building")
             artifact = build_artifact(spec, case)
-        result.build = artifact
+        result.loading.build = artifact
         phase("loading")
         started = time.perf_counter()
         session = load_session(spec, case, artifact)
-        result.load_s = time.perf_counter() - started
-        result.load_phases_s = dict(session.load_phases_s)
+        result.loading.load_s = time.perf_counter() - started
+        result.loading.load_phases_s = dict(session.load_phases_s)
         result.notes += list(session.notes)
         prepared = {sizes: session.prepare(f) for sizes, f in feeds.items()}
         read_back(spec, case, session, next(iter(prepared.values())), result)
@@ -197,16 +197,16 @@ def _fill(result: CaseResult, case: Case, stream: SoakStream, soaked: SoakRun) -
     ms = [ns / 1e6 for ns in soaked.latencies_ns]
     warm, explored = len(stream.warmup), len(stream.exploration)
     timed = ms[warm:] or ms
-    result.first_inference_ms = ms[0] if ms else None
-    result.warmup_ms = ms[1:warm]
-    result.warmup_iterations = max(warm - 1, 0)
+    result.loading.first_inference_ms = ms[0] if ms else None
+    result.timing.warmup_ms = ms[1:warm]
+    result.timing.warmup_iterations = max(warm - 1, 0)
     result.latency_ms = latency_stats(timed, case.settings.seed)
-    result.samples_ms = stored_samples(timed)
-    result.iterations = len(timed)
-    result.throughput = case.batch * len(timed) / (sum(soaked.latencies_ns[warm:] or soaked.latencies_ns) / 1e9)
-    result.peak_rss_mb = peak_rss_mb()
+    result.timing.samples_ms = stored_samples(timed)
+    result.timing.iterations = len(timed)
+    result.timing.throughput = case.batch * len(timed) / (sum(soaked.latencies_ns[warm:] or soaked.latencies_ns) / 1e9)
+    result.memory.peak_rss_mb = peak_rss_mb()
     samples = soaked.samples
-    result.rss_timeline_mb = [[row[1], row[2]] for row in thin(samples, 200)]
+    result.memory.rss_timeline_mb = [[row[1], row[2]] for row in thin(samples, 200)]
     replay_start = warm + explored
     replay = [s for s in samples if s.request >= replay_start]
     replay_requests = max(len(ms) - replay_start, 0)

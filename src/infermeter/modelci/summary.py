@@ -28,7 +28,7 @@ def _latency_table(report: CheckReport, outcome: Outcome) -> list[str]:
         ("new", report.config.model, change.new, change.new_value),
     )
     for side, model, result, value in sides:
-        rows.append(f"| {side} | `{_cell(model)}` | {value:.4g} | {len(result.rounds_p50_ms)} |")
+        rows.append(f"| {side} | `{_cell(model)}` | {value:.4g} | {len(result.timing.rounds_p50_ms)} |")
     return rows
 
 

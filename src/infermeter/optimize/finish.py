@@ -156,14 +156,14 @@ def write_report(run: Run) -> Path:
 def caveats(run: Run, pick: CaseResult) -> list[str]:
     """What a deployer must know about the pick, from the measurements."""
     out = []
-    phases = ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in pick.load_phases_s.items())
+    phases = ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in pick.loading.load_phases_s.items())
     out.append(
-        f"Cold start: loading took {pick.load_s or 0:.2f} s ({phases or 'no phases recorded'}); the first inference "
-        f"{pick.first_inference_ms or 0:.1f} ms against a steady P50 of "
+        f"Cold start: loading took {pick.loading.load_s or 0:.2f} s ({phases or 'no phases recorded'}); the first "
+        f"inference {pick.loading.first_inference_ms or 0:.1f} ms against a steady P50 of "
         f"{pick.latency_ms.p50 if pick.latency_ms else 0:.3g} ms (`infermeter bench --cold-start` measures fresh "
         "processes with and without caches)."
     )
-    shapes = ", ".join(f"{k} {v}" for k, v in pick.input_shapes.items())
+    shapes = ", ".join(f"{k} {v}" for k, v in pick.shapes.input_shapes.items())
     dynamic = [f"{i.name}: {list(i.shape)}" for i in run.spec.inputs if any(isinstance(d, str) for d in i.shape)]
     out.append(
         f"Shapes: measured with {pick.shape_mode} shapes at {shapes}. The server runs dynamic batches of 1 to "

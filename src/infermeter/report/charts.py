@@ -94,11 +94,11 @@ def latency_distribution(cases: Sequence[CaseResult], labels: Sequence[str]) -> 
 
     fig = go.Figure()
     for case, label in zip(cases, labels, strict=True):
-        if case.ok and case.samples_ms:
-            fig.add_trace(go.Box(y=_plotted_samples(case.samples_ms), name=label, boxpoints="outliers"))
+        if case.ok and case.timing.samples_ms:
+            fig.add_trace(go.Box(y=_plotted_samples(case.timing.samples_ms), name=label, boxpoints="outliers"))
     if not fig.data:
         return None
-    samples = [s for c in cases if c.ok for s in c.samples_ms]
+    samples = [s for c in cases if c.ok for s in c.timing.samples_ms]
     log = _needs_log_axis(samples)
     _layout(fig, "", "latency (ms)" + (", log scale" if log else ""), showlegend=False)
     if log:
@@ -140,13 +140,13 @@ def throughput_vs_batch(report: MergedReport) -> Chart | None:
     series: dict[str, list[tuple[int, float]]] = {}
     for case, source in zip(report.cases, report.sources, strict=True):
         # A serving-sweep level has its own charts (report.serving): its x is the concurrency, not the batch.
-        if case.ok and case.throughput is not None and read_record(case, ServingLevel) is None:
+        if case.ok and case.timing.throughput is not None and read_record(case, ServingLevel) is None:
             name = f"{case.backend} {case.precision} {case.shape_mode}"
             if len({c.model for c in report.cases}) > 1:
                 name = f"{case.model} {name}"
             if report.multi and source != report.files[0].name:
                 name += f" [file {[f.name for f in report.files].index(source) + 1}]"
-            series.setdefault(name, []).append((case.batch, case.throughput))
+            series.setdefault(name, []).append((case.batch, case.timing.throughput))
     if not series:
         return None
     fig = go.Figure()
@@ -163,7 +163,7 @@ def latency_throughput(cases: Sequence[CaseResult], labels: Sequence[str]) -> Ch
     Cases whose outputs failed the parity check are drawn as crosses and kept off the front."""
     import plotly.graph_objects as go
 
-    ok = [(c, label) for c, label in zip(cases, labels, strict=True) if c.ok and c.latency_ms and c.throughput]
+    ok = [(c, label) for c, label in zip(cases, labels, strict=True) if c.ok and c.latency_ms and c.timing.throughput]
     if not ok:
         return None
     trusted = [(c, label) for c, label in ok if parity_cell(c) != "FAIL"]
@@ -177,7 +177,7 @@ def latency_throughput(cases: Sequence[CaseResult], labels: Sequence[str]) -> Ch
             fig.add_trace(
                 go.Scatter(
                     x=[_p50(c) for c, _ in members],
-                    y=[c.throughput for c, _ in members],
+                    y=[c.timing.throughput for c, _ in members],
                     mode="markers+text",
                     text=[label for _, label in members],
                     textposition="top center",
@@ -185,7 +185,7 @@ def latency_throughput(cases: Sequence[CaseResult], labels: Sequence[str]) -> Ch
                     marker=marker,
                 )
             )
-    points = [(_p50(c), c.throughput or 0.0) for c, _ in trusted]
+    points = [(_p50(c), c.timing.throughput or 0.0) for c, _ in trusted]
     ordered = sorted(pareto_front(points, maximize=(False, True)), key=lambda i: points[i][0])
     if ordered:
         fig.add_trace(
@@ -218,18 +218,26 @@ def memory_and_load(cases: Sequence[CaseResult], labels: Sequence[str]) -> Chart
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    rows = [(c, label) for c, label in zip(cases, labels, strict=True) if c.peak_rss_mb is not None or c.load_s]
+    rows = [
+        (c, label)
+        for c, label in zip(cases, labels, strict=True)
+        if c.memory.peak_rss_mb is not None or c.loading.load_s
+    ]
     if not rows:
         return None
     fig = make_subplots(rows=1, cols=2, subplot_titles=("peak memory (MB)", "load time (s)"))
     names = [label for _, label in rows]
-    fig.add_trace(go.Bar(x=names, y=[c.peak_rss_mb for c, _ in rows], name="peak RSS", marker_color="#1f77b4"), 1, 1)
     fig.add_trace(
-        go.Bar(x=names, y=[c.rss_before_load_mb for c, _ in rows], name="RSS before load", marker_color="#aec7e8"),
+        go.Bar(x=names, y=[c.memory.peak_rss_mb for c, _ in rows], name="peak RSS", marker_color="#1f77b4"), 1, 1
+    )
+    fig.add_trace(
+        go.Bar(
+            x=names, y=[c.memory.rss_before_load_mb for c, _ in rows], name="RSS before load", marker_color="#aec7e8"
+        ),
         1,
         1,
     )
-    fig.add_trace(go.Bar(x=names, y=[c.load_s for c, _ in rows], name="load", marker_color="#ff7f0e"), 1, 2)
+    fig.add_trace(go.Bar(x=names, y=[c.loading.load_s for c, _ in rows], name="load", marker_color="#ff7f0e"), 1, 2)
     _layout(fig, "", "", barmode="group")
     return Chart("memory-load", "Peak memory and load time", fig, "Memory is the whole worker process (RSS).")
 

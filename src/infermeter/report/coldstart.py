@@ -62,9 +62,9 @@ def _phase_cells(load_phases_s: dict[str, float]) -> list[str]:
 
 def _cache_cell(case: CaseResult) -> str:
     """The build stage's cache state when the case loaded an artifact, else the engine's own cache hit."""
-    if case.build is not None:
-        return case.build.cache
-    return {True: "yes", False: "no", None: "—"}[case.cache_hit]
+    if case.loading.build is not None:
+        return case.loading.build.cache
+    return {True: "yes", False: "no", None: "—"}[case.loading.cache_hit]
 
 
 def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
@@ -80,9 +80,14 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
             head = [case.model, backends[case.id], case.precision, label, case.status.upper()]
             rows.append(head + ["—"] * (len(COLD_START_COLUMNS) - len(head)))
             continue
-        build_s = case.build.built_here_s if case.build is not None else None
+        build_s = case.loading.build.built_here_s if case.loading.build is not None else None
         first_result_s = sum(
-            (case.process_start_s or 0.0, build_s or 0.0, case.load_s or 0.0, (case.first_inference_ms or 0.0) / 1e3)
+            (
+                case.loading.process_start_s or 0.0,
+                build_s or 0.0,
+                case.loading.load_s or 0.0,
+                (case.loading.first_inference_ms or 0.0) / 1e3,
+            )
         )
         rows.append(
             [
@@ -91,11 +96,11 @@ def cold_start_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
                 precision_cell(case),
                 label,
                 _cache_cell(case),
-                format_number(case.process_start_s, ",.2f"),
+                format_number(case.loading.process_start_s, ",.2f"),
                 format_number(build_s, ",.2f"),
-                *_phase_cells(case.load_phases_s),
-                format_number(case.load_s, ",.2f"),
-                format_ms(case.first_inference_ms),
+                *_phase_cells(case.loading.load_phases_s),
+                format_number(case.loading.load_s, ",.2f"),
+                format_ms(case.loading.first_inference_ms),
                 format_number(first_result_s, ",.2f"),
                 format_ms(case.latency_ms.p50 if case.latency_ms else None),
             ]

@@ -11,7 +11,7 @@ from infermeter.results.schema import CaseResult
 def comparison_group(case: CaseResult) -> tuple[object, ...]:
     """The comparison group of a result (`case.comparison_key`, as `Case.group_key` for a case to run): speedups are
     within one, so never across inputs (`--data`, `--input NAME=VALUE`) or machine classes."""
-    shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.input_shapes.items()))
+    shapes = tuple(sorted((name, tuple(dims)) for name, dims in case.shapes.input_shapes.items()))
     model = case.model
     generation = read_record(case, GenerationCase)
     if generation is not None:  # a generation case: its GGUF levels compared, as `GenerateCase.group_key` does

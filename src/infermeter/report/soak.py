@@ -77,7 +77,7 @@ def soak_table(cases: Sequence[CaseResult]) -> SummaryTable | None:
     rows = []
     for case, record in found:
         if record is None:
-            peak = f"{case.peak_rss_mb:.0f}" if case.peak_rss_mb else "—"
+            peak = f"{case.memory.peak_rss_mb:.0f}" if case.memory.peak_rss_mb else "—"
             rows.append([labels[case.id], case.status, "—", "—", "—", "—", "—", peak, "—", "—", "—"])
             continue
         ci = record.slope_ci_mb_per_1k

@@ -62,15 +62,15 @@ def _row(case: CaseResult, baseline: CaseResult | None, pick_id: str | None) -> 
     gain = "—"
     if baseline is not None and baseline.latency_ms and stats and baseline.batch == case.batch:
         gain = f"{baseline.latency_ms.p50 / stats.p50:.2f}x"
-    elif baseline is not None and baseline.throughput and case.throughput:
-        gain = f"{case.throughput / baseline.throughput:.2f}x thr."
+    elif baseline is not None and baseline.timing.throughput and case.timing.throughput:
+        gain = f"{case.timing.throughput / baseline.timing.throughput:.2f}x thr."
     cells = [
         _label(case) + ("  ◀ pick" if case.id == pick_id else ""),
         format_ms(stats.p50) if stats else "—",
         format_ms(stats.p99) if stats else "—",
-        f"{case.throughput:,.1f}" if case.throughput else "—",
-        f"{case.peak_rss_mb:,.0f}" if case.peak_rss_mb else "—",
-        f"{case.load_s:.2f}" if case.load_s is not None else "—",
+        f"{case.timing.throughput:,.1f}" if case.timing.throughput else "—",
+        f"{case.memory.peak_rss_mb:,.0f}" if case.memory.peak_rss_mb else "—",
+        f"{case.loading.load_s:.2f}" if case.loading.load_s is not None else "—",
         gain,
         _accuracy_cell(case),
         _parity_cell(case),

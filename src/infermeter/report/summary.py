@@ -177,7 +177,9 @@ def speedups(cases: Sequence[CaseResult], allow_mixed_precision: bool = False) -
             continue
         base = baselines.setdefault(comparison_group(case), case)
         assert base.latency_ms is not None and case.latency_ms is not None
-        paired = case.paired if case.paired is not None and case.paired.baseline_id == base.id else None
+        paired = (
+            case.timing.paired if case.timing.paired is not None and case.timing.paired.baseline_id == base.id else None
+        )
         ratio = paired.ratio if paired is not None else base.latency_ms.p50 / case.latency_ms.p50
         if base.precision_effective != case.precision_effective and not allow_mixed_precision:
             out[case.id] = Speedup(None, "precision")
@@ -297,7 +299,7 @@ def per_shape_rows(cases: Sequence[CaseResult]) -> list[list[str]]:
     """Rows of per-shape statistics for dynamic-shape cases (`seq=64→80` marks a size padded into a bucket)."""
     rows = []
     for case in cases:
-        for entry in case.per_shape:
+        for entry in case.shapes.per_shape:
             stats = entry["latency_ms"]
             rows.append(
                 [

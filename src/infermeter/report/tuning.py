@@ -22,7 +22,7 @@ def break_even_inferences(cost_s: float, slower_ms: float, faster_ms: float) -> 
 
 def tune_s(case: CaseResult) -> float:
     """Seconds the case's artifact spent tuning (0: untuned, or no build stage)."""
-    return case.build.build_phases_s.get(Phase.TUNE.value, 0.0) if case.build is not None else 0.0
+    return case.loading.build.build_phases_s.get(Phase.TUNE.value, 0.0) if case.loading.build is not None else 0.0
 
 
 def _group(case: CaseResult) -> tuple[object, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 
 class Phase(StrEnum):
-    """The named steps from nothing to a loaded session: the keys of `CaseResult.load_phases_s` and of an
+    """The named steps from nothing to a loaded session: the keys of `CaseResult.loading.load_phases_s` and of an
     artifact's `build_phases_s`. A backend names its steps with these, so tables show each under the right name.
     The build phases happen once per artifact key in the build stage; a backend with nothing built ahead (no
     cache, or an engine that compiles only in the process that runs, like torch.compile) may take them in `load`.

@@ -187,7 +187,7 @@ def _dropped(judge: RaceJudge | None, copies: list[CaseResult]) -> dict[str, str
     """Copy id -> why, for the copies the race dropped (the judge's indices are over the copies that were timed)."""
     if judge is None:
         return {}
-    timed = [copy for copy in copies if copy.rounds_p50_ms]
+    timed = [copy for copy in copies if copy.timing.rounds_p50_ms]
     return {
         timed[d.index].id: f"{case_variant_label(timed[d.index])}: dropped in the race, decided slower than "
         f"{case_variant_label(timed[d.by])}: {d.decision.summary()}"
@@ -204,8 +204,8 @@ def _summary(finalists: list[CaseResult], copies: list[CaseResult], objective: s
             lines.append(f"{label}: {copy.status} when measured again ({copy.error})")
             continue
         text = f"{label}: P50 {original.latency_ms.p50:.3g} ms first, {copy.latency_ms.p50:.3g} ms together"
-        if copy.paired is not None:
-            paired = copy.paired
+        if copy.timing.paired is not None:
+            paired = copy.timing.paired
             text += (f"; {paired.ratio:.3f}x the first-round best's speed [{paired.ci_low:.3f}, {paired.ci_high:.3f}] "
                      f"over {paired.rounds} paired rounds")  # fmt: skip
         lines.append(text)
@@ -218,7 +218,7 @@ def _summary(finalists: list[CaseResult], copies: list[CaseResult], objective: s
 
 def _rank_value(case: CaseResult, objective: str) -> float:
     if objective == "throughput":
-        return -(case.throughput or 0.0)
+        return -(case.timing.throughput or 0.0)
     return case.latency_ms.p50 if case.latency_ms else float("inf")
 
 
@@ -261,16 +261,16 @@ def finalists_lines(run: Run, pick: CaseResult | None, runner_up: CaseResult | N
     originals = details.get("originals", [])
     if not originals or pick is None or pick.id not in originals:
         return []
-    rounds = len(pick.rounds_p50_ms)
+    rounds = len(pick.timing.rounds_p50_ms)
     lines = [f"Decided among the {len(originals)} best admissible candidates measured again together, in {rounds} "
              f"interleaved rounds; {len(details.get('eliminated', []))} other admissible candidate(s) were slower "
              "when first measured."]  # fmt: skip
     if runner_up is None or runner_up.id not in originals or comparison_group(pick) == comparison_group(runner_up):
         return lines
-    if rounds >= 2 and len(runner_up.rounds_p50_ms) == rounds:
+    if rounds >= 2 and len(runner_up.timing.rounds_p50_ms) == rounds:
         from infermeter.measure.interleave import paired_speedup
 
-        margin = paired_speedup(runner_up.rounds_p50_ms, pick.rounds_p50_ms, runner_up.id)
+        margin = paired_speedup(runner_up.timing.rounds_p50_ms, pick.timing.rounds_p50_ms, runner_up.id)
         verdict = "they cannot be told apart on this machine: either will do" if margin.no_difference else (
             "the pick is faster" if margin.ratio > 1 else "the runner-up is faster round by round, although its P50 "
             "over all the group's samples is higher")  # fmt: skip

@@ -219,7 +219,7 @@ def _top(run: Run, count: int, batch: int) -> list[CaseResult]:
     """The best `count` admissible cases at `batch` (by the objective), one per backend and precision."""
     pool = [c for c in run.measured() if c.batch == batch and admissible(c, run.request.max_accuracy_drop_pct)]
     if run.request.objective == "throughput":
-        pool.sort(key=lambda c: -(c.throughput or 0.0))
+        pool.sort(key=lambda c: -(c.timing.throughput or 0.0))
     else:
         pool.sort(key=p50)
     chosen: list[CaseResult] = []

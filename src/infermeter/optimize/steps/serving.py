@@ -165,7 +165,7 @@ def _estimate_s(grid: list[BatchPolicy], serving: ServingRequest, pick: CaseResu
     from infermeter.load.tune import CHECK_MIN_DURATION_S, concurrency_levels
 
     points = sum(len(concurrency_levels(policy, serving.concurrency)) for policy in grid)
-    starts = (len(grid) + 1) * ((pick.load_s or 0.0) + 1.0)
+    starts = (len(grid) + 1) * ((pick.loading.load_s or 0.0) + 1.0)
     return points * (serving.duration_s + 0.2) + starts + max(serving.duration_s, CHECK_MIN_DURATION_S)
 
 
