@@ -115,7 +115,7 @@ def test_an_old_plan_file_with_cold_start_true_resumes_as_a_cold_start(tmp_path:
     assert "3 of 3 planned case(s) remain" in proc.stderr
     cases = load_json(out)["cases"]
     assert [(c["options"]["cache"], c["options"]["cold.pass"]) for c in cases] == list(PASSES)
-    assert all(c["status"] == "ok" and c["process_start_s"] > 0 for c in cases)
+    assert all(c["status"] == "ok" and c["loading"]["process_start_s"] > 0 for c in cases)
     assert "cold start: fresh process to first result" in proc.stdout and "P99 ms" not in proc.stdout
     plan = load_json(out)["plan"]  # written back in today's form
     assert (plan["scenario"], plan["version"]) == ("cold_start", 2) and "cold_start" not in plan
