@@ -171,7 +171,18 @@ def test_a_manifest_of_another_format_is_refused_by_deploy_and_serve(optimize_fo
 def test_tune_batching_pick_becomes_the_dynamic_batching(optimize_folder: Path, tmp_path: Path) -> None:
     tune = tmp_path / "tune.json"
     args = ["tune-batching", "tiny_cnn", "-b", "onnxruntime", "--threads", "1", "--slo-p99-ms", "500"]
-    args += ["--max-batch", "2,4", "--max-delay-ms", "1", "--duration", "0.2", "--concurrency", "4", "--no-check"]
+    args += [
+        "--max-batch",
+        "2,4",
+        "--max-delay-ms",
+        "1",
+        "--duration",
+        "0.2",
+        "--concurrency",
+        "4",
+        "--no-check",
+        "--no-race",
+    ]
     proc = run_cli(*args, "-o", str(tune), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     picks = [c for c in load_json(tune)["cases"] if c["tune"]["pick"]]

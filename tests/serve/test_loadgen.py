@@ -124,17 +124,6 @@ def test_load_command_over_grpc(tmp_path: Path) -> None:
     assert json_grpc.returncode == 2 and "--json is for HTTP targets" in json_grpc.stderr
 
 
-def test_tune_batching_recommends_a_policy() -> None:
-    result = run_cli(
-        "tune-batching", "tiny_cnn", "-b", "null", "-O", "null.latency_ms=5", "-O", "null.wait=sleep",
-        "--slo-p99-ms", "2000", "--max-batch", "1,4", "--max-delay-ms", "2", "--duration", "0.5",
-        "--concurrency", "4", "--no-check",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "recommendation: --max-batch" in result.stdout
-    assert "b1 d0ms w1" in result.stdout and "b4 d2ms w1" in result.stdout
-
-
 def test_results_round_trip_keeps_load_fields(tmp_path: Path, serve: Any) -> None:
     from infermeter.load.verdict import case_result
     from infermeter.results.io import write_results

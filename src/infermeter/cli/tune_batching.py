@@ -3,6 +3,7 @@ whose P99 meets the SLO, each policy served here and measured at rising concurre
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from infermeter.serve import (
 
 if TYPE_CHECKING:
     from infermeter.load.tune import BatchPolicy, PolicyResult
+    from infermeter.load.tune_race import PickRace
     from infermeter.load.verdict import LoadSummary
 
 
@@ -72,6 +74,24 @@ def _table(results: list[PolicyResult], pick: PolicyResult | None, title: str) -
     return table
 
 
+def _race(
+    results: list[PolicyResult], pick: PolicyResult, model_args: list[str], slo_p99_ms: float, duration: float
+) -> PickRace | None:
+    """The pick raced against its runner-up on paired rounds of half a point's duration (`load.tune_race`)."""
+    from infermeter.load.tune_race import race_pick, runner_up
+
+    other = runner_up(results, pick)
+    if other is None or pick.best is None:
+        return None
+    stderr.print(f"race: {pick.policy.label()} against the runner-up {other.policy.label()}, in paired rounds")
+    return race_pick(results, pick, model_args, slo_p99_ms, max(duration / 2, 0.5), on_round=_on_round)
+
+
+def _on_round(index: int, log_ratio: float) -> None:
+    ratio = f"{math.exp(log_ratio):.3f}" if math.isfinite(log_ratio) else "set aside (a run failed)"
+    stderr.print(f"  round {index}: pick/runner-up throughput {ratio}")
+
+
 @click.command("tune-batching")
 @click.argument("model")
 @serving_options("model", "Backend to serve with (see `infermeter backends`).", backend_required=True)
@@ -84,6 +104,8 @@ def _table(results: list[PolicyResult], pick: PolicyResult | None, title: str) -
 @click.option("--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True,
               help="Most requests in flight.")  # fmt: skip
 @click.option("--no-check", is_flag=True, help="Skip the Poisson check of the recommendation.")
+@click.option("--no-race", is_flag=True,
+              help="Skip the paired rounds that decide the pick against its runner-up.")  # fmt: skip
 @click.option(
     "--output", "-o", type=click.Path(path_type=Path), help="Results file of every point (for deploy --load)."
 )
@@ -96,6 +118,7 @@ def tune_batching(
     duration: float,
     concurrency: int,
     no_check: bool,
+    no_race: bool,
     output: Path | None,
 ) -> None:
     """Find the batching policy (max-batch × max-delay × workers) with the highest throughput whose P99 meets
@@ -116,16 +139,21 @@ def tune_batching(
         results.append(measure_policy(policy, model_args, slo_p99_ms, duration, concurrency, _on_point))
     backend = served.backend or ""
     pick = recommend(results)
+    race = None if no_race or pick is None else _race(results, pick, model_args, slo_p99_ms, duration)
+    if race is not None:
+        pick = race.pick
     if output is not None:
         from infermeter.load.tune import tuning_results
         from infermeter.models.resolve import resolve_model
         from infermeter.results.io import write_results
 
         precision = served.precision or resolve_model(served.model).default_precision  # what the servers ran
-        write_results(output, tuning_results(results, pick, served.model, backend, precision, started))
+        write_results(output, tuning_results(results, pick, served.model, backend, precision, started, race))
         stdout.print(f"results: {escape(str(output))} (the pick is marked for `infermeter deploy --load`)")
     title = f"tune-batching {escape(served.model)} ({escape(backend)}), SLO P99 ≤ {slo_p99_ms:g} ms"
     stdout.print(_table(results, pick, title))
+    if race is not None:
+        stdout.print(escape(race.line()))
     if pick is None or pick.best is None:
         stdout.print(f"[red]no policy met the SLO[/] of {slo_p99_ms:g} ms even at concurrency 1; relax the SLO")
         raise SystemExit(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from infermeter.load.driver import RunSettings, run_once
 from infermeter.load.levels import doubling_levels, step_levels
@@ -16,6 +17,9 @@ from infermeter.machine.environment import new_results_file
 from infermeter.results.records import TunePoint, write_record
 from infermeter.results.schema import ResultsFile
 from infermeter.serve.server import spawn_server
+
+if TYPE_CHECKING:
+    from infermeter.load.tune_race import PickRace
 
 # The Poisson check runs at this share of the closed-loop throughput of the pick: open-loop arrivals are
 # burstier than a closed loop, so the pick must leave this much headroom.
@@ -153,10 +157,17 @@ def check_pick(
 
 
 def tuning_results(
-    results: list[PolicyResult], pick: PolicyResult | None, model: str, backend: str, precision: str, started: str
+    results: list[PolicyResult],
+    pick: PolicyResult | None,
+    model: str,
+    backend: str,
+    precision: str,
+    started: str,
+    race: PickRace | None = None,
 ) -> ResultsFile:
     """Every measured point as a load case (its policy in `serve.*` options), the pick's best point marked
-    `tune.pick`: the file `infermeter deploy --load` takes its dynamic batching and instance count from."""
+    `tune.pick`: the file `infermeter deploy --load` takes its dynamic batching and instance count from. `race`: the
+    pick's race against its runner-up (`load.tune_race`), kept on the pick's point."""
     from infermeter.backends.registry import backend_names, get_backend
     from infermeter.load.verdict import case_result
 
@@ -171,7 +182,11 @@ def tuning_results(
         }
         for summary in result.curve:
             case = case_result(summary, model, backend, version, precision, None, options, started, "tune-batching")
-            write_record(case, TunePoint(policy.label(), pick=result is pick and summary is result.best))
+            picked = result is pick and summary is result.best
+            point = TunePoint(policy.label(), pick=picked)
+            if picked and race is not None:
+                point = TunePoint(point.policy, True, race.other.policy.label(), race.decision.to_dict())
+            write_record(case, point)
             cases.append(case)
     file = new_results_file((), created=started)
     file.cases = cases

@@ -108,6 +108,7 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         recommend,
         tuning_results,
     )
+    from infermeter.load.tune_race import race_pick
     from infermeter.results.io import write_results
     from infermeter.results.schema import now_iso
 
@@ -131,7 +132,13 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         results.append(result)
         note(run, "serving", _point_text(result))
     chosen = recommend(results)
-    tuned = tuning_results(results, chosen, pick.model, pick.backend, pick.precision, started)
+    race = None
+    if chosen is not None:  # decided against its runner-up on paired rounds, not on curves minutes apart
+        race = race_pick(results, chosen, model_args, serving.slo_p99_ms, max(serving.duration_s / 2, 0.5))
+        if race is not None:
+            chosen = race.pick
+            note(run, "serving", race.line())
+    tuned = tuning_results(results, chosen, pick.model, pick.backend, pick.precision, started, race)
     write_results(run.path(SERVING_FILE), tuned)
     if chosen is None or chosen.best is None or chosen.best.stats is None:
         skip(run, "serving", "batching policy", f"no policy met the SLO P99 <= {serving.slo_p99_ms:g} ms even at "

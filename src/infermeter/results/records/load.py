@@ -5,7 +5,7 @@ against its SLO (`load` field), and, for `tune-batching`, the batching policy a 
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from infermeter.results.records.base import Record
 
@@ -45,9 +45,13 @@ class LoadRecord(Record):
 @dataclass(frozen=True)
 class TunePoint(Record):
     """A `tune-batching` point: the server's batching policy (`policy`, its label) and whether this point is the
-    one the tuner picked (`pick`)."""
+    one the tuner picked (`pick`). The pick's point also says what it was raced against on paired rounds
+    (`runner_up`, a policy label) and the sequential decision's record (`race`, `compare.decision.Decision`'s
+    JSON form), when that race ran (`load.tune_race`)."""
 
     KEY: ClassVar[str] = "tune"
 
     policy: str
     pick: bool = False
+    runner_up: str | None = None
+    race: dict[str, Any] | None = None
