@@ -53,6 +53,7 @@ INTEGRATION_CALLS = frozenset(
         "call_in_worker",
         "run_in_worker",
         "run_soak",
+        "paired_decision",
         "WorkerProcess",
         "CaseWorker",
         "run_generate_isolated",

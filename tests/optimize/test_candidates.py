@@ -17,7 +17,6 @@ from infermeter.optimize.candidates import (
     hardware_precision_reason,
     plan_backends,
     prune_reason,
-    repair_prune_reason,
 )
 from infermeter.report.merged import SourceFile, merge_results
 from infermeter.report.story import render_story, render_story_html
@@ -79,17 +78,6 @@ def test_nothing_is_built_on_a_failed_fp32_case() -> None:
     failed.status = "crashed"
     assert "failed" in (prune_reason("bf16", "null", failed, None, GainLog()) or "")
     assert "not measured" in (prune_reason("bf16", "null", None, None, GainLog()) or "")
-
-
-def test_a_repair_is_skipped_only_when_its_candidate_is_clearly_slower_than_the_best() -> None:
-    best = _case("openvino", 18.0)
-    slow_bf16 = _case("torch", 24.0, "bf16", **accuracy_field(0.9, 3.0))
-    reason = repair_prune_reason(slow_bf16, best)
-    assert reason is not None and "1.33x the best" in reason and "--no-prune" in reason
-    # Within the margin (the machine's drift between two cases) or faster: the repair might win, so it runs.
-    assert repair_prune_reason(_case("torch", 20.0, "bf16"), best) is None
-    assert repair_prune_reason(_case("torch", 10.0, "bf16"), best) is None
-    assert repair_prune_reason(slow_bf16, None) is None  # nothing admissible yet, or --no-prune
 
 
 def test_admissible_and_best_respect_accuracy_and_parity() -> None:

@@ -26,10 +26,6 @@ PRIOR_GAIN_CEILING = {"int8": 4.0, "bf16": 4.0, "fp16": 4.0}
 # A measured gain is widened by this factor before it is used to rule out another backend: backends differ in
 # how well they exploit a precision, and a prune must not throw away a plausible winner.
 GAIN_MARGIN = 1.5
-# A repair (a reduced precision with some layers kept in FP32) is skipped only when the unrepaired candidate is
-# slower than the best admissible case by more than this: the two were measured minutes apart, and this kind of
-# machine's speed moves by tens of percent in that time.
-REPAIR_MARGIN = 1.25
 # Cost of a case before anything has been measured in this run (spawn, import, load, measure, parity).
 PRIOR_CASE_S = 30.0
 
@@ -146,19 +142,6 @@ def prune_reason(
     return (
         f"dominated: its fp32 P50 {p50(fp32):.3g} ms would need a {p50(fp32) / p50(best):.2f}x gain to beat the best "
         f"so far ({best.backend} {best.precision}, {p50(best):.3g} ms); {source}"
-    )
-
-
-def repair_prune_reason(candidate: CaseResult, best: CaseResult | None) -> str | None:
-    """Why repairing `candidate` (a reduced precision that missed the accuracy budget) cannot win: its repair runs
-    some layers in FP32, with casts around them, so it is no faster than `candidate` itself, which is already
-    slower than `best` (by more than `REPAIR_MARGIN`). None when the repair might win, or when `best` is None."""
-    if best is None or p50(candidate) <= p50(best) * REPAIR_MARGIN:
-        return None
-    return (
-        f"cannot win: a repair keeps layers in FP32, so it is no faster than {candidate.backend} "
-        f"{candidate.precision} itself ({p50(candidate):.3g} ms), already {p50(candidate) / p50(best):.2f}x the best "
-        f"within the budget ({best.backend} {best.precision}, {p50(best):.3g} ms); --no-prune repairs it anyway"
     )
 
 

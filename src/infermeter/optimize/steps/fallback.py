@@ -36,7 +36,7 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     """When `result` (a reduced-precision case, scored) misses the budget: the FP32-fallback study on its engine,
     and its mixed model measured as a candidate of the same step (None when there is none, with a note why)."""
     from infermeter.optimize.accuracy import eval_data
-    from infermeter.optimize.candidates import repair_prune_reason
+    from infermeter.optimize.repair import repair_prune_reason
     from infermeter.optimize.steps.log import note, skip
     from infermeter.quantize.fallback.pipeline import FallbackRequest, study_fallback
 
@@ -48,7 +48,7 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
     if get_backend(result.backend).precision_fallback is None:
         note(run, "half", f"{what} misses the budget and {result.backend} has no FP32-fallback path: dropped")
         return None
-    reason = repair_prune_reason(result, run.best_to_beat())
+    reason = repair_prune_reason(run, result, run.best_to_beat())
     if reason:
         skip(run, "half", f"{what} FP32-fallback study", reason)
         return None
