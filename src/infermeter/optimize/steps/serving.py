@@ -18,6 +18,7 @@ from infermeter.results.schema import CaseResult
 
 if TYPE_CHECKING:
     from infermeter.load.tune import BatchPolicy, PolicyResult
+    from infermeter.load.tune_race import PickRace
 
 WHY = (
     "a server's throughput and tail latency depend on how its requests are batched and how many model instances "
@@ -97,6 +98,21 @@ def _earlier(run: Run, pick: CaseResult, serving: ServingRequest, data: object) 
     return policy if policy.case_id == pick.id and policy.slo_p99_ms == serving.slo_p99_ms else None
 
 
+def _raced(
+    run: Run, results: list[PolicyResult], chosen: PolicyResult | None, model_args: list[str], serving: ServingRequest
+) -> PickRace | None:
+    """The curves' pick decided against its runner-up on paired rounds (`load.tune_race`), not on curves measured
+    minutes apart; None when there is no pick or no runner-up."""
+    from infermeter.load.tune_race import race_pick
+
+    if chosen is None:
+        return None
+    race = race_pick(results, chosen, model_args, serving.slo_p99_ms, max(serving.duration_s / 2, 0.5))
+    if race is not None:
+        note(run, "serving", race.line())
+    return race
+
+
 def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPolicy | None:
     """tune-batching's search and its Poisson check; every point written to serving.json."""
     from infermeter.load.tune import (
@@ -108,7 +124,6 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         recommend,
         tuning_results,
     )
-    from infermeter.load.tune_race import race_pick
     from infermeter.results.io import write_results
     from infermeter.results.schema import now_iso
 
@@ -132,12 +147,8 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         results.append(result)
         note(run, "serving", _point_text(result))
     chosen = recommend(results)
-    race = None
-    if chosen is not None:  # decided against its runner-up on paired rounds, not on curves minutes apart
-        race = race_pick(results, chosen, model_args, serving.slo_p99_ms, max(serving.duration_s / 2, 0.5))
-        if race is not None:
-            chosen = race.pick
-            note(run, "serving", race.line())
+    race = _raced(run, results, chosen, model_args, serving)
+    chosen = race.pick if race is not None else chosen
     tuned = tuning_results(results, chosen, pick.model, pick.backend, pick.precision, started, race)
     write_results(run.path(SERVING_FILE), tuned)
     if chosen is None or chosen.best is None or chosen.best.stats is None:
