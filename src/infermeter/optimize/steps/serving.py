@@ -113,17 +113,22 @@ def _raced(
     return race
 
 
+def _measured(run: Run, policy: BatchPolicy, model_args: list[str], serving: ServingRequest) -> PolicyResult:
+    """One policy's curve (`load.tune.measure_policy`); a server that fails is a result with its error."""
+    from infermeter.load.tune import PolicyResult, measure_policy
+
+    run.emit(OptimizeEvent("case", "serving", "load", policy.label()))
+    try:
+        result = measure_policy(policy, model_args, serving.slo_p99_ms, serving.duration_s, serving.concurrency)
+    except InfermeterError as exc:
+        result = PolicyResult(policy, error=str(exc))
+    note(run, "serving", _point_text(result))
+    return result
+
+
 def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPolicy | None:
     """tune-batching's search and its Poisson check; every point written to serving.json."""
-    from infermeter.load.tune import (
-        CHECK_MIN_DURATION_S,
-        PolicyResult,
-        check_pick,
-        measure_policy,
-        policies,
-        recommend,
-        tuning_results,
-    )
+    from infermeter.load.tune import CHECK_MIN_DURATION_S, check_pick, policies, recommend, tuning_results
     from infermeter.results.io import write_results
     from infermeter.results.schema import now_iso
 
@@ -137,15 +142,7 @@ def _search(run: Run, pick: CaseResult, serving: ServingRequest) -> MeasuredPoli
         note(run, "serving", f"runs past the budget: {over}")
         run.emit(OptimizeEvent("warning", "serving", f"runs past the budget: {over}"))
     started = now_iso()
-    results = []
-    for policy in grid:
-        run.emit(OptimizeEvent("case", "serving", "load", policy.label()))
-        try:
-            result = measure_policy(policy, model_args, serving.slo_p99_ms, serving.duration_s, serving.concurrency)
-        except InfermeterError as exc:
-            result = PolicyResult(policy, error=str(exc))
-        results.append(result)
-        note(run, "serving", _point_text(result))
+    results = [_measured(run, policy, model_args, serving) for policy in grid]
     chosen = recommend(results)
     race = _raced(run, results, chosen, model_args, serving)
     chosen = race.pick if race is not None else chosen
