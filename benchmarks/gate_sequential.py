@@ -104,27 +104,15 @@ def judge(
     return change.verdict, decision.rounds_used + decision.rounds_set_aside, decision.log_ratio_sd, decision.ratio
 
 
-def run(args: argparse.Namespace) -> dict[str, object]:
-    """Every pair; the summary."""
-    verdicts: dict[str, list[str]] = {"null": [], "5": [], "10": []}
-    rounds: list[int] = []
-    ratios: dict[str, list[float]] = {}  # kind -> each pair's measured new/base (is a "5%" pair really 5%?)
-    spreads: list[float] = []  # the unchanged pairs' per-round log-ratio sd (counted rounds only)
-    with tempfile.TemporaryDirectory(prefix="gate-seq-") as name:
-        folder = Path(name)
-        counts = size_convs(folder, (0.05, 0.10))
-        print(f"extra convolutions by measurement: 5% -> {counts[0.05]}, 10% -> {counts[0.10]}", flush=True)
-        base = f"{MODELS}:resnet18"
-        models = {"null": base, "5": _model_file(folder, counts[0.05]), "10": _model_file(folder, counts[0.10])}
-        for kind, model in models.items():
-            for index in range(args.pairs):
-                verdict, used, sd_pair, ratio = judge(base, model, folder, f"{kind}{index}", args)
-                verdicts[kind].append(verdict)
-                if ratio is not None:
-                    ratios.setdefault(kind, []).append(ratio)
-                rounds.append(used)
-                if kind == "null" and sd_pair is not None:
-                    spreads.append(sd_pair)
+def tally(
+    verdicts: dict[str, list[str]],
+    rounds: list[int],
+    ratios: dict[str, list[float]],
+    spreads: list[float],
+    counts: dict[float, int],
+    args: argparse.Namespace,
+) -> dict[str, object]:
+    """The summary of the pairs judged so far."""
     sd = math.sqrt(float(np.mean(np.square(spreads)))) if spreads else math.nan  # pooled over the unchanged pairs
     params = DecisionParams(args.alpha, args.beta, args.threshold, None, args.rounds, args.budget_rounds)
     return {
@@ -147,15 +135,44 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def run(args: argparse.Namespace, out: Path) -> dict[str, object]:
+    """Every pair, the kinds taking turns (so a run cut short still has some of each); the summary, written to
+    `out` after every pair (marked `partial` until the last)."""
+    verdicts: dict[str, list[str]] = {"null": [], "5": [], "10": []}
+    rounds: list[int] = []
+    ratios: dict[str, list[float]] = {}  # kind -> each pair's measured new/base (is a "5%" pair really 5%?)
+    spreads: list[float] = []  # the unchanged pairs' per-round log-ratio sd (counted rounds only)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gate-seq-") as name:
+        folder = Path(name)
+        counts = size_convs(folder, (0.05, 0.10))
+        print(f"extra convolutions by measurement: 5% -> {counts[0.05]}, 10% -> {counts[0.10]}", flush=True)
+        base = f"{MODELS}:resnet18"
+        models = {"null": base, "5": _model_file(folder, counts[0.05]), "10": _model_file(folder, counts[0.10])}
+        for index in range(args.pairs):
+            for kind, model in models.items():
+                verdict, used, sd_pair, ratio = judge(base, model, folder, f"{kind}{index}", args)
+                verdicts[kind].append(verdict)
+                if ratio is not None:
+                    ratios.setdefault(kind, []).append(ratio)
+                rounds.append(used)
+                if kind == "null" and sd_pair is not None:
+                    spreads.append(sd_pair)
+                partial = tally(verdicts, rounds, ratios, spreads, counts, args)
+                partial.update(partial=True, seconds=round(time.monotonic() - started))
+                out.write_text(json.dumps(partial, indent=2) + "\n")
+    return tally(verdicts, rounds, ratios, spreads, counts, args)
+
+
 def main(args: argparse.Namespace) -> None:
     """Run, print and write the summary."""
     started = time.monotonic()
-    summary = run(args)
+    out = Path(args.summary) if args.summary else SUMMARY
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary = run(args, out)
     summary["seconds"] = round(time.monotonic() - started)
     text = json.dumps(summary, indent=2)
     print(text)
-    out = Path(args.summary) if args.summary else SUMMARY
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
     print(f"summary: {out}")
     if args.write_docs:
