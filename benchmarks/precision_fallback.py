@@ -79,13 +79,16 @@ def rows(name: str, study: EngineStudy) -> list[str]:
     else:
         names = ", ".join(f"{la.name} ({la.op_type})" for la in search.kept) or "none"
         kept = names + (" — capped" if search.capped else "")
+        kept += f"; {study.marks.summary()}" if study.marks is not None else ""
         cost = f"{search.evaluations}, {search.elapsed_s:.1f}"
     how = study.full.how + (f"; mixed {study.mixed.how}" if study.mixed and study.mixed.how != study.full.how else "")
     arms = {("mixed" if a.label == "mixed" else "fp32" if a.label == "FP32" else "full"): a for a in study.arms}
     storage = study.speed_note is not None
     fp32 = f"{study.fp32.cosine:.6f}" if study.fp32 else "reference"
-    cells = [name, study.precision, study.engine, how, fp32, _judged(study.full), kept, _judged(study.mixed), cost,
-             _ms(arms.get("fp32"), False), _ms(arms.get("full"), storage), _ms(arms.get("mixed"), storage)]  # fmt: skip
+    no_mixed = study.marks.mixed_cell() if study.marks is not None else None  # no held mark: mixed = full
+    cells = [name, study.precision, study.engine, how, fp32, _judged(study.full), kept,
+             no_mixed or _judged(study.mixed), cost, _ms(arms.get("fp32"), False), _ms(arms.get("full"), storage),
+             no_mixed or _ms(arms.get("mixed"), storage)]  # fmt: skip
     return ["| " + " | ".join(cells) + " |"]
 
 
