@@ -137,6 +137,7 @@ def main() -> None:
                               for line in lines]  # fmt: skip
                 print("\n".join(table[-len(outcome.studies) :]), flush=True)
     command = "python benchmarks/precision_fallback.py" + (" --quick" if args.quick else "")
+    command += " --no-latency" if args.no_latency and not args.quick else ""
     command += f" --models {args.models} --precisions {args.precisions} --samples {args.samples}"
     write(table, notes, command, args)
 
@@ -145,14 +146,27 @@ def write(table: list[str], notes: list[str], command: str, args: argparse.Names
     """Print the section; with --write-docs, write it as docs/precision-fallback.md (head kept)."""
     budget = Budget().describe()
     smoke = " A --quick run is a smoke run: few samples, a small cap, no timings." if args.quick else ""
+    speeds = ("No timings (--no-latency): the ms columns need a run on a quiet machine." if args.no_latency else
+              "Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.")  # fmt: skip
     body = [SECTION, "", f"`{command}`, {args.threads} thread(s), budget: {budget} (mean cosine ≥ 0.999 for "
-            f"an embedding). Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.{smoke}", "",
+            f"an embedding). {speeds}{smoke} Machine: {machine()}.", "",
             *table, "", "Per engine, what it said:", "", *notes, ""]  # fmt: skip
     print("\n".join(body))
     if args.write_docs:
         text = DOCS.read_text() if DOCS.is_file() else ""
         head = text.split(SECTION)[0].rstrip()
         DOCS.write_text(head + "\n\n" + "\n".join(body))
+
+
+def machine() -> str:
+    """The CPU's model name, its logical CPUs and its reduced-precision flags, as the results were produced on."""
+    import os
+
+    from infermeter.results.env import cpu_model_and_flags
+
+    model, flags = cpu_model_and_flags()
+    wanted = [f for f in ("avx512_bf16", "avx512_fp16", "amx_bf16") if f in flags]
+    return f"{model}, {os.cpu_count()} vCPU, flags {', '.join(wanted) or 'none'} of avx512_bf16/avx512_fp16/amx_bf16"
 
 
 SECTION = "## Results"
