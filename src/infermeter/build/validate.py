@@ -80,10 +80,10 @@ def check_build(what: str, checks: Sequence[BuildCheck], reference: Callable[[],
         raise BuildInvalid(f"{what} failed parity against FP32: {cut_at_word(cause, 300)}; {remedy(None)}")
 
 
-def _quantizer_remedy(model_ref: str, per_channel: bool, engine: str, other: str) -> Callable[[str | None], str]:
-    """What to do about a quantizer's wrong graph: the named node left in float, per-tensor scales (ONNX Runtime's
-    per-channel option), the other engine's INT8 graph (`other`), or the sensitivity ranking."""
-    flag = "" if engine == "onnxruntime" else f" --engine {engine}"
+def _quantizer_remedy(model_ref: str, per_channel: bool, flag: str, other: str) -> Callable[[str | None], str]:
+    """What to do about a quantizer's wrong graph: the named node left in float (`infermeter quantize` with `flag`
+    naming its engine), per-tensor scales (ONNX Runtime's per-channel option), the other engine's INT8 graph
+    (`other`), or the sensitivity ranking."""
 
     def remedy(node: str | None) -> str:
         fixes = []
@@ -131,7 +131,7 @@ def check_quantized(fp32: Path, int8: Path, feeds: dict[str, np.ndarray], thread
         ),
         BuildCheck("a run", lambda session: session.run(None, feeds)[0], "ONNX Runtime cannot run what it loaded"),
     ]
-    remedy = _quantizer_remedy(model_ref, per_channel, "onnxruntime", "")
+    remedy = _quantizer_remedy(model_ref, per_channel, "", "")
     check_build("the quantized graph", checks, lambda: ort_fp32_output(fp32, feeds, threads), threads, remedy,
                 "the quantizer or the engine computes it wrongly")  # fmt: skip
 
@@ -160,7 +160,7 @@ def check_openvino_ir(source: Path, ir: Path, feeds: dict[str, np.ndarray], thre
         return ort_fp32_output(source, feeds, threads)
 
     other = "run ONNX Runtime's QDQ graph on OpenVINO instead (-O openvino.int8_source=qdq)"
-    remedy = _quantizer_remedy(model_ref, False, "openvino", other)
+    remedy = _quantizer_remedy(model_ref, False, " --engine openvino", other)
     check_build("the NNCF-quantized IR", checks, reference, threads, remedy, "NNCF or OpenVINO computes it wrongly")
 
 
