@@ -146,3 +146,20 @@ def test_a_compiled_model_that_computes_something_else_is_build_invalid(
     assert "--localize" in message
     monkeypatch.setattr(OpenVinoBackend, "build", real_build)
     assert build_artifact(spec, _case(spec.ref, "openvino", "fp32")) is not None  # the sound build passes
+
+
+def test_an_output_of_another_shape_fails_parity_and_says_both_shapes(tmp_path: Path) -> None:
+    fp32 = _graph(tmp_path / "fp32.onnx", "Relu")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["y"], name="the_node", keepdims=1)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "sum.onnx"))
+    with pytest.raises(BuildInvalid, match=r"its output has the shape \(1, 1, 1\), FP32's \(1, 4, 4\)"):
+        check_quantized(fp32, tmp_path / "sum.onnx", FEEDS, 1, "m.onnx", per_channel=False)

@@ -172,3 +172,33 @@ def test_the_study_times_no_mixed_model_where_openvino_held_no_mark(
     console.print(speed_table([study], "bf16"))
     text = console.export_text()
     assert text.count("= full (no mark held)") == 2 and re.search(r"\(0 held\)", text)
+
+
+def test_a_marked_ir_that_reads_back_wrong_is_build_invalid_and_not_timed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marked IR is a built artifact like any other (`build.validate`): cut short on disk, the study refuses it
+    before judging or timing it. (Seen for real: OpenVINO 2026.4 reads resnet18's IR with the mark on a residual
+    block's Convolution into a model that returns no rows at bf16.)"""
+    from infermeter.quantize.fallback import engines
+    from precision_models import layernorm_classifier
+
+    real = engines.openvino_marked
+
+    def cut_short(core: object, fp32_onnx: Path, keep: set[str], target: Path, config: dict[str, object]) -> object:
+        compiled = real(core, fp32_onnx, keep, target, config)
+        weights = target.with_suffix(".bin")
+        weights.write_bytes(weights.read_bytes()[:100])
+        return compiled
+
+    monkeypatch.setattr(engines, "openvino_marked", cut_short)
+    request = FallbackRequest(str(layernorm_classifier(tmp_path / "ln.onnx")), "bf16", engines=("openvino",),
+                              output=tmp_path / "out", budget=Budget(min_cosine=0.999995), samples=16,
+                              max_evaluations=12, latency=False)  # fmt: skip
+    study = study_fallback(request).studies[0]
+    if study.full is None or study.full.meets(request.budget) or study.search is None or not study.search.kept:
+        pytest.skip("no marked IR written here (fp32-only CPU, or full bf16 within the budget)")
+    line = next(line for line in study.lines if "build_invalid" in line)
+    assert "the marked IR failed core.read_model: OpenVINO cannot read the IR back" in line
+    assert study.mixed is None and study.mixed_path is None and study.marks is None
+    assert [arm.label for arm in study.arms] == ["FP32", "full BF16"]

@@ -73,6 +73,9 @@ def check_build(what: str, checks: Sequence[BuildCheck], reference: Callable[[],
     want = reference()
     if want is None:
         return
+    if np.shape(value) != np.shape(want):
+        cause = f"its output has the shape {np.shape(value)}, FP32's {np.shape(want)} on the same inputs: {suspects}"
+        raise BuildInvalid(f"{what} failed parity against FP32: {cut_at_word(cause, 300)}; {remedy(None)}")
     similarity = cosine(np.asarray(value), np.asarray(want))
     if not similarity >= MIN_COSINE:  # NaN fails too
         cause = (f"its output has a cosine of {similarity:.2f} with FP32's at {threads} thread(s) (a sound build "
@@ -136,28 +139,37 @@ def check_quantized(fp32: Path, int8: Path, feeds: dict[str, np.ndarray], thread
                 "the quantizer or the engine computes it wrongly")  # fmt: skip
 
 
-def check_openvino_ir(source: Path, ir: Path, feeds: dict[str, np.ndarray], threads: int, model_ref: str) -> None:
-    """Raise `BuildInvalid` when the IR `ir` (NNCF's, from the float model `source`: ONNX or an IR) cannot be read
-    back with `core.read_model`, compiled, run, or computes something else than FP32 at `threads` thread(s)
-    (ONNX Runtime on an ONNX source, OpenVINO's f32 on an IR source)."""
+def openvino_checks(ir: Path, feeds: dict[str, np.ndarray], config: dict[str, Any]) -> list[BuildCheck]:
+    """The checks of an OpenVINO IR as the CPU plugin runs it with `config`: `core.read_model`, the compile, a run
+    on `feeds` (its first output)."""
     import openvino as ov
 
     core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
-    checks = [
+    return [
         BuildCheck(
             "core.read_model",
             lambda _: core.read_model(str(ir)),
             "OpenVINO cannot read the IR back (a truncated or corrupt .xml or .bin)",
         ),
         BuildCheck("the compile", lambda model: core.compile_model(model, "CPU", config), "OpenVINO cannot compile it"),
-        BuildCheck("a run", lambda compiled: compiled(feeds)[0], "OpenVINO cannot run it"),
+        BuildCheck("a run", lambda compiled: np.asarray(compiled(feeds)[0]), "OpenVINO cannot run it"),
     ]
+
+
+def check_openvino_ir(source: Path, ir: Path, feeds: dict[str, np.ndarray], threads: int, model_ref: str) -> None:
+    """Raise `BuildInvalid` when the IR `ir` (NNCF's, from the float model `source`: ONNX or an IR) cannot be read
+    back with `core.read_model`, compiled, run, or computes something else than FP32 at `threads` thread(s)
+    (ONNX Runtime on an ONNX source, OpenVINO's f32 on an IR source)."""
+    import openvino as ov
+
+    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
 
     def reference() -> np.ndarray:
         if source.suffix.lower() == ".xml":
-            return np.asarray(core.compile_model(str(source), "CPU", config)(feeds)[0])
+            return np.asarray(ov.Core().compile_model(str(source), "CPU", config)(feeds)[0])
         return ort_fp32_output(source, feeds, threads)
+
+    checks = openvino_checks(ir, feeds, config)
 
     other = "run ONNX Runtime's QDQ graph on OpenVINO instead (-O openvino.int8_source=qdq)"
     remedy = _quantizer_remedy(model_ref, False, " --engine openvino", other)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.backends.compute_precision import ort_model_precision
+from infermeter.core.errors import BuildInvalid
 from infermeter.models.resolve import resolve_model
 from infermeter.quantize.emulate import write_mixed_fp16
 from infermeter.quantize.evaluate import ModelRunner
@@ -130,10 +131,32 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
         return study  # the search's notes say why (the budget is out of reach even with every layer in FP32)
     study.mixed_path = ctx.file(".openvino-mixed.xml")
     mixed = openvino_marked(core, ctx.fp32_onnx, keep, study.mixed_path, config)
+    if _marked_ir_invalid(ctx, study, config):
+        return study
     if record_marks(study, openvino_marks(mixed, compiled, keep)):
         study.mixed = ctx.judge(ModelRunner.of_compiled(mixed).predict(ctx.samples), f"computed by openvino ({ran})")
         study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
     return study
+
+
+def _marked_ir_invalid(ctx: StudyContext, study: EngineStudy, config: dict[str, Any]) -> bool:
+    """The marked IR checked as a built artifact (`build.validate`) with the study's precision hint, against FP32 on
+    two samples: True, with the line why, when it computes something else. Seen: OpenVINO 2026.4 reads an IR whose
+    first Convolution carries the mark into a model that returns no rows at bf16 (the same model in memory is right)."""
+    from infermeter.build.validate import check_build, openvino_checks, ort_fp32_output
+
+    feeds = next(ctx.samples.head(2).batches(2))
+    assert study.mixed_path is not None
+    try:
+        check_build("the marked IR", openvino_checks(study.mixed_path, feeds, config),
+                    lambda: ort_fp32_output(ctx.fp32_onnx, feeds, ctx.threads), ctx.threads,
+                    lambda _node: "no mixed model on openvino (torch or ONNX Runtime keep these layers in FP32)",
+                    "OpenVINO reads the marked IR into another model")  # fmt: skip
+    except BuildInvalid as exc:
+        study.lines.append(f"openvino: build_invalid: {exc}")
+        study.mixed_path = None
+        return True
+    return False
 
 
 def openvino_marked(core: Any, fp32_onnx: Path, keep: set[str], target: Path, config: dict[str, Any]) -> Any:
