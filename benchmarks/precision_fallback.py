@@ -85,7 +85,7 @@ def rows(name: str, study: EngineStudy) -> list[str]:
     arms = {("mixed" if a.label == "mixed" else "fp32" if a.label == "FP32" else "full"): a for a in study.arms}
     storage = study.speed_note is not None
     fp32 = f"{study.fp32.cosine:.6f}" if study.fp32 else "reference"
-    no_mixed = study.marks.mixed_cell() if study.marks is not None else None  # no held mark: mixed = full
+    no_mixed = study.mixed_cell()  # no held mark (mixed = full), or the mixed model refused as a build
     cells = [name, study.precision, study.engine, how, fp32, _judged(study.full), kept,
              no_mixed or _judged(study.mixed), cost, _ms(arms.get("fp32"), False), _ms(arms.get("full"), storage),
              no_mixed or _ms(arms.get("mixed"), storage)]  # fmt: skip

@@ -201,4 +201,5 @@ def test_a_marked_ir_that_reads_back_wrong_is_build_invalid_and_not_timed(
     line = next(line for line in study.lines if "build_invalid" in line)
     assert "the marked IR failed core.read_model: OpenVINO cannot read the IR back" in line
     assert study.mixed is None and study.mixed_path is None and study.marks is None
+    assert study.mixed_refused is not None and study.mixed_cell() == "build_invalid (mixed model)"
     assert [arm.label for arm in study.arms] == ["FP32", "full BF16"]

@@ -54,7 +54,7 @@ def accuracy_table(studies: list[EngineStudy], precision: str, budget: Budget) -
         search, marks = study.search, study.marks
         kept = "—" if search is None else f"{len(search.kept)}" + (" (capped)" if search.capped else "")
         kept += f" ({marks.held_count} held)" if marks is not None else ""
-        no_mixed = marks.mixed_cell() if marks is not None else None
+        no_mixed = study.mixed_cell()
         how = study.full.how + (
             f"; mixed {study.mixed.how}" if study.mixed and study.mixed.how != study.full.how else ""
         )
@@ -83,8 +83,7 @@ def speed_table(studies: list[EngineStudy], precision: str) -> Table:
         by_role = {("mixed" if a.label == "mixed" else "fp32" if a.label == "FP32" else "full"): a for a in study.arms}
         storage = study.speed_note is not None
         cells = [_speed(by_role.get(role), storage and role != "fp32") for role in ("fp32", "full", "mixed")]
-        no_mixed = study.marks.mixed_cell() if study.marks is not None else None
-        cells[2] = no_mixed or cells[2]  # no mark held: the mixed model is the full one, not timed twice
+        cells[2] = study.mixed_cell() or cells[2]  # no mark held: the mixed model is the full one, not timed twice
         table.add_row(study.engine, *cells)
     return table
 

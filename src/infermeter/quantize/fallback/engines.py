@@ -141,8 +141,9 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
 
 def _marked_ir_invalid(ctx: StudyContext, study: EngineStudy, config: dict[str, Any]) -> bool:
     """The marked IR checked as a built artifact (`build.validate`) with the study's precision hint, against FP32 on
-    two samples: True, with the line why, when it computes something else. Seen: OpenVINO 2026.4 reads an IR whose
-    first Convolution carries the mark into a model that returns no rows at bf16 (the same model in memory is right)."""
+    two samples: True, with the line why, when it computes something else. Seen: OpenVINO 2026.4 reads resnet18's IR
+    with the mark on a residual block's Convolution (`layers.0.conv2`) into a model that returns no rows at bf16
+    (the same marks on the model in memory, never written, run right)."""
     from infermeter.build.validate import check_build, openvino_checks, ort_fp32_output
 
     feeds = next(ctx.samples.head(2).batches(2))
@@ -153,6 +154,7 @@ def _marked_ir_invalid(ctx: StudyContext, study: EngineStudy, config: dict[str, 
                     lambda _node: "no mixed model on openvino (torch or ONNX Runtime keep these layers in FP32)",
                     "OpenVINO reads the marked IR into another model")  # fmt: skip
     except BuildInvalid as exc:
+        study.mixed_refused = str(exc)
         study.lines.append(f"openvino: build_invalid: {exc}")
         study.mixed_path = None
         return True

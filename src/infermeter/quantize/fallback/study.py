@@ -77,6 +77,14 @@ class EngineStudy:
     arms: list[BenchArm] = field(default_factory=list)
     speed_note: str | None = None
     marks: MarkReadback | None = None  # which FP32 marks the engine really held, read from what it ran
+    mixed_refused: str | None = None  # why the written mixed model was refused as a build (`build_invalid`)
+
+    def mixed_cell(self) -> str | None:
+        """What a table's mixed column shows instead of a figure: `build_invalid`, or `= full (no mark held)` (the
+        mixed model would be the full one); None when there is a mixed figure (or none was sought)."""
+        if self.mixed_refused is not None:
+            return "build_invalid (mixed model)"
+        return self.marks.mixed_cell() if self.marks is not None else None
 
 
 def emulated_outputs(ctx: StudyContext, keep: frozenset[str] | set[str]) -> np.ndarray:
