@@ -79,13 +79,16 @@ def rows(name: str, study: EngineStudy) -> list[str]:
     else:
         names = ", ".join(f"{la.name} ({la.op_type})" for la in search.kept) or "none"
         kept = names + (" — capped" if search.capped else "")
+        kept += f"; {study.marks.summary()}" if study.marks is not None else ""
         cost = f"{search.evaluations}, {search.elapsed_s:.1f}"
     how = study.full.how + (f"; mixed {study.mixed.how}" if study.mixed and study.mixed.how != study.full.how else "")
     arms = {("mixed" if a.label == "mixed" else "fp32" if a.label == "FP32" else "full"): a for a in study.arms}
     storage = study.speed_note is not None
     fp32 = f"{study.fp32.cosine:.6f}" if study.fp32 else "reference"
-    cells = [name, study.precision, study.engine, how, fp32, _judged(study.full), kept, _judged(study.mixed), cost,
-             _ms(arms.get("fp32"), False), _ms(arms.get("full"), storage), _ms(arms.get("mixed"), storage)]  # fmt: skip
+    no_mixed = study.mixed_cell()  # no held mark (mixed = full), or the mixed model refused as a build
+    cells = [name, study.precision, study.engine, how, fp32, _judged(study.full), kept,
+             no_mixed or _judged(study.mixed), cost, _ms(arms.get("fp32"), False), _ms(arms.get("full"), storage),
+             no_mixed or _ms(arms.get("mixed"), storage)]  # fmt: skip
     return ["| " + " | ".join(cells) + " |"]
 
 
@@ -134,6 +137,7 @@ def main() -> None:
                               for line in lines]  # fmt: skip
                 print("\n".join(table[-len(outcome.studies) :]), flush=True)
     command = "python benchmarks/precision_fallback.py" + (" --quick" if args.quick else "")
+    command += " --no-latency" if args.no_latency and not args.quick else ""
     command += f" --models {args.models} --precisions {args.precisions} --samples {args.samples}"
     write(table, notes, command, args)
 
@@ -142,14 +146,27 @@ def write(table: list[str], notes: list[str], command: str, args: argparse.Names
     """Print the section; with --write-docs, write it as docs/precision-fallback.md (head kept)."""
     budget = Budget().describe()
     smoke = " A --quick run is a smoke run: few samples, a small cap, no timings." if args.quick else ""
+    speeds = ("No timings (--no-latency): the ms columns need a run on a quiet machine." if args.no_latency else
+              "Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.")  # fmt: skip
     body = [SECTION, "", f"`{command}`, {args.threads} thread(s), budget: {budget} (mean cosine ≥ 0.999 for "
-            f"an embedding). Speeds: P50 at batch 1, interleaved, speedup vs FP32 with its 95% interval.{smoke}", "",
+            f"an embedding). {speeds}{smoke} Machine: {machine()}.", "",
             *table, "", "Per engine, what it said:", "", *notes, ""]  # fmt: skip
     print("\n".join(body))
     if args.write_docs:
         text = DOCS.read_text() if DOCS.is_file() else ""
         head = text.split(SECTION)[0].rstrip()
         DOCS.write_text(head + "\n\n" + "\n".join(body))
+
+
+def machine() -> str:
+    """The CPU's model name, its logical CPUs and its reduced-precision flags, as the results were produced on."""
+    import os
+
+    from infermeter.results.env import cpu_model_and_flags
+
+    model, flags = cpu_model_and_flags()
+    wanted = [f for f in ("avx512_bf16", "avx512_fp16", "amx_bf16") if f in flags]
+    return f"{model}, {os.cpu_count()} vCPU, flags {', '.join(wanted) or 'none'} of avx512_bf16/avx512_fp16/amx_bf16"
 
 
 SECTION = "## Results"

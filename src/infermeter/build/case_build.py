@@ -94,6 +94,11 @@ def _build_steps(spec: ModelSpec, case: Case, target: Path) -> dict[str, Any]:
     # Nothing of the backend's own to build: the artifact is the INT8 graph (`model_path`), `own` false.
     own = backend.artifact_key(model, case) is not None
     output = backend.build(model, case, target) if own else BuildOutput()
+    if own and not backend.synthetic:
+        from infermeter.build.validate import check_compiled
+
+        # A wrong build is refused here, before any timing (and never cached): `build_invalid`.
+        check_compiled(backend, spec, model, case, target)
     phases.update(output.phases_s)
     warnings += [[code, message] for code, message in output.warnings]
     return {"phases_s": phases, "notes": notes + output.notes, "warnings": warnings, "model_path": model_path,

@@ -51,8 +51,10 @@ def accuracy_table(studies: list[EngineStudy], precision: str, budget: Budget) -
     for study in studies:
         if study.full is None:
             continue
-        search = study.search
+        search, marks = study.search, study.marks
         kept = "—" if search is None else f"{len(search.kept)}" + (" (capped)" if search.capped else "")
+        kept += f" ({marks.held_count} held)" if marks is not None else ""
+        no_mixed = study.mixed_cell()
         how = study.full.how + (
             f"; mixed {study.mixed.how}" if study.mixed and study.mixed.how != study.full.how else ""
         )
@@ -61,8 +63,8 @@ def accuracy_table(studies: list[EngineStudy], precision: str, budget: Budget) -
             _changed(study.full),
             _cosine(study.full),
             kept,
-            _changed(study.mixed),
-            _cosine(study.mixed),
+            no_mixed or _changed(study.mixed),
+            "—" if no_mixed else _cosine(study.mixed),
             "—" if search is None else str(search.evaluations),
             "—" if search is None else f"{search.elapsed_s:.1f}",
             escape(how),
@@ -81,6 +83,7 @@ def speed_table(studies: list[EngineStudy], precision: str) -> Table:
         by_role = {("mixed" if a.label == "mixed" else "fp32" if a.label == "FP32" else "full"): a for a in study.arms}
         storage = study.speed_note is not None
         cells = [_speed(by_role.get(role), storage and role != "fp32") for role in ("fp32", "full", "mixed")]
+        cells[2] = study.mixed_cell() or cells[2]  # no mark held: the mixed model is the full one, not timed twice
         table.add_row(study.engine, *cells)
     return table
 
@@ -108,7 +111,9 @@ def _print_study_details(study: EngineStudy) -> None:
     for line in [*study.lines, *(x for x in (study.parity, study.speed_note) if x)]:
         stdout.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
     if study.mixed_path is not None:
-        stdout.print(f"{study.engine}: mixed model: {escape(str(study.mixed_path))}")
+        held = study.marks is None or study.marks.effective
+        what = "mixed model" if held else "marked model (no mark held: the same as the full one)"
+        stdout.print(f"{study.engine}: {what}: {escape(str(study.mixed_path))}")
 
 
 def run_fallback_study(model: str, flags: StudyFlags) -> None:

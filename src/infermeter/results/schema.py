@@ -27,7 +27,8 @@ def now_iso() -> str:
 
 # `lost`: the case's node died under it, twice (`bench --cluster`; the node record says where and why).
 # `oom`: stopped by its --memory-limit (measure.memlimit), with the peak it reached.
-# `build_invalid`: its built artifact (a quantized graph) failed a check before timing (`build.int8.validate`).
+# `build_invalid`: its built artifact (a quantized graph, an IR, a compiled model) failed a check before timing
+# (`build.validate`).
 # `short_outputs`: an LLM serving level whose responses came back shorter than asked (`llm.short_outputs`).
 STATUSES = ("ok", "failed", "crashed", "timeout", "unavailable", "lost", "oom", "build_invalid", "short_outputs")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from infermeter.build.int8.calibration import RANDOM_CALIBRATION_SAMPLES, random_calibration_warning
 from infermeter.build.int8.ort_quant import METHODS, QuantConfig, preprocess, quantize_onnx
-from infermeter.build.int8.validate import check_quantized
+from infermeter.build.validate import check_openvino_ir, check_quantized
 from infermeter.core.case import Case
 from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec, file_sha256
@@ -135,6 +135,8 @@ def _nncf(spec: ModelSpec, case: Case) -> OnTheFlyInt8:
     def build(target: Path) -> str:
         calib = calibration.samples(spec, case)
         note = quantize_openvino(source, target / IR_FILE, QuantConfig("static", "minmax"), calib)
+        # Read back as OpenVINO reads it and compared with FP32 before any timing (never cached): `build_invalid`.
+        check_openvino_ir(source, target / IR_FILE, next(calib.head(1).batches(1)), case.threads, spec.ref)
         return f"int8 by NNCF: {note}, calibrated on {calib.source}"
 
     folder = cached_build("int8-nncf", key, "/", build).path

@@ -81,11 +81,13 @@ def fallback_candidate(run: Run, result: CaseResult) -> CaseResult | None:
         "precision": mixed.case.precision,
         "options": dict(mixed.case.options),
         "accuracy": study.mixed.accuracy.to_dict(),
+        # What the engine did with the marks, read from what it ran (`quantize.fallback.marks`).
+        "marks": study.marks.summary() if study.marks is not None else None,
     }
     run.journal.details("half").setdefault(STUDIES, {})[key] = entry
     note(run, "half", f"{what} misses the budget ({accuracy.drop_pct:.2f} points): FP32-fallback variant with "
-         f"{len(entry['kept'])} layer(s) in FP32 ({', '.join(entry['kept'])}), {study.search.evaluations} "
-         f"evaluations, figures {study.mixed.how}")  # fmt: skip
+         f"{len(entry['kept'])} layer(s) in FP32 ({', '.join(entry['kept'])}), {entry['marks'] or 'marks not read'}, "
+         f"{study.search.evaluations} evaluations, figures {study.mixed.how}")  # fmt: skip
     run.save()
     return measure_variant(run, result, entry)
 
@@ -110,7 +112,8 @@ def measure_variant(run: Run, result: CaseResult, entry: dict[str, Any]) -> Case
     if measured is not None and measured.ok:
         write_record(measured, Accuracy.from_dict(entry["accuracy"]))
         kept = ", ".join(entry["kept"])
-        measured.notes.append(f"fp32 fallback: {len(entry['kept'])} layer(s) in FP32 ({kept}); accuracy "
+        marks = f", {entry['marks']}" if entry.get("marks") else ""
+        measured.notes.append(f"fp32 fallback: {len(entry['kept'])} layer(s) in FP32 ({kept}{marks}); accuracy "
                               f"{entry['how']}; mixed model {entry['mixed_path']}")  # fmt: skip
         run.save()
     return measured

@@ -8,12 +8,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from infermeter.backends.compute_precision import ort_model_precision
+from infermeter.core.errors import BuildInvalid
 from infermeter.models.resolve import resolve_model
 from infermeter.quantize.emulate import write_mixed_fp16
 from infermeter.quantize.evaluate import ModelRunner
+from infermeter.quantize.fallback.marks import (
+    mark_openvino,
+    onnxruntime_marks,
+    openvino_marks,
+    openvino_runtime_layers,
+)
 from infermeter.quantize.fallback.study import (
     EngineStudy,
     StudyContext,
@@ -22,6 +30,7 @@ from infermeter.quantize.fallback.study import (
     emulated_search,
     judgement_of,
     parity_line,
+    record_marks,
 )
 
 
@@ -59,34 +68,19 @@ def onnxruntime_study(ctx: StudyContext) -> EngineStudy:
     keep = _kept(study) if study.mixed is not None else set()
     study.arms = [arm(ctx, "FP32", resolve_model(str(ctx.fp32_onnx)), "onnxruntime", "fp32"),
                   arm(ctx, "full FP16", resolve_model(str(full_path)), "onnxruntime", "fp32")]  # fmt: skip
+    study.speed_note = storage
     if keep:
         study.mixed_path = write_mixed_fp16(ctx.fp32_onnx, keep, ctx.file(".mixed.onnx"))
+        # Which blocked nodes ONNX Runtime really ran in FP32 once it optimized the graph, read from its kernels.
+        feeds = next(ctx.samples.head(1).batches(1))
+        if not record_marks(study, onnxruntime_marks(study.mixed_path, keep, feeds, ctx.threads)):
+            return study
         outputs = ModelRunner(study.mixed_path, ctx.threads).predict(ctx.samples)
         study.parity = parity_line(outputs, emulated_outputs(ctx, keep), "mixed FP16 graph run by onnxruntime")
         if storage is None:  # a provider that computes FP16: its own figure is the one to report
             study.mixed = ctx.judge(outputs, "computed by onnxruntime")
         study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "onnxruntime", "fp32"))
-    study.speed_note = storage
     return study
-
-
-def _runtime_precisions(compiled: object) -> dict[str, str]:
-    """Original layer name → the precision OpenVINO's CPU plugin runs it in, from the runtime model."""
-    from infermeter.backends.openvino_profile import precision_word
-
-    ran: dict[str, str] = {}
-    for op in compiled.get_runtime_model().get_ordered_ops():  # type: ignore[attr-defined]
-        info = op.get_rt_info()
-        if info["layerType"].astype(str) in ("Input", "Output", "Const", "Reorder"):
-            continue
-        precision = precision_word(info["runtimePrecision"].astype(str))
-        for name in info["originalLayersNames"].astype(str).split(","):
-            ran[name.strip()] = precision
-    return ran
-
-
-def _listed(names: list[str]) -> str:
-    return ", ".join(names[:8]) + ("…" if len(names) > 8 else "")
 
 
 def openvino_study(ctx: StudyContext) -> EngineStudy:
@@ -117,7 +111,7 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
         study.lines.append(f"openvino: {ctx.precision} requested, the CPU plugin runs {ran} (read back)")
     study.full = ctx.judge(ModelRunner.of_compiled(compiled).predict(ctx.samples), f"computed by openvino ({ran})")
     counts: dict[str, int] = {}
-    for precision in _runtime_precisions(compiled).values():
+    for _names, precision in openvino_runtime_layers(compiled):
         counts[precision] = counts.get(precision, 0) + 1
     study.lines.append(
         "openvino runtime model, layers by precision: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -135,40 +129,47 @@ def openvino_study(ctx: StudyContext) -> EngineStudy:
     keep = _kept(study)
     if not keep or not search.verdict.meets:
         return study  # the search's notes say why (the budget is out of reach even with every layer in FP32)
-    _openvino_mixed(ctx, study, core, config, keep, ran)
-    study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
+    study.mixed_path = ctx.file(".openvino-mixed.xml")
+    mixed = openvino_marked(core, ctx.fp32_onnx, keep, study.mixed_path, config)
+    if _marked_ir_invalid(ctx, study, config):
+        return study
+    if record_marks(study, openvino_marks(mixed, compiled, keep)):
+        study.mixed = ctx.judge(ModelRunner.of_compiled(mixed).predict(ctx.samples), f"computed by openvino ({ran})")
+        study.arms.append(arm(ctx, "mixed", resolve_model(str(study.mixed_path)), "openvino", ran))
     return study
 
 
-def _openvino_mixed(
-    ctx: StudyContext, study: EngineStudy, core: Any, config: dict[str, Any], keep: set[str], ran: str
-) -> None:
-    """The `keep` layers marked FP32 in an IR written beside the study's files, compiled with `config` (the
-    precision hint, `ran` read back), judged, and what the runtime really did with each mark read back."""
+def _marked_ir_invalid(ctx: StudyContext, study: EngineStudy, config: dict[str, Any]) -> bool:
+    """The marked IR checked as a built artifact (`build.validate`) with the study's precision hint, against FP32 on
+    two samples: True, with the line why, when it computes something else. Seen: OpenVINO 2026.4 reads resnet18's IR
+    with the mark on a residual block's Convolution (`layers.0.conv2`) into a model that returns no rows at bf16
+    (the same marks on the model in memory, never written, run right)."""
+    from infermeter.build.validate import check_build, openvino_checks, ort_fp32_output
+
+    feeds = next(ctx.samples.head(2).batches(2))
+    assert study.mixed_path is not None
+    try:
+        check_build("the marked IR", openvino_checks(study.mixed_path, feeds, config),
+                    lambda: ort_fp32_output(ctx.fp32_onnx, feeds, ctx.threads), ctx.threads,
+                    lambda _node: "no mixed model on openvino (torch or ONNX Runtime keep these layers in FP32)",
+                    "OpenVINO reads the marked IR into another model")  # fmt: skip
+    except BuildInvalid as exc:
+        study.mixed_refused = str(exc)
+        study.lines.append(f"openvino: build_invalid: {exc}")
+        study.mixed_path = None
+        return True
+    return False
+
+
+def openvino_marked(core: Any, fp32_onnx: Path, keep: set[str], target: Path, config: dict[str, Any]) -> Any:
+    """The `keep` nodes marked FP32 (every operation OpenVINO made of them) in an IR written at `target`, read
+    back and compiled with `config` (the precision hint)."""
     import openvino as ov
 
-    model = core.read_model(str(ctx.fp32_onnx))
-    for op in model.get_ordered_ops():
-        if op.get_friendly_name() in keep:
-            # OpenVINO's DisableFP16Compression mark ("precise" in an IR, DisablePrecisionConversion once read):
-            # the key is what makes it a typed attribute that save_model writes into the IR.
-            op.get_rt_info()["precise_0"] = ""
-    study.mixed_path = ctx.file(".openvino-mixed.xml")
-    ov.save_model(model, str(study.mixed_path), compress_to_fp16=False)
-    mixed = core.compile_model(core.read_model(str(study.mixed_path)), "CPU", config)
-    study.mixed = ctx.judge(ModelRunner.of_compiled(mixed).predict(ctx.samples), f"computed by openvino ({ran})")
-    runtime = _runtime_precisions(mixed)
-    honoured = sorted(name for name in keep if runtime.get(name) == "fp32")
-    study.lines.append(f"openvino: FP32 fallback honoured for {len(honoured)} of {len(keep)} chosen layers")
-    reduced = sorted(name for name in keep if runtime.get(name) not in (None, "fp32"))
-    unseen = sorted(name for name in keep if name not in runtime)
-    if reduced:
-        study.lines.append(f"openvino has no per-node precision call; the IR's FP32 mark did not hold for: "
-                           f"{_listed(reduced)} (ran {ran})")  # fmt: skip
-    if unseen:
-        study.lines.append(
-            f"openvino: not in the runtime model under their names (fused or renamed): {_listed(unseen)}"
-        )
+    model = core.read_model(str(fp32_onnx))
+    mark_openvino(model, keep)
+    ov.save_model(model, str(target), compress_to_fp16=False)
+    return core.compile_model(core.read_model(str(target)), "CPU", config)
 
 
 def tensorrt_study(ctx: StudyContext) -> EngineStudy:
@@ -190,6 +191,8 @@ def tensorrt_study(ctx: StudyContext) -> EngineStudy:
         study.lines.append(f"tensorrt: {len(keep)} FP32 layer constraint(s) written to {study.mixed_path.name}; "
                            f"not built here: {reason}")  # fmt: skip
         return study
+    study.lines.append("tensorrt: its FP32 marks are not read back; OBEY_PRECISION_CONSTRAINTS fails the build "
+                       "where one cannot hold")  # fmt: skip
     spec = resolve_model(str(ctx.fp32_onnx))
     study.arms = [arm(ctx, "FP32", spec, "tensorrt", "fp32"), arm(ctx, "full FP16", spec, "tensorrt", "fp16")]
     if keep:

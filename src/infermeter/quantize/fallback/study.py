@@ -15,6 +15,7 @@ from infermeter.models.samples import SampleSet
 from infermeter.models.spec import ModelSpec
 from infermeter.quantize.emulate import FP16_MAX, emulated, graph_layers, range_outliers
 from infermeter.quantize.evaluate import ModelRunner
+from infermeter.quantize.fallback.marks import MarkReadback
 from infermeter.quantize.fallback.search import SearchResult, Verdict, find_fallback
 from infermeter.quantize.reduced import Budget, Judgement, judge
 from infermeter.results.schema import CaseResult
@@ -59,8 +60,8 @@ class BenchArm:
 
 @dataclass
 class EngineStudy:
-    """What one engine gave: the full reduced-precision run, the search, the mixed model and its check, the
-    variants to time, and one line per thing it could not do."""
+    """What one engine gave: the full reduced-precision run, the search, the mixed model and its check, which of
+    its FP32 marks the engine held (`marks`), the variants to time, and one line per thing it could not do."""
 
     engine: str
     precision: str
@@ -75,6 +76,15 @@ class EngineStudy:
     parity: str | None = None
     arms: list[BenchArm] = field(default_factory=list)
     speed_note: str | None = None
+    marks: MarkReadback | None = None  # which FP32 marks the engine really held, read from what it ran
+    mixed_refused: str | None = None  # why the written mixed model was refused as a build (`build_invalid`)
+
+    def mixed_cell(self) -> str | None:
+        """What a table's mixed column shows instead of a figure: `build_invalid`, or `= full (no mark held)` (the
+        mixed model would be the full one); None when there is a mixed figure (or none was sought)."""
+        if self.mixed_refused is not None:
+            return "build_invalid (mixed model)"
+        return self.marks.mixed_cell() if self.marks is not None else None
 
 
 def emulated_outputs(ctx: StudyContext, keep: frozenset[str] | set[str]) -> np.ndarray:
@@ -109,6 +119,17 @@ def judgement_of(verdict: Verdict) -> Judgement | None:
     """The Judgement a study's Verdict carries."""
     detail: Any = verdict.detail
     return detail if isinstance(detail, Judgement) else None
+
+
+def record_marks(study: EngineStudy, marks: MarkReadback) -> bool:
+    """Record what the engine did with the FP32 marks (`study.marks`, its lines); False, and no mixed figure, when
+    no held mark changes what it runs: its mixed model would be the full one, timed twice."""
+    study.marks = marks
+    study.lines += marks.lines()
+    if marks.effective:
+        return True
+    study.mixed = None
+    return False
 
 
 def parity_line(mixed: np.ndarray, emulated_mixed: np.ndarray, what: str) -> str:

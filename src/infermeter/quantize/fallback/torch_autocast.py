@@ -5,14 +5,16 @@ excluded from autocast."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from infermeter.models.torch_form import load_torch_module
 from infermeter.quantize import accuracy_metrics as metrics
+from infermeter.quantize.fallback.marks import MarkReadback, torch_marks
 from infermeter.quantize.fallback.search import Layer, Verdict, find_fallback
-from infermeter.quantize.fallback.study import EngineStudy, StudyContext, judgement_of
+from infermeter.quantize.fallback.study import EngineStudy, StudyContext, judgement_of, record_marks
 
 
 def _predict(module: Any, ctx: StudyContext, dtype: Any, names: list[str]) -> np.ndarray:
@@ -43,6 +45,20 @@ def fallback_modules(module: Any) -> list[Layer]:
     left out."""
     paths = [(name, sub) for name, sub in module.named_modules() if name and type(sub).__name__ not in CONTAINERS]
     return [Layer(name, type(sub).__name__, index) for index, (name, sub) in enumerate(paths)]
+
+
+def _marks(module: Any, ctx: StudyContext, dtype: Any, names: list[str], kept: list[str]) -> MarkReadback:
+    """What torch ran each kept module in: one sample under autocast with the modules excluded, read by hooks."""
+    from infermeter.backends.torch_eager import exclude_from_autocast
+
+    restore = exclude_from_autocast(module, set(kept))
+    try:
+        return torch_marks(
+            module, kept, lambda: _predict(module, replace(ctx, samples=ctx.samples.head(1)), dtype, names)
+        )
+    finally:
+        for sub, forward in restore:
+            sub.forward = forward
 
 
 def torch_study(ctx: StudyContext) -> EngineStudy:
@@ -93,6 +109,8 @@ def torch_study(ctx: StudyContext) -> EngineStudy:
     if not kept or not study.search.verdict.meets:
         study.lines.append("torch: no set of modules kept in FP32 meets the budget (the sensitive operators may "
                            "not be modules, or the budget sits below FP32's own noise)")  # fmt: skip
+        return study
+    if not record_marks(study, _marks(module, ctx, dtype, names, kept)):
         return study
     study.mixed = judgement_of(study.search.verdict)
     study.mixed_path = ctx.file(".torch-autocast.json")
