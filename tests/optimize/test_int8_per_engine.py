@@ -14,8 +14,9 @@ from infermeter.results.records import Accuracy, Int8Run, OptimizeStep, read_rec
 pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
-QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "2", "--max-time", "2", "--threads", "1",
-         "--target-ci", "0"]  # fmt: skip
+# Short measurements; no finalists' group (this test is about one step; tests/optimize/test_optimize_cli.py runs it).
+QUICK = ["--iterations", "10", "--min-time", "0.01", "--warmup", "1", "--max-time", "1", "--rounds", "2",
+         "--threads", "1", "--target-ci", "0", "--finalists", "0"]  # fmt: skip
 
 
 def test_each_engine_gets_its_own_quantizers_int8(tmp_path: Path) -> None:

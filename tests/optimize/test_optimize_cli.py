@@ -19,21 +19,10 @@ import pytest
 from cli_helpers import advised_case, load_json, run_cli
 
 STEPS = ["baseline", "export", "fp32", "tuning", "int8", "half", "shapes", "batching", "finalists", "advise"]
-# Short measurements: these tests check the procedure, never the figures.
-QUICK = [
-    "--iterations",
-    "10",
-    "--min-time",
-    "0.05",
-    "--warmup",
-    "2",
-    "--max-time",
-    "2",
-    "--threads",
-    "1",
-    "--target-ci",
-    "0",
-]
+# Short measurements: these tests check the procedure, never the figures. The finalists' group is timed for 3x
+# --min-time each, in at least --rounds interleaved rounds.
+QUICK = ["--iterations", "10", "--min-time", "0.01", "--warmup", "1", "--max-time", "1", "--rounds", "2"]
+QUICK += ["--threads", "1", "--target-ci", "0"]
 
 
 def _journal(folder: Path) -> dict[str, Any]:
@@ -208,7 +197,8 @@ def test_constraints_nothing_meets_exit_3_with_the_binding_one(
 def test_interrupt_then_rerun_resumes(tmp_path: Path) -> None:
     folder = tmp_path / "out"
     args = [sys.executable, "-m", "infermeter", "optimize", "tiny_cnn", "-o", str(folder), "-b", "torch,onnxruntime"]
-    args += [*QUICK, "--budget-minutes", "3"]
+    # No finalists' group: a resumed run that goes on to it is test_a_budget_that_fits_resumes_and_prices_the_pick's
+    args += [*QUICK, "--budget-minutes", "3", "--finalists", "0"]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = folder / "results.json"
     deadline = time.monotonic() + 180

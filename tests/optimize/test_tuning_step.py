@@ -5,7 +5,10 @@ planning is tested in seconds; TVM's real tuning is tested in tests/backends/tes
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from infermeter.backends.base import AutoTuning
 from infermeter.core.case import MeasureSettings
@@ -14,11 +17,12 @@ from infermeter.optimize.request import OptimizeRequest
 from infermeter.optimize.steps.fp32 import step_fp32
 from infermeter.optimize.steps.tuning import MIN_TRIALS, plan_trials, seconds_per_trial, step_tuning
 
-QUICK = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1.0, target_ci=0.0)
+QUICK = MeasureSettings(warmup_iterations=1, min_iterations=10, min_time_s=0.01, max_time_s=1.0, target_ci=0.0)
+TRIAL_S = 0.0005
 
 
 def _run(folder: Path, budget_s: float) -> Run:
-    options = (("null.latency_ms", "2"), ("null.trial_s", "0.002"))
+    options = (("null.latency_ms", "2"), ("null.trial_s", str(TRIAL_S)))
     request = OptimizeRequest("tiny_cnn", folder, backends=("null",), options=options, budget_s=budget_s,
                               settings=QUICK)  # fmt: skip
     run = open_run(request, lambda _event: None)
@@ -26,8 +30,26 @@ def _run(folder: Path, budget_s: float) -> Run:
     return run
 
 
-def test_the_trials_are_planned_from_the_budget_and_the_tuned_case_is_a_candidate(tmp_path: Path) -> None:
-    run = _run(tmp_path / "run", budget_s=120)
+@pytest.fixture(scope="module")
+def untuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder whose untuned null case is measured: each test resumes a copy of it (`_resumed`)."""
+    folder = tmp_path_factory.mktemp("tuning") / "run"
+    _run(folder, budget_s=120)
+    return folder
+
+
+def _resumed(untuned: Path, tmp_path: Path) -> Run:
+    folder = tmp_path / "run"
+    shutil.copytree(untuned, folder)
+    run = _run(folder, budget_s=120)
+    assert [c.backend for c in run.measured()] == ["null"]  # resumed, not measured again
+    return run
+
+
+def test_the_trials_are_planned_from_the_budget_and_the_tuned_case_is_a_candidate(
+    untuned: Path, tmp_path: Path
+) -> None:
+    run = _resumed(untuned, tmp_path)
     step_tuning(run)
     step = run.journal.step("tuning")
     assert step is not None and step["status"] == "done", step
@@ -35,15 +57,15 @@ def test_the_trials_are_planned_from_the_budget_and_the_tuned_case_is_a_candidat
     trials = int(tuned.options["null.tune_trials"])
     # Half of the ~115 s left, less the case, at the prior 0.01 s per trial: beyond the cap of 1024.
     assert trials == 1024 and float(tuned.options["null.tune_minutes"]) > 0
-    assert tuned.ok and tuned.loading.build is not None and tuned.loading.build.build_phases_s["tune_s"] == 1024 * 0.002
+    assert tuned.ok and tuned.loading.build is not None and tuned.loading.build.build_phases_s["tune_s"] == 1024 * TRIAL_S
     assert tuned.latency_ms is not None and untuned.latency_ms is not None
     assert tuned.latency_ms.p50 < 0.6 * untuned.latency_ms.p50  # the simulated tuning halves the latency
     notes = " | ".join(step["notes"])
     assert "null: 1024 trials planned" in notes and "2.0x faster than untuned null, paid back after" in notes, notes
 
 
-def test_a_budget_too_small_for_tuning_is_a_skip_with_the_reason(tmp_path: Path) -> None:
-    run = _run(tmp_path / "run", budget_s=120)
+def test_a_budget_too_small_for_tuning_is_a_skip_with_the_reason(untuned: Path, tmp_path: Path) -> None:
+    run = _resumed(untuned, tmp_path)
     run.budget.limit_s = run.budget.elapsed_s() + 0.3  # the untuned case ran; a third of a second is left
     step_tuning(run)
     step = run.journal.step("tuning")

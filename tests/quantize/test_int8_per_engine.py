@@ -19,7 +19,7 @@ from infermeter.results.records import Int8Run, read_record, why_int8
 pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
-FAST = ["--warmup", "2", "--iterations", "20", "--min-time", "0", "--max-time", "5", "--target-ci", "0"]
+FAST = ["--warmup", "1", "--iterations", "5", "--min-time", "0", "--max-time", "5", "--rounds", "2", "--target-ci", "0"]
 
 
 def test_each_engine_runs_int8_from_its_own_quantizer_and_says_what_ran(tmp_path: Path) -> None:

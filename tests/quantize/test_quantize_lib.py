@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from quant_models import mlp, mlp_data
 
+from infermeter.core.case import MeasureSettings
 from infermeter.core.errors import UsageError
 from infermeter.models.spec import onnx_graph_precision
 from infermeter.quantize.evaluate import score
@@ -91,7 +92,12 @@ def test_sensitivity_ranks_the_sensitive_layer_first(sensitive: tuple[Path, Path
     assert all(s.recovered_pct < ranking[0].recovered_pct for s in ranking[1:])
 
 
-def test_greedy_search_meets_budget(sensitive: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_greedy_search_meets_budget(
+    sensitive: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each variant timed in its own worker, as quantize does, with the shortest timing (the figures are not checked).
+    short = MeasureSettings(warmup_iterations=1, min_iterations=5, min_time_s=0.0, max_time_s=1.0, target_ci=0.0)
+    monkeypatch.setattr("infermeter.quantize.latency.QUICK_SETTINGS", short)
     model, calib, evaluation = sensitive
     out = tmp_path / "mixed.onnx"
     outcome = quantize_model(

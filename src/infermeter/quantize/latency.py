@@ -28,13 +28,13 @@ def measure_file(
     path: Path,
     threads: int,
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = (),
-    settings: MeasureSettings = QUICK_SETTINGS,
+    settings: MeasureSettings | None = None,
     batch: int = 1,
     input_values: tuple[tuple[str, str], ...] = (),
 ) -> CaseResult:
     """Measure `path` at `batch` in a fresh worker (`measure.worker.run_isolated`: its own memory, crash and
     timeout). The case's precision is the file's own (a quantized file runs in int8 whatever is asked), recorded
-    as such."""
+    as such. `settings` default to `QUICK_SETTINGS`, read at call time (a test sets shorter ones)."""
     from infermeter.backends.registry import backend_for_file, get_backend
     from infermeter.measure.worker import run_isolated
 
@@ -52,7 +52,7 @@ def measure_file(
         threads=threads,
         input_shapes=input_shapes,
         options=(),
-        settings=settings,
+        settings=settings or QUICK_SETTINGS,
         input_values=input_values,
     )
     result = run_isolated(spec, case)
