@@ -156,7 +156,7 @@ def test_bad_repeat_is_a_usage_error(value: str) -> None:
 )
 def test_repeat_refused_where_it_cannot_run(flags: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    done = run_main("bench", "tiny_cnn", "-b", "null", "--repeat", "2", *flags, *QUIET, "-o", str(out))
+    done = run_cli("bench", "tiny_cnn", "-b", "null", "--repeat", "2", *flags, *QUIET, "-o", str(out))
     assert done.returncode == 2 and message in done.stderr
     assert not out.exists()  # refused before anything was written
 
