@@ -34,8 +34,10 @@ class MainRun:
 
 def run_main(*args: str) -> MainRun:
     """The CLI's entry point (`cli.app.main`, what `python -m infermeter` runs) in this process, its output and exit
-    code captured as `run_cli` gives them: for refusals made before any work starts, without the seconds a fresh
-    interpreter spends importing. The SIGINT handler and unraisable hook that `main` installs are put back."""
+    code captured as `run_cli` gives them, without the seconds a fresh interpreter spends importing: for refusals,
+    and for commands judged by their output and files. What needs a process of its own (signals, a clean
+    environment, a user's first run) and at least one run of each command stay with `run_cli`. The SIGINT handler
+    and unraisable hook that `main` installs are put back."""
     import contextlib
     import io
     import signal
