@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_main
 from infermeter.core.errors import UsageError
 from infermeter.export.torch_export import ExportReport, export_model, parse_dynamic
 from infermeter.export.verify import verify_onnx
@@ -117,7 +117,7 @@ def test_verification_catches_a_batch_frozen_at_export(tmp_path: Path) -> None:
 def test_cli_catches_a_batch_frozen_inside_the_graph(sources: Path, tmp_path: Path) -> None:
     out = tmp_path / "frozen.onnx"
     args = ("export", f"{sources}:freezes_batch", "-o", str(out), "--no-simplify", "--exporter", "torchscript")
-    done = run_cli(*args)
+    done = run_main(*args)  # in this process: the test above runs export end to end
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads((tmp_path / "frozen.onnx.verify.json").read_text())
     checks = {c["name"]: c for c in report["checks"]}
@@ -168,7 +168,7 @@ def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
         (["export", str(onnx_file), "-o", str(tmp_path / "m.onnx")], "not a readable ONNX model"),
     ]
     for args, message in cases:
-        done = run_cli(*args)
+        done = run_main(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr, done.stderr
 

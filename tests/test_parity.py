@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import load_json, run_cli
+from cli_helpers import load_json, run_cli, run_main
 from infermeter.backends.registry import backend_names, get_backend
 from infermeter.core.case import Case
 from infermeter.core.errors import InputSpecError, UsageError
@@ -178,10 +178,10 @@ def test_cli_bad_data_exits_2(tmp_path: Path) -> None:
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, pixels=np.zeros((1, 3, 32, 32), np.float32))
     for path, message in ((corrupt, "not a readable .npz"), (wrong, "named like the model's inputs")):
-        done = run_cli("parity", "tiny_cnn", "-b", "onnxruntime", "--data", str(path))
+        done = run_main("parity", "tiny_cnn", "-b", "onnxruntime", "--data", str(path))
         assert done.returncode == 2, done.stderr
         assert message in done.stderr and "Traceback" not in done.stderr
-    done = run_cli("parity", "tiny_cnn", "-b", "onnxruntime", "--input", "input:1x3x28x28")
+    done = run_main("parity", "tiny_cnn", "-b", "onnxruntime", "--input", "input:1x3x28x28")
     assert done.returncode == 2 and "fixed at 32" in done.stderr
 
 
@@ -297,7 +297,7 @@ def test_check_case_parity_for_bench(tiny_onnx: Path) -> None:
 
 @pytest.mark.slow
 def test_zoo_cnns_parity() -> None:
-    for model in ("mobilenet_v2", "resnet18"):
-        done = run_cli("parity", model, "-b", _backends(), "--samples", "2", timeout=600)
+    for model in ("mobilenet_v2", "resnet18"):  # in this process: the tests above run parity end to end
+        done = run_main("parity", model, "-b", _backends(), "--samples", "2")
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stdout.count("PASS") == len(_backends().split(","))

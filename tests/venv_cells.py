@@ -80,9 +80,11 @@ def locked(name: str) -> Iterator[None]:
 
 
 def pip(python: Path, *args: str, timeout: float = 900) -> None:
-    """Run pip for the interpreter `python` (this venv's pip, `--python`: the new venvs carry no pip of their own)."""
+    """Run pip for the interpreter `python` (this venv's pip, `--python`: the new venvs carry no pip of their own).
+    Without PYTHONPATH: a source tree on it (with the egg-info a build leaves in src/) reads as installed."""
     command = [sys.executable, "-m", "pip", "--python", str(python), *args, *PIP_QUIET]
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
@@ -106,6 +108,48 @@ def cell_python(cell: Cell) -> Path:
         pip(python, "install", "-e", cell.requirement)
         stamp.write_text(wanted)
         return python
+
+
+@dataclass(frozen=True)
+class Dist:
+    """The built sdist and wheel."""
+
+    sdist: Path
+    wheel: Path
+
+
+def build_dist(out: Path) -> Dist:
+    """`python -m build` of this checkout into `out`: its sdist and wheel."""
+    command = [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return Dist(sdist, wheel)
+
+
+def wheelhouse() -> Path:
+    """Wheels of the core's and ONNX Runtime's dependencies, downloaded once per dependency set."""
+    folder = MATRIX / "wheelhouse"
+    stamp = folder / ".infermeter-matrix-stamp"
+    wanted = requirements_hash("wheelhouse[onnxruntime]")
+    requirements = [*core_requirements(), *optional_dependencies()["onnxruntime"]]
+    with locked("wheelhouse"):
+        if not (stamp.is_file() and stamp.read_text() == wanted):
+            folder.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "--dest", str(folder)]
+            proc = subprocess.run([*command, *PIP_QUIET, *requirements], capture_output=True, text=True, timeout=900)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            stamp.write_text(wanted)
+    return folder
+
+
+def wheel_venv(folder: Path, wheel: Path) -> Path:
+    """A fresh venv at `folder` holding `wheel` with its [onnxruntime] extra, installed offline from the
+    wheelhouse (the install never reaches the registry); returns its python."""
+    python = fresh_venv(folder)
+    pip(python, "install", "--no-index", "--find-links", str(wheelhouse()), f"{wheel}[onnxruntime]")
+    return python
 
 
 def cli_env(cache: Path) -> dict[str, str]:

@@ -102,8 +102,10 @@ def test_backends_says_not_installed_with_the_install_line(monkeypatch):
 def test_bench_cli_runs_iree_beside_onnxruntime(tmp_path):
     out = tmp_path / "r.json"
     # --no-roofline: a fresh cache would otherwise measure this machine's peak first (minutes on 2 busy CPUs).
-    args = ("bench", "tiny_cnn", "-b", "iree", "-b", "onnxruntime", "--max-time", "1", "--batch", "1", "--no-roofline")
-    proc = run_cli(*args, "-o", str(out))
+    # Batch 2 on one thread: the host build of the test above, from the session's cache.
+    args = ("bench", "tiny_cnn", "-b", "iree", "-b", "onnxruntime", "--batch", "2", "--threads", "1", "--no-roofline")
+    fast = ("--warmup", "1", "--iterations", "5", "--min-time", "0", "--max-time", "1", "--rounds", "2")
+    proc = run_cli(*args, *fast, "--target-ci", "0", "--no-history", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     cases = {case["backend"]: case for case in load_json(out)["cases"]}
     assert set(cases) == {"iree", "onnxruntime"}

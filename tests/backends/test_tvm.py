@@ -181,8 +181,10 @@ def test_unsupported_cases_say_why(tiny_cnn, make_case):
 
 def test_bench_cli_runs_tvm_untuned(tmp_path):
     out = tmp_path / "r.json"
-    args = ("bench", "tiny_cnn", "-b", "tvm", "-O", "tvm.tune_trials=0", "--max-time", "1", "--batch", "2")
-    proc = run_cli(*args, "--threads", "2", "-o", str(out))
+    args = ("bench", "tiny_cnn", "-b", "tvm", "-O", "tvm.tune_trials=0", "--batch", "2", "--threads", "2")
+    # Short timing; --no-roofline: a fresh cache would otherwise measure this machine's peak first (minutes).
+    fast = ("--warmup", "1", "--iterations", "5", "--min-time", "0", "--max-time", "1", "--target-ci", "0")
+    proc = run_cli(*args, *fast, "--no-roofline", "--no-history", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     (case,) = load_json(out)["cases"]
     assert case["backend"] == "tvm" and case["status"] == "ok", case.get("error")

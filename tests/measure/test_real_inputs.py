@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from real_input_models import branch_model, image_model, lookup_model
 
-from cli_helpers import load_json, run_cli
+from cli_helpers import load_json, run_cli, run_main
 from infermeter.core.case import DataSource
 from infermeter.core.errors import InputSpecError, UsageError
 from infermeter.models.feeds_data import batched_sets, constant_array, data_note
@@ -92,7 +92,7 @@ def test_npz_with_fewer_samples_than_the_batch_is_reused_with_a_note(tmp_path: P
     assert any("reused" in note for note in case["notes"])
     # Other data, another case: results on different data never share an id.
     np.savez(tmp_path / "three.npz", idx=np.array([[1], [2], [3]], dtype=np.int64))
-    resumed = run_cli("bench", "--resume", str(tmp_path / "r.json"))
+    resumed = run_main("bench", "--resume", str(tmp_path / "r.json"))  # refused before any work: in this process
     assert resumed.returncode == 2 and "data" in resumed.stderr and "has changed" in resumed.stderr, resumed.stderr
     code, output, again = _bench(model, "--batch", "4", "--data", str(tmp_path / "three.npz"), out=tmp_path / "r2.json")
     assert code == 0, output
@@ -142,7 +142,7 @@ def test_bad_real_inputs_are_one_line_usage_errors(tmp_path: Path, args: list[st
     model = lookup_model(tmp_path / "lookup.onnx")
     np.savez(tmp_path / "three.npz", idx=np.array([[0], [5], [9]], dtype=np.int64))
     np.savez(tmp_path / "wrong.npz", a=np.zeros((3, 1)), b=np.zeros((3, 1)))
-    proc = run_cli("bench", model, *[a.format(tmp=tmp_path) for a in args], *FAST)
+    proc = run_main("bench", model, *[a.format(tmp=tmp_path) for a in args], *FAST)  # refused before any work
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in " ".join(proc.stderr.split()), proc.stderr
     assert "Traceback" not in proc.stderr
@@ -152,5 +152,5 @@ def test_parity_takes_a_constant_input_too(tmp_path: Path) -> None:
     model = branch_model(tmp_path / "branch.onnx")
     proc = run_cli("parity", model, "-b", "onnxruntime", "--input", "sr=16000", "--input", "x:2x4")
     assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr
-    bad = run_cli("parity", model, "-b", "onnxruntime", "--input", "rate=16000")
+    bad = run_main("parity", model, "-b", "onnxruntime", "--input", "rate=16000")
     assert bad.returncode == 2 and "rate" in bad.stderr, bad.stderr

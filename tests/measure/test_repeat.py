@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_helpers import load_json, run_cli
+from cli_helpers import load_json, run_cli, run_main
 from crafted_results import make_case, make_results
 from fault_harness import FAST, QUIET
 from infermeter.compare.verdict import compare_results
@@ -147,7 +147,7 @@ def test_resume_runs_only_the_missing_process(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_bad_repeat_is_a_usage_error(value: str) -> None:
-    done = run_cli("bench", "tiny_cnn", "-b", "null", "--repeat", value, *QUIET, "-o", "/dev/null")
+    done = run_main("bench", "tiny_cnn", "-b", "null", "--repeat", value, *QUIET, "-o", "/dev/null")
     assert done.returncode == 2 and f"--repeat {value} must be positive" in done.stderr
     assert "Traceback" not in done.stderr
 

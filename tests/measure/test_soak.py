@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import load_json, run_cli
+from cli_helpers import load_json, run_cli, run_main
 from infermeter.core.case import Case, MeasureSettings
 from infermeter.measure.isolation import call_in_worker
 from infermeter.measure.soak_analysis import (
@@ -130,24 +130,25 @@ def test_bench_soak_runs_each_variant_in_its_own_worker_and_reports_slope_platea
     assert cases[0]["shapes"]["dynamic"]["seq"] == list(range(8, 65))  # a soak draws from every length of the range
     assert "soak: memory over the replay" in proc.stdout and "stayed flat" in proc.stdout
     html = tmp_path / "r.html"
-    proc = run_cli("report", str(out), "-o", str(html))
-    assert proc.returncode == 0, proc.stderr
+    report = run_main("report", str(out), "-o", str(html))  # in this process: the file is what is checked
+    assert report.returncode == 0, report.stderr
     assert "chart-soak-memory" in html.read_text()
     markdown = tmp_path / "r.md"
-    assert run_cli("report", str(out), "-o", str(markdown)).returncode == 0
+    assert run_main("report", str(out), "-o", str(markdown)).returncode == 0
     assert "## Soak: memory over the replay" in markdown.read_text() and "| null leak_kb=64 buckets | growing |" in (
         markdown.read_text()
     )
 
 
 def test_soak_usage_errors() -> None:
-    proc = run_cli("bench", "bert_tiny", "-b", "null", "--soak", "100")
+    # Refused before any work: the CLI's entry point in this process (the bench runs above go end to end).
+    proc = run_main("bench", "bert_tiny", "-b", "null", "--soak", "100")
     assert proc.returncode == 2 and "--dynamic" in proc.stderr
-    proc = run_cli("bench", "bert_tiny", "-b", "null", "--soak", "100", "--dynamic", "seq=8..64", "--no-isolation")
+    proc = run_main("bench", "bert_tiny", "-b", "null", "--soak", "100", "--dynamic", "seq=8..64", "--no-isolation")
     assert proc.returncode == 2 and "--no-isolation" in proc.stderr
-    proc = run_cli("bench", "bert_tiny", "-b", "null", "--memory-limit", "lots")
+    proc = run_main("bench", "bert_tiny", "-b", "null", "--memory-limit", "lots")
     assert proc.returncode == 2 and "memory size" in proc.stderr
-    proc = run_cli("bench", "bert_tiny", "-b", "null", "--allocator", "hoard")
+    proc = run_main("bench", "bert_tiny", "-b", "null", "--allocator", "hoard")
     assert proc.returncode == 2 and "jemalloc" in proc.stderr
 
 
@@ -170,7 +171,8 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     if via == "cgroup" and not _cgroup_v2_writable():
         pytest.skip("no writable cgroup v2 with the memory controller here: the RLIMIT_AS case covers this machine")
     spec = resolve_model("tiny_cnn")
-    settings = MeasureSettings(min_time_s=0.1, min_iterations=5, max_time_s=2, interleave=False)
+    settings = MeasureSettings(warmup_iterations=1, min_time_s=0.1, min_iterations=5, max_time_s=2, target_ci=0.0,
+                               interleave=False)  # fmt: skip
     heavy = Case(spec.ref, "null", options=(("null.load_mb", "700"),), settings=settings)
     measured = run_isolated(spec, heavy)
     assert measured.status == "ok" and measured.memory.peak_rss_mb is not None and measured.memory.peak_rss_mb > 700
@@ -178,8 +180,9 @@ def test_memory_limit_below_a_case_peak_is_oom_and_a_case_under_it_is_measured(t
     assert limit_mb < measured.memory.peak_rss_mb
     out = tmp_path / "limit.json"
     proc = run_cli(
-        "bench", "tiny_cnn", "-b", "null:load_mb=700", "-b", "null", "--batch", "1", "--min-time", "0.1",
-        "--max-time", "2", "--memory-limit", f"{limit_mb}MB", "--no-roofline", "-o", str(out),
+        "bench", "tiny_cnn", "-b", "null:load_mb=700", "-b", "null", "--batch", "1", "--warmup", "1", "--iterations",
+        "5", "--min-time", "0", "--max-time", "1", "--rounds", "2", "--target-ci", "0",
+        "--memory-limit", f"{limit_mb}MB", "--no-roofline", "-o", str(out),
         env={LIMIT_VIA_VARIABLE: via},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -260,9 +263,9 @@ def test_a_soak_longer_than_its_case_timeout_goes_on_while_it_reports_progress_a
     from infermeter.measure.soak_run import run_soak
 
     spec = resolve_model("bert_tiny")
-    # 500 requests slept 40 ms each: 20 s of soak whatever the load, over twice the 8 s --case-timeout, which
-    # bounds the worker's silences only (it reports progress at each memory sample, every 5 requests here).
-    settings = MeasureSettings(soak_requests=500, soak_sample_every=20, case_timeout_s=8.0)
+    # 250 requests slept 40 ms each: 10 s of soak whatever the load, over the 8 s --case-timeout, which bounds the
+    # worker's silences only (it reports progress at each memory sample, every 20 requests (0.8 s) here).
+    settings = MeasureSettings(soak_requests=250, soak_sample_every=20, case_timeout_s=8.0)
     case = Case(spec.ref, "null", shape_mode="dynamic", dynamic=SEQ, settings=settings,
                 options=(("null.latency_ms", "40"), ("null.wait", "sleep")))  # fmt: skip
     result = run_soak(spec, case)

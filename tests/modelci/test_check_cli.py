@@ -1,5 +1,8 @@
 """`infermeter check` on a tiny model and its broken copies: each fails with its reason and exit code 1; bad input
-exits 2. The git baseline's worktree is gone afterwards."""
+exits 2. The git baseline's worktree is gone afterwards.
+
+The latency gate and the interrupts run the CLI in a process of its own, as a user does; the checks that measure
+nothing (a failed export, no baseline) and the usage errors call its entry point in this process (`run_main`)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_main
 from modelci_sources import model_repo, worktrees
 
 # Short measurements: the slowdown tested is tens of times, and the unchanged model must not fail on noise.
@@ -48,7 +51,7 @@ def test_slower_copy_fails_the_latency_gate_against_git_head(tmp_path: Path) -> 
 def test_unsupported_operator_is_named_with_its_module(tmp_path: Path) -> None:
     model = model_repo(tmp_path / "repo", "unsupported")
     junit = tmp_path / "check.xml"
-    done = run_cli("check", f"{model}:build", "--baseline", "git:HEAD", "--junit", str(junit), *FAST)
+    done = run_main("check", f"{model}:build", "--baseline", "git:HEAD", "--junit", str(junit), *FAST)
     assert done.returncode == 1, done.stdout + done.stderr
     cases = _junit(junit)
     failure = cases["export"].find("failure")
@@ -66,7 +69,7 @@ def test_unsupported_operator_is_named_with_its_module(tmp_path: Path) -> None:
 def test_wrong_outputs_fail_export_verification_and_parity(tmp_path: Path) -> None:
     model = model_repo(tmp_path / "repo", "wrong")
     junit = tmp_path / "check.xml"
-    done = run_cli("check", f"{model}:build", "--junit", str(junit), *FAST)
+    done = run_main("check", f"{model}:build", "--junit", str(junit), *FAST)
     assert done.returncode == 1, done.stdout + done.stderr
     cases = _junit(junit)
     export, parity = cases["export"].find("failure"), cases["parity onnxruntime"].find("failure")
@@ -78,12 +81,12 @@ def test_wrong_outputs_fail_export_verification_and_parity(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_usage_errors_exit_2_before_any_work(tmp_path: Path) -> None:
     model = model_repo(tmp_path / "repo")
-    done = run_cli("check", f"{model}:build", "-b", "nosuchengine")
+    done = run_main("check", f"{model}:build", "-b", "nosuchengine")
     assert done.returncode == 2 and "unknown backend 'nosuchengine'" in done.stderr, done.stderr
-    done = run_cli("check", f"{model}:build", "--baseline", "git:no-such-branch")
+    done = run_main("check", f"{model}:build", "--baseline", "git:no-such-branch")
     assert done.returncode == 2 and "no such revision" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    done = run_cli("check", f"{model}:build", "--threshold", "lots")
+    done = run_main("check", f"{model}:build", "--threshold", "lots")
     assert done.returncode == 2 and "--threshold 'lots' is not a fraction" in done.stderr, done.stderr
     assert len(worktrees(tmp_path / "repo")) == 1
 

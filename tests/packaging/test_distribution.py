@@ -3,6 +3,8 @@ and the one version, and the wheel installs into a fresh venv offline and benchm
 
 The offline install reads the core's and ONNX Runtime's wheels from a wheelhouse that `pip download` fills once
 (kept under `.venv-matrix/`, refilled when the dependencies change); the install itself never reaches the registry.
+The distribution and that venv are made once per session (conftest.py): test_matrix.py runs its ONNX Runtime cell
+in the same venv.
 """
 
 from __future__ import annotations
@@ -13,24 +15,11 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from venv_cells import (
-    MATRIX,
-    PIP_QUIET,
-    ROOT,
-    core_requirements,
-    fresh_venv,
-    locked,
-    optional_dependencies,
-    pip,
-    requirements_hash,
-    run_infermeter,
-    write_tiny_onnx,
-)
+from venv_cells import ROOT, Dist, cli_env, optional_dependencies, run_infermeter, write_tiny_onnx
 
 PACKAGE_DATA = sorted(
     str(path.relative_to(ROOT / "src"))
@@ -39,32 +28,12 @@ PACKAGE_DATA = sorted(
 )
 
 
-@dataclass(frozen=True)
-class Dist:
-    """The built sdist and wheel."""
-
-    sdist: Path
-    wheel: Path
-
-
 def source_version() -> str:
     """`__version__` as written in src/infermeter/__init__.py, the one place the version is set."""
     text = (ROOT / "src" / "infermeter" / "__init__.py").read_text()
     match = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
     assert match, "src/infermeter/__init__.py sets no __version__"
     return match.group(1)
-
-
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (sdist,) = out.glob("*.tar.gz")
-    (wheel,) = out.glob("*.whl")
-    return Dist(sdist, wheel)
 
 
 def test_twine_check_passes(dist: Dist) -> None:
@@ -93,26 +62,9 @@ def test_wheel_and_sdist_carry_the_package_data_and_one_version(dist: Dist) -> N
     assert not any(name.startswith(("tests/", ".venv", "benchmarks/")) for name in members)  # the package only
 
 
-def wheelhouse() -> Path:
-    """Wheels of the core's and ONNX Runtime's dependencies, downloaded once per dependency set."""
-    folder = MATRIX / "wheelhouse"
-    stamp = folder / ".infermeter-matrix-stamp"
-    wanted = requirements_hash("wheelhouse[onnxruntime]")
-    requirements = [*core_requirements(), *optional_dependencies()["onnxruntime"]]
-    with locked("wheelhouse"):
-        if not (stamp.is_file() and stamp.read_text() == wanted):
-            folder.mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "--dest", str(folder)]
-            proc = subprocess.run([*command, *PIP_QUIET, *requirements], capture_output=True, text=True, timeout=900)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            stamp.write_text(wanted)
-    return folder
-
-
 @pytest.mark.slow
-def test_the_wheel_installs_offline_and_benchmarks_an_onnx_file(dist: Dist, tmp_path: Path) -> None:
-    python = fresh_venv(tmp_path / "venv")
-    pip(python, "install", "--no-index", "--find-links", str(wheelhouse()), f"{dist.wheel}[onnxruntime]")
+def test_the_wheel_installs_offline_and_benchmarks_an_onnx_file(wheel_python: Path, tmp_path: Path) -> None:
+    python = wheel_python  # a fresh venv, the wheel and [onnxruntime] installed offline (conftest.py)
     work = tmp_path / "work"
     work.mkdir()
     version = run_infermeter(python, ["--version"], work)
@@ -121,9 +73,9 @@ def test_the_wheel_installs_offline_and_benchmarks_an_onnx_file(dist: Dist, tmp_
     probe = "from infermeter.models.text_feeds import load_sentences as s; from infermeter.llm.tinyllama " + (
         "import corpus_text as c; import infermeter; print(infermeter.__file__, len(s()), len(c()))"
     )
-    data = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=work)
+    data = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=work, env=cli_env(work))
     location, sentences, corpus = data.stdout.split()
-    assert str(tmp_path / "venv") in location and int(sentences) > 0 and int(corpus) > 0, data
+    assert str(python.parent.parent) in location and int(sentences) > 0 and int(corpus) > 0, data
     model = write_tiny_onnx(work / "tiny.onnx")
     output = work / "r.json"
     args = ["bench", str(model), "-b", "onnxruntime", "--batch", "1", "--max-time", "2", "--target-ci", "0"]

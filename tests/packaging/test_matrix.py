@@ -1,5 +1,7 @@
 """Every command degrades cleanly with any subset of engines: the same smoke set in venvs holding the core alone,
 the core with ONNX Runtime, the core with OpenVINO, and everything for the CPU (the main venv, `[all-cpu,test]`).
+The ONNX Runtime cell is the venv test_distribution.py installs the built wheel into with [onnxruntime] (the same
+subset, one venv fewer to build on a clean clone); the others are editable installs under `.venv-matrix/`.
 
 Each cell runs `backends`, `bench` on an ONNX file (or, without an engine, the one-line refusal and a `null` run),
 `report` and `compare`, through the console script of its own venv. A missing engine must read `unavailable` with
@@ -30,6 +32,7 @@ class MatrixCase:
 
     cell: Cell | None  # None: the main venv, which `make test` installs with [all-cpu,test]
     engines: frozenset[str]
+    from_wheel: bool = False  # the session's venv of the built wheel (conftest.py) rather than an editable cell
 
     @property
     def name(self) -> str:
@@ -38,7 +41,7 @@ class MatrixCase:
 
 MATRIX = [
     MatrixCase(Cell("core", ()), frozenset()),
-    MatrixCase(Cell("onnxruntime", ("onnxruntime",)), frozenset({"onnxruntime"})),
+    MatrixCase(Cell("onnxruntime", ("onnxruntime",)), frozenset({"onnxruntime"}), from_wheel=True),
     MatrixCase(Cell("openvino", ("openvino",)), frozenset({"openvino"})),
     MatrixCase(None, frozenset(ENGINES)),
 ]
@@ -63,7 +66,10 @@ class Venv:
 @pytest.fixture(scope="module", params=MATRIX, ids=lambda case: case.name)
 def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     case: MatrixCase = request.param
-    python = cell_python(case.cell) if case.cell else Path(sys.executable)
+    if case.from_wheel:
+        python = request.getfixturevalue("wheel_python")
+    else:
+        python = cell_python(case.cell) if case.cell else Path(sys.executable)
     work = tmp_path_factory.mktemp(f"matrix-{case.name}")
     write_tiny_onnx(work / "tiny.onnx")
     return Venv(python, case, work)
