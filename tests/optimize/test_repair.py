@@ -12,7 +12,9 @@ from infermeter.models.resolve import resolve_model
 from infermeter.optimize.repair import paired_decision, repair_prune_reason
 from infermeter.results.schema import CaseResult
 
-SETTINGS = MeasureSettings(warmup_iterations=2, min_iterations=5, min_time_s=0.05, max_time_s=10.0, rounds=2, target_ci=0.0)
+SETTINGS = MeasureSettings(
+    warmup_iterations=2, min_iterations=5, min_time_s=0.05, max_time_s=10.0, rounds=2, target_ci=0.0
+)
 
 
 def _measured(latency_ms: str, p50_ms: float) -> tuple[Case, CaseResult]:

@@ -57,7 +57,9 @@ def test_the_trials_are_planned_from_the_budget_and_the_tuned_case_is_a_candidat
     trials = int(tuned.options["null.tune_trials"])
     # Half of the ~115 s left, less the case, at the prior 0.01 s per trial: beyond the cap of 1024.
     assert trials == 1024 and float(tuned.options["null.tune_minutes"]) > 0
-    assert tuned.ok and tuned.loading.build is not None and tuned.loading.build.build_phases_s["tune_s"] == 1024 * TRIAL_S
+    assert (
+        tuned.ok and tuned.loading.build is not None and tuned.loading.build.build_phases_s["tune_s"] == 1024 * TRIAL_S
+    )
     assert tuned.latency_ms is not None and untuned.latency_ms is not None
     assert tuned.latency_ms.p50 < 0.6 * untuned.latency_ms.p50  # the simulated tuning halves the latency
     notes = " | ".join(step["notes"])
