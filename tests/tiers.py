@@ -54,6 +54,7 @@ INTEGRATION_CALLS = frozenset(
         "run_in_worker",
         "run_soak",
         "paired_decision",
+        "fallback_candidate",
         "WorkerProcess",
         "CaseWorker",
         "run_generate_isolated",
