@@ -46,8 +46,9 @@ def test_closed_loop_keeps_the_concurrency_until_the_count_and_has_no_lag() -> N
     assert client.most_in_flight == 3
     assert sorted(issue.index for issue, _, _ in traffic.answers) == list(range(10))
     assert all(issue.lag_ns == 0 for issue, _, _ in traffic.answers)  # scheduled when sent
-    # Each answer is at least the delay after its scheduled time: latency counts from the schedule.
-    assert min(issue.latency_ms(done_ns) for issue, _, done_ns in traffic.answers) >= 10.0
+    # Each answer is at least the delay after its scheduled time: latency counts from the schedule (less uvloop's
+    # 1 ms timer resolution: run_async runs on uvloop where it is installed, and its timers may fire that early).
+    assert min(issue.latency_ms(done_ns) for issue, _, done_ns in traffic.answers) >= 9.0
     # 10 requests, 3 at a time, 10 ms each: at least 4 rounds.
     assert traffic.elapsed_s >= 0.04
 
