@@ -47,8 +47,11 @@ def test_matmul_is_counted_after_recovery(tmp_path: Path, route: str, note: str)
     assert any(note in text for text in load_graph(path, batch=BATCH).notes)
 
 
-def test_unrecoverable_nodes_are_named_and_totals_are_lower_bounds(tmp_path: Path) -> None:
+def test_unrecoverable_nodes_are_named_and_totals_are_lower_bounds(tmp_path: Path, monkeypatch: Any) -> None:
     path = reshape_matmul(tmp_path / "mystery.onnx", TARGET_DIM["run"], mystery=True)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)  # the user's folder: a failed recovery must leave nothing in it
     matmul, cost = _matmul(path)
     assert not matmul.counted and matmul.macs == 0
     # The Reshape's output is unknown too: no recovery ran (the unknown op stops both).
@@ -58,6 +61,7 @@ def test_unrecoverable_nodes_are_named_and_totals_are_lower_bounds(tmp_path: Pat
     assert report["uncounted"] == {"nodes": 3, "ops": {"Reshape": 1, "Mystery": 1, "MatMul": 1}}
     assert any("3 nodes uncounted (Reshape ×1, Mystery ×1, MatMul ×1)" in note for note in report["notes"])
     assert any("could not be captured" in text and "Mystery" in text for text in report["notes"])
+    assert not list(cwd.iterdir())  # no sym_shape_infer_temp.onnx from ONNX Runtime's incomplete inference
 
     done = run_cli("inspect", path, "--batch", str(BATCH), "--no-ort")
     assert done.returncode == 0, done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -73,7 +74,13 @@ def _symbolic(model: onnx.ModelProto) -> onnx.ModelProto | str:
         return "onnxruntime is not installed"
     logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        # Where its inference stays incomplete, ONNX Runtime saves the partial model as sym_shape_infer_temp.onnx
+        # (with external data) in the current folder before it raises: in a folder of its own, not the user's.
+        with (
+            tempfile.TemporaryDirectory(prefix="infermeter-shapes-") as scratch,
+            contextlib.chdir(scratch),
+            contextlib.redirect_stdout(io.StringIO()),
+        ):
             inferred: onnx.ModelProto = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
         return inferred
     except Exception as exc:  # an op it does not know, a shape it cannot merge: the next recovery tries
