@@ -46,7 +46,7 @@ def test_an_int8_model_runs_at_its_own_precision_and_passes_parity(tmp_path: Pat
 def test_optimize_keeps_openvino_on_an_int8_model(tmp_path: Path) -> None:
     pytest.importorskip("openvino")
     model = qdq_mlp(tmp_path / "mlp_qdq.onnx")
-    flags = ["-b", "onnxruntime,openvino", "--threads", "2", "--min-time", "0.01", "--max-time", "1", "--rounds", "2"]
+    flags = ["-b", "onnxruntime,openvino", "--threads", "2", "--min-time", "0.05", "--max-time", "1", "--rounds", "2"]
     flags += ["--iterations", "10", "--warmup", "1", "--target-ci", "0"]  # the finalists: 3x --min-time each
     proc = run_cli("optimize", model, *flags, "-o", str(tmp_path / "opt"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -31,7 +31,7 @@ def build():
     return model, {"x": ("float32", ("batch", 16))}
 """
 # Short measurements; no finalists' group (this test is about one step; tests/optimize/test_optimize_cli.py runs it).
-QUICK = ["--iterations", "10", "--min-time", "0.01", "--warmup", "1", "--max-time", "1", "--rounds", "2",
+QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "1", "--max-time", "1", "--rounds", "2",
          "--threads", "1", "--target-ci", "0", "--finalists", "0"]  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from infermeter.deploy.manifest import serve_settings
 from infermeter.optimize.serving import SERVING_FILE, MeasuredPolicy
 
 # Short measurements; no finalists' group (tests/optimize/test_optimize_cli.py runs it).
-QUICK = ["--iterations", "10", "--min-time", "0.01", "--warmup", "1", "--max-time", "1", "--rounds", "2"]
+QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "1", "--max-time", "1", "--rounds", "2"]
 QUICK += ["--threads", "1", "--target-ci", "0", "--finalists", "0", "-b", "onnxruntime", "--budget-minutes", "4"]
 SERVE = ["--serve-max-batch", "2,4", "--serve-max-delay-ms", "1", "--serve-duration", "0.3"]
 SERVE += ["--serve-concurrency", "4"]

@@ -14,9 +14,9 @@ import pytest
 from cli_helpers import advised_case, load_json, run_cli
 from infermeter.advise.tradeoff import cost_per_million, format_cost
 
-# Short measurements (the finalists' group: 3x --min-time each, at least --rounds rounds), and null's simulated
-# tuning at 1 ms per trial instead of 10 ms (the tuning step is tests/optimize/test_tuning_step.py's).
-QUICK = ["--iterations", "10", "--min-time", "0.01", "--warmup", "1", "--max-time", "1", "--rounds", "2"]
+# Short measurements (the finalists' group: 3x --min-time each, in bursts of --min-time / --rounds), and null's
+# simulated tuning at 1 ms per trial instead of 10 ms (the tuning step is tests/optimize/test_tuning_step.py's).
+QUICK = ["--iterations", "10", "--min-time", "0.05", "--warmup", "1", "--max-time", "1", "--rounds", "2"]
 QUICK += ["--threads", "1", "--target-ci", "0", "-b", "null", "-O", "null.trial_s=0.001"]
 
 

@@ -17,7 +17,7 @@ from infermeter.optimize.request import OptimizeRequest
 from infermeter.optimize.steps.fp32 import step_fp32
 from infermeter.optimize.steps.tuning import MIN_TRIALS, plan_trials, seconds_per_trial, step_tuning
 
-QUICK = MeasureSettings(warmup_iterations=1, min_iterations=10, min_time_s=0.01, max_time_s=1.0, target_ci=0.0)
+QUICK = MeasureSettings(warmup_iterations=2, min_iterations=10, min_time_s=0.05, max_time_s=1.0, target_ci=0.0)
 TRIAL_S = 0.0005
 
 
