@@ -164,6 +164,10 @@ def _run_rounds(arms: list[Arm], on_phase: PhaseFn, trace: SpeedTrace | None, un
         states = [arm.log.state() for arm in live]
         if not states or any(s.stopped_by == "max_time" for s in states):
             return
+        # A case whose stop rule is met reads `rule` from then on, never `max_time`: --max-time bounds the rounds
+        # of a decision (`until`) by the timed seconds themselves, or tied cases would run to the judge's budget.
+        if any(s.elapsed_s >= arm.case.settings.max_time_s for s, arm in zip(states, live, strict=True)):
+            return
         if until is not None:
             if len(live) < len(arms) or until([arm.log for arm in live]):
                 return
