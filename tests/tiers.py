@@ -55,6 +55,7 @@ INTEGRATION_CALLS = frozenset(
         "run_soak",
         "paired_decision",
         "fallback_candidate",
+        "FallbackRequest",
         "WorkerProcess",
         "CaseWorker",
         "run_generate_isolated",
