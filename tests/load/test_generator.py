@@ -49,8 +49,8 @@ def test_closed_loop_keeps_the_concurrency_until_the_count_and_has_no_lag() -> N
     # Each answer is at least the delay after its scheduled time: latency counts from the schedule (less uvloop's
     # 1 ms timer resolution: run_async runs on uvloop where it is installed, and its timers may fire that early).
     assert min(issue.latency_ms(done_ns) for issue, _, done_ns in traffic.answers) >= 9.0
-    # 10 requests, 3 at a time, 10 ms each: at least 4 rounds.
-    assert traffic.elapsed_s >= 0.04
+    # 10 requests, 3 at a time, 10 ms each: at least 4 rounds (less the timers' 1 ms resolution, each round).
+    assert traffic.elapsed_s >= 0.036
 
 
 def test_open_loop_for_a_count_follows_the_arrivals() -> None:

@@ -87,4 +87,6 @@ def test_the_build_record_round_trips_through_the_results_file(cache_dir: Path) 
     (result,) = _sweep(_case(9))
     again = case_from_dict(json.loads(json.dumps(case_to_dict(result))))
     assert isinstance(again.loading.build, Artifact) and again.loading.build == result.loading.build
-    assert case_from_dict({k: v for k, v in case_to_dict(result).items() if k != "build"}).loading.build is None
+    unbuilt = case_to_dict(result)
+    del unbuilt["loading"]["build"]
+    assert case_from_dict(unbuilt).loading.build is None

@@ -119,7 +119,7 @@ def test_a_truncated_nncf_ir_is_build_invalid_and_the_sweep_goes_on(
     path = tmp_path / "results.json"
     run_sweep(plan, ResultsFile("now", {}), path, isolate=False)
     invalid, fine = read_results(path).cases  # both on disk
-    assert invalid.status == "build_invalid" and invalid.latency_ms is None and not invalid.samples_ms
+    assert invalid.status == "build_invalid" and invalid.latency_ms is None and not invalid.timing.samples_ms
     assert "the NNCF-quantized IR failed core.read_model: OpenVINO cannot read the IR back" in (invalid.error or "")
     assert "-O openvino.int8_source=qdq" in (invalid.error or "")
     assert fine.status == "ok" and fine.latency_ms is not None
