@@ -47,6 +47,15 @@ class OptimizeEvent:
 EventCallback = Callable[[OptimizeEvent], None]
 
 
+def remeasured_item(source: tuple[ModelSpec, Case], tag: tuple[str, str], max_time_s: float) -> PlanItem:
+    """A case measured again from what it was measured from (`Run.sources`): tagged with the option `tag` (so its
+    id differs from the case it copies; no backend reads it), timed for at most `max_time_s`, no parity check."""
+    spec, planned = source
+    options = tuple(sorted({**dict(planned.options), tag[0]: tag[1]}.items()))
+    settings = replace(planned.settings, check_parity=False, max_time_s=max_time_s)
+    return PlanItem(spec, (replace(planned, options=options, settings=settings),))
+
+
 def case_variant_label(case: Case | CaseResult, variant: str = "") -> str:
     """`onnxruntime int8 b1 static` (plus the variant when it says more than the precision)."""
     text = f"{case.backend} {case.precision} b{case.batch} {case.shape_mode}"

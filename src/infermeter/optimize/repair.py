@@ -11,13 +11,12 @@ candidate is never given up on an undecided comparison).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from infermeter.compare.decision import Decision, DecisionParams
 from infermeter.core.case import Case
 from infermeter.models.spec import ModelSpec
 from infermeter.optimize.candidates import p50
-from infermeter.optimize.pipeline import Run, case_variant_label
+from infermeter.optimize.pipeline import Run, case_variant_label, remeasured_item
 from infermeter.optimize.steps.log import note
 from infermeter.results.schema import CaseResult
 
@@ -36,17 +35,13 @@ def paired_decision(
     (`sources`, by case id) in interleaved rounds until decided: (decision, None), or (None, why) when they could
     not be measured together."""
     from infermeter.compare.decision_rounds import decided_group
-    from infermeter.measure.plan import PlanItem
 
     items = []
     for case in (best, candidate):
         if case.id not in sources:
             return None, f"{case_variant_label(case)} was measured by an earlier invocation"
-        spec, planned = sources[case.id]
-        options = tuple(sorted({**dict(planned.options), REPAIR_TAG[0]: REPAIR_TAG[1]}.items()))
-        timed_s = min(planned.settings.max_time_s, REPAIR_MAX_TIME_S)
-        settings = replace(planned.settings, check_parity=False, max_time_s=timed_s)
-        items.append(PlanItem(spec, (replace(planned, options=options, settings=settings),)))
+        timed_s = min(sources[case.id][1].settings.max_time_s, REPAIR_MAX_TIME_S)
+        items.append(remeasured_item(sources[case.id], REPAIR_TAG, timed_s))
     _done, decision, reason = decided_group(items, REPAIR_PARAMS)
     return decision, reason
 

@@ -32,7 +32,7 @@ from infermeter.optimize.candidates import (
     GROUP_TIME_FACTOR,
     evidence_reason,
 )
-from infermeter.optimize.pipeline import FINALIST_TAG, Run, case_variant_label
+from infermeter.optimize.pipeline import FINALIST_TAG, Run, case_variant_label, remeasured_item
 from infermeter.optimize.steps.log import begin, finish, note, skip
 from infermeter.results.records import Accuracy, AccuracyError, OptimizeStep, ParityRecord, read_record, write_record
 from infermeter.results.schema import CaseResult
@@ -40,7 +40,6 @@ from infermeter.results.schema import CaseResult
 if TYPE_CHECKING:
     from infermeter.compare.decision_race import RaceJudge
 
-ROUND_OPTION, ROUND_VALUE = FINALIST_TAG
 # Objectives a group's timed rounds decide; peak memory does not drift with the machine's speed.
 TIMED_OBJECTIVES = ("latency", "throughput")
 # The race's decision: the issue's 5% pick tolerance as δ; no budget but the group's --max-time (MAX_ROUNDS).
@@ -144,14 +143,8 @@ def _measure_together(
     race (copy id -> why). None when the group could not run (the reason is in the journal)."""
     from infermeter.compare.decision_race import RaceJudge
     from infermeter.measure.interleave import run_group
-    from infermeter.measure.plan import PlanItem
 
-    items = []
-    for case in finalists:
-        spec, planned = run.sources[case.id]
-        options = tuple(sorted({**dict(planned.options), ROUND_OPTION: ROUND_VALUE}.items()))
-        settings = replace(planned.settings, check_parity=False, max_time_s=timed_s)
-        items.append(PlanItem(spec, (replace(planned, options=options, settings=settings),)))
+    items = [remeasured_item(run.sources[case.id], FINALIST_TAG, timed_s) for case in finalists]
     labels = ", ".join(case_variant_label(c) for c in finalists)
     note(run, "finalists", f"measuring {len(items)} finalists together, each timed for up to {timed_s:.1f} s: {labels}")
     judge = (
